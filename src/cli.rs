@@ -1,0 +1,319 @@
+//! The command line: `serve` (the default), `admin bootstrap`, `doctor`, and the maintenance and
+//! benchmark commands.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+
+use crate::app::{App, Options};
+use crate::config::{self, CliOverrides, Config, LogFormat};
+
+const ABOUT: &str = "Steward: AI agents that answer your customers from your own documents, in one self-hosted binary.";
+const LONG_ABOUT: &str =
+    "Steward: AI agents that answer your customers from your own documents, in one self-hosted binary.
+
+Run with no command to start the server (the same as `steward serve`). Settings come from, lowest to
+highest precedence: built-in defaults, the TOML file named by --config, environment variables, and
+flags. Every flag below also reads the environment variable shown beside it.
+
+First steps:
+  steward admin bootstrap --email you@example.com --password '...' --print-token
+  steward serve --listen 127.0.0.1:8080
+  steward doctor            # explains what is wrong with the data dir, database or models";
+
+#[derive(Parser, Debug)]
+#[command(name = "steward", version, about = ABOUT, long_about = LONG_ABOUT)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct GlobalArgs {
+    /// TOML configuration file (keys: see docs/configuration.md).
+    #[arg(long, env = "STEWARD_CONFIG", global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Where Steward keeps its database, uploaded files and search indexes
+    /// [default: ~/.local/share/steward/data].
+    #[arg(long, env = "STEWARD_DATA_DIR", global = true, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Directory holding the model files (minilm/, onnxruntime/, smollm2/); searched alone when set.
+    #[arg(long, env = "STEWARD_MODELS_DIR", global = true, value_name = "DIR")]
+    pub models_dir: Option<PathBuf>,
+    /// Log format.
+    #[arg(long, env = "STEWARD_LOG_FORMAT", global = true, value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log filter, e.g. `info` or `steward=debug,tower_http=info`.
+    #[arg(long, env = "STEWARD_LOG", global = true, value_name = "FILTER")]
+    pub log_level: Option<String>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:8080]; port 0 picks a free port.
+    #[arg(long, env = "STEWARD_LISTEN", value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Background worker threads [default: the number of cores, 2 to 8].
+    #[arg(long, env = "STEWARD_WORKERS", value_name = "N")]
+    pub workers: Option<usize>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the server (the default command).
+    Serve(ServeArgs),
+    /// Administration for headless and air-gapped installs.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+    /// Check the data directory, database, migrations and model files, and say what is wrong.
+    Doctor,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AdminCommand {
+    /// Create the organization, its default workspace and the owner (if they do not exist yet).
+    Bootstrap {
+        /// The owner's email.
+        #[arg(long)]
+        email: String,
+        /// The owner's password (at least 8 characters).
+        #[arg(long, env = "STEWARD_BOOTSTRAP_PASSWORD", hide_env_values = true)]
+        password: String,
+        /// The owner's display name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Mint a personal access token with every permission and print it alone on stdout.
+        #[arg(long)]
+        print_token: bool,
+    },
+}
+
+fn overrides(global: &GlobalArgs, serve: &ServeArgs) -> CliOverrides {
+    CliOverrides {
+        config_file: global.config.clone(),
+        data_dir: global.data_dir.clone(),
+        models_dir: global.models_dir.clone(),
+        log_format: global.log_format,
+        log_level: global.log_level.clone(),
+        listen: serve.listen,
+        workers: serve.workers,
+    }
+}
+
+pub fn init_tracing(config: &Config) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match config.log_format {
+        LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
+        LogFormat::Text => builder.try_init(),
+    };
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        None => serve(overrides(&cli.global, &cli.serve)),
+        Some(Command::Serve(args)) => {
+            let merged =
+                ServeArgs { listen: args.listen.or(cli.serve.listen), workers: args.workers.or(cli.serve.workers) };
+            serve(overrides(&cli.global, &merged))
+        }
+        Some(Command::Admin { command }) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            admin(config, command)
+        }
+        Some(Command::Doctor) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            Ok(doctor(&config))
+        }
+    }
+}
+
+fn serve(ov: CliOverrides) -> anyhow::Result<ExitCode> {
+    let config = config::load(&ov)?;
+    init_tracing(&config);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("steward-http").build()?;
+    rt.block_on(async move {
+        let listen = config.listen;
+        let app = App::build(config, Options::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+        app.start_background();
+        let listener =
+            tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
+        let addr = listener.local_addr()?;
+        tracing::info!(%addr, data_dir = %app.config.data_dir.display(), "steward is listening");
+        println!("steward listening on http://{addr}");
+        let _ = std::io::stdout().flush();
+        crate::http::serve(app.clone(), listener, shutdown_signal()).await?;
+        tracing::info!("stopped accepting requests; finishing background work");
+        let app2 = app.clone();
+        tokio::task::spawn_blocking(move || app2.shutdown()).await?;
+        tracing::info!("bye");
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutdown signal received");
+}
+
+fn admin(config: Config, cmd: AdminCommand) -> anyhow::Result<ExitCode> {
+    match cmd {
+        AdminCommand::Bootstrap { email, password, name, print_token } => {
+            let app = App::build(config, Options { lock_data_dir: false, ..Default::default() })
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let b = crate::auth::accounts::bootstrap(&app, &email, &password, name, print_token)
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            if b.created_organization {
+                eprintln!(
+                    "created organization {:?} with workspace {:?} and owner {}",
+                    b.organization.name, b.workspace.name, b.user.email
+                );
+            } else {
+                eprintln!("already set up: organization {:?}, owner {}", b.organization.name, b.user.email);
+            }
+            if let Some(t) = b.token {
+                eprintln!("personal access token (shown once; send it as Authorization: Bearer <token>):");
+                println!("{t}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `steward doctor`: plain-words checks; exit code 1 when something required is wrong.
+pub fn doctor(config: &Config) -> ExitCode {
+    let mut problems = 0;
+    let mut say = |ok: bool, required: bool, what: String| {
+        let mark = if ok {
+            "ok  "
+        } else if required {
+            "FAIL"
+        } else {
+            "note"
+        };
+        println!("[{mark}] {what}");
+        if !ok && required {
+            problems += 1;
+        }
+    };
+    let dir = &config.data_dir;
+    match std::fs::create_dir_all(dir).and_then(|_| {
+        let probe = dir.join(".doctor-probe");
+        std::fs::write(&probe, b"ok")?;
+        std::fs::remove_file(&probe)
+    }) {
+        Ok(()) => say(true, true, format!("data directory {} is writable", dir.display())),
+        Err(e) => say(false, true, format!("data directory {} is not writable: {e}", dir.display())),
+    }
+    let db_path = config.db_path();
+    if !db_path.exists() {
+        say(true, false, format!("no database yet at {} (it is created on first start)", db_path.display()));
+    } else {
+        match crate::storage::Db::open_without_migrating(&db_path, 1) {
+            Err(e) => say(false, true, format!("the database {} cannot be opened: {e}", db_path.display())),
+            Ok(db) => {
+                let integrity: crate::Result<String> =
+                    db.read(|c| Ok(c.query_row("PRAGMA quick_check", [], |r| r.get(0))?));
+                match integrity {
+                    Ok(s) if s == "ok" => say(true, true, "the database passes SQLite's quick check".into()),
+                    Ok(s) => say(false, true, format!("the database is damaged: {s}; restore a backup")),
+                    Err(e) => say(false, true, format!("the database check failed: {e}")),
+                }
+                match db.migration_status() {
+                    Ok(st) if st.is_current() => {
+                        say(true, true, format!("all {} migrations are applied", st.applied.len()))
+                    }
+                    Ok(st) if !st.unknown.is_empty() => say(
+                        false,
+                        true,
+                        format!(
+                            "the database has migrations {:?} that this steward does not know; it was used by a newer version",
+                            st.unknown
+                        ),
+                    ),
+                    Ok(st) if !st.modified.is_empty() => {
+                        say(false, true, format!("migrations {:?} changed after they were applied", st.modified))
+                    }
+                    Ok(st) => say(
+                        true,
+                        false,
+                        format!("migrations {:?} are pending; they are applied at the next start", st.pending),
+                    ),
+                    Err(e) => say(false, true, format!("cannot read the migration status: {e}")),
+                }
+            }
+        }
+    }
+    let dirs = crate::models::locate::candidate_dirs(config);
+    match crate::models::locate::models_dir(config) {
+        None => say(
+            false,
+            true,
+            format!(
+                "no model files found (looked in {}); {}",
+                dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
+                crate::models::locate::FETCH_HINT
+            ),
+        ),
+        Some(mdir) => {
+            say(true, true, format!("models directory {}", mdir.display()));
+            for e in crate::models::locate::EXPECTED {
+                let p = mdir.join(e.relative);
+                if !p.is_file() {
+                    say(false, e.required, format!("{} is missing: {}", e.what, p.display()));
+                    continue;
+                }
+                match crate::models::locate::file_sha256(&p) {
+                    Ok(h) if h == e.sha256 => say(true, e.required, format!("{} present and verified", e.what)),
+                    Ok(_) => say(
+                        false,
+                        e.required,
+                        format!(
+                            "{} at {} does not match the pinned file (corrupt or replaced); fetch it again",
+                            e.what,
+                            p.display()
+                        ),
+                    ),
+                    Err(err) => say(false, e.required, format!("{} cannot be read: {err}", e.what)),
+                }
+            }
+        }
+    }
+    if problems == 0 {
+        println!("everything Steward needs is in place");
+        ExitCode::SUCCESS
+    } else {
+        println!("{problems} problem(s) found");
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,560 @@
+//! Configuration: built-in defaults < TOML file < environment < command-line flags, validated once
+//! into [`Config`]. The CLI layer (clap) already merges flags with their `STEWARD_*` variables;
+//! this module adds the file underneath and the product's own variables (`DOCUMENT_UPLOAD_MAX_BYTES`,
+//! `CONNECTOR_ENCRYPTION_KEY`, `LLM_*`, provider keys) on top of it.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine;
+use serde::Deserialize;
+
+/// A value that must never be printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret<T>(T);
+
+impl<T> Secret<T> {
+    pub fn new(v: T) -> Self {
+        Secret(v)
+    }
+    pub fn expose(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> fmt::Debug for Secret<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[redacted]")
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Sliding-window limit: at most `max` events per `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    pub max: u32,
+    pub window: Duration,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LlmSlotDefault {
+    pub provider: Option<String>,
+    pub model: Option<String>,
+}
+
+/// Deployment-level model settings (the `LLM_*` variables and provider keys).
+#[derive(Debug, Clone, Default)]
+pub struct LlmConfig {
+    pub chat: LlmSlotDefault,
+    pub rewrite: LlmSlotDefault,
+    pub rerank: LlmSlotDefault,
+    /// Deployment keys by provider id (`openai`, `openai-compatible`, `claude`, `gemini`).
+    pub env_keys: BTreeMap<String, Secret<String>>,
+    /// Base URLs by provider id; the hosted defaults apply when absent. `openai-compatible` has no
+    /// default (`OPENAI_COMPATIBLE_BASE_URL`).
+    pub base_urls: BTreeMap<String, String>,
+    /// GGUF file for the `local` provider; defaults to the SmolLM2 file in the models directory.
+    pub local_model_path: Option<PathBuf>,
+    pub local_threads: usize,
+    pub local_context: u32,
+    /// Timeout of one hosted-provider call.
+    pub request_timeout: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub data_dir: PathBuf,
+    pub listen: SocketAddr,
+    /// Explicit models directory (`--models-dir`, `STEWARD_MODELS_DIR`); searched alone when set.
+    pub models_dir: Option<PathBuf>,
+    pub log_format: LogFormat,
+    pub log_level: String,
+    /// Background worker threads.
+    pub workers: usize,
+    /// Longest time a request may take before it answers 504 `timeout` (streams are exempt once
+    /// their headers are sent).
+    pub request_timeout: Duration,
+    /// The address people use to reach this server; used for links and to decide `Secure` cookies.
+    pub public_url: Option<String>,
+    /// Force the `Secure` cookie flag on or off; by default it follows `public_url`'s scheme.
+    pub secure_cookies: Option<bool>,
+    /// Take the client address from `X-Forwarded-For` (only behind a proxy you control).
+    pub trust_proxy: bool,
+    pub session_ttl: Duration,
+    pub login_limit_per_email: RateLimit,
+    pub login_limit_per_ip: RateLimit,
+    pub upload_limit: RateLimit,
+    /// `DOCUMENT_UPLOAD_MAX_BYTES`.
+    pub upload_max_bytes: u64,
+    pub job_lease: Duration,
+    pub job_max_attempts: u32,
+    pub shutdown_grace: Duration,
+    /// `CONNECTOR_ENCRYPTION_KEY`, decoded.
+    pub encryption_key: Option<Secret<[u8; 32]>>,
+    /// Threads ONNX Runtime uses for one embedding batch.
+    pub embed_threads: usize,
+    /// Longest input, in tokens, one embedding sees (longer chunks are truncated).
+    pub embed_max_tokens: usize,
+    pub llm: LlmConfig,
+}
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 25 * 1024 * 1024;
+
+impl Config {
+    /// Built-in defaults with the given data directory (what tests start from).
+    pub fn with_data_dir(data_dir: impl Into<PathBuf>) -> Config {
+        let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
+        Config {
+            data_dir: data_dir.into(),
+            listen: DEFAULT_LISTEN.parse().expect("default listen address"),
+            models_dir: None,
+            log_format: LogFormat::Text,
+            log_level: "info".into(),
+            workers: cores.clamp(2, 8),
+            request_timeout: Duration::from_secs(120),
+            public_url: None,
+            secure_cookies: None,
+            trust_proxy: false,
+            session_ttl: Duration::from_secs(14 * 24 * 3600),
+            login_limit_per_email: RateLimit { max: 10, window: Duration::from_secs(15 * 60) },
+            login_limit_per_ip: RateLimit { max: 50, window: Duration::from_secs(15 * 60) },
+            upload_limit: RateLimit { max: 120, window: Duration::from_secs(60) },
+            upload_max_bytes: DEFAULT_UPLOAD_MAX_BYTES,
+            job_lease: Duration::from_secs(300),
+            job_max_attempts: 5,
+            shutdown_grace: Duration::from_secs(20),
+            encryption_key: None,
+            embed_threads: cores.clamp(1, 4),
+            embed_max_tokens: 256,
+            llm: LlmConfig {
+                local_threads: 1,
+                local_context: 4096,
+                request_timeout: Duration::from_secs(60),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// The data directory used when none is given: `<XDG data dir>/steward/data`. Models live
+    /// beside it in `<XDG data dir>/steward/models`, outside any one data directory.
+    pub fn default_data_dir() -> PathBuf {
+        match directories::ProjectDirs::from("", "", "steward") {
+            Some(p) => p.data_dir().join("data"),
+            None => PathBuf::from("steward-data"),
+        }
+    }
+
+    /// Whether session cookies carry `Secure`.
+    pub fn cookies_secure(&self) -> bool {
+        self.secure_cookies.unwrap_or_else(|| self.public_url.as_deref().is_some_and(|u| u.starts_with("https://")))
+    }
+
+    pub fn db_path(&self) -> PathBuf {
+        self.data_dir.join("steward.db")
+    }
+}
+
+/// The TOML file. Every key is optional; unknown keys are an error so typos are caught.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileConfig {
+    pub data_dir: Option<PathBuf>,
+    pub listen: Option<String>,
+    pub models_dir: Option<PathBuf>,
+    pub log_format: Option<LogFormat>,
+    pub log_level: Option<String>,
+    pub workers: Option<usize>,
+    pub request_timeout_secs: Option<u64>,
+    pub public_url: Option<String>,
+    pub secure_cookies: Option<bool>,
+    pub trust_proxy: Option<bool>,
+    pub session_ttl_hours: Option<u64>,
+    pub login_attempts_per_email: Option<u32>,
+    pub login_attempts_per_ip: Option<u32>,
+    pub login_window_secs: Option<u64>,
+    pub uploads_per_minute: Option<u32>,
+    pub upload_max_bytes: Option<u64>,
+    pub job_lease_secs: Option<u64>,
+    pub job_max_attempts: Option<u32>,
+    pub shutdown_grace_secs: Option<u64>,
+    pub embed_threads: Option<usize>,
+    pub embed_max_tokens: Option<usize>,
+    #[serde(default)]
+    pub llm: FileLlm,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileLlm {
+    pub chat_provider: Option<String>,
+    pub chat_model: Option<String>,
+    pub rewrite_provider: Option<String>,
+    pub rewrite_model: Option<String>,
+    pub rerank_provider: Option<String>,
+    pub rerank_model: Option<String>,
+    pub local_model_path: Option<PathBuf>,
+    pub local_threads: Option<usize>,
+    pub local_context: Option<u32>,
+    pub openai_compatible_base_url: Option<String>,
+    pub request_timeout_secs: Option<u64>,
+}
+
+/// What the command line (flags merged with their `STEWARD_*` variables by clap) contributes.
+#[derive(Debug, Default, Clone)]
+pub struct CliOverrides {
+    pub config_file: Option<PathBuf>,
+    pub data_dir: Option<PathBuf>,
+    pub models_dir: Option<PathBuf>,
+    pub log_format: Option<LogFormat>,
+    pub log_level: Option<String>,
+    pub listen: Option<SocketAddr>,
+    pub workers: Option<usize>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read the config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("the config file {path} is not valid: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("{name} is not valid: {message}")]
+    Invalid { name: String, message: String },
+}
+
+fn invalid(name: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { name: name.to_string(), message: message.into() }
+}
+
+/// Loads the configuration from the process environment and the CLI overrides.
+pub fn load(cli: &CliOverrides) -> Result<Config, ConfigError> {
+    load_with_env(cli, |k| std::env::var(k).ok())
+}
+
+/// [`load`] with an injectable environment (for tests of the precedence rules).
+pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+    let file = match &cli.config_file {
+        Some(path) => read_file(path)?,
+        None => FileConfig::default(),
+    };
+    let data_dir = cli.data_dir.clone().or(file.data_dir.clone()).unwrap_or_else(Config::default_data_dir);
+    let mut c = Config::with_data_dir(data_dir);
+
+    // 1. the file
+    if let Some(l) = &file.listen {
+        c.listen = parse_listen("listen (config file)", l)?;
+    }
+    if file.models_dir.is_some() {
+        c.models_dir = file.models_dir.clone();
+    }
+    if let Some(v) = file.log_format {
+        c.log_format = v;
+    }
+    if let Some(v) = &file.log_level {
+        c.log_level = v.clone();
+    }
+    if let Some(v) = file.workers {
+        c.workers = v;
+    }
+    if let Some(v) = file.request_timeout_secs {
+        c.request_timeout = Duration::from_secs(v);
+    }
+    if file.public_url.is_some() {
+        c.public_url = file.public_url.clone();
+    }
+    if file.secure_cookies.is_some() {
+        c.secure_cookies = file.secure_cookies;
+    }
+    if let Some(v) = file.trust_proxy {
+        c.trust_proxy = v;
+    }
+    if let Some(v) = file.session_ttl_hours {
+        c.session_ttl = Duration::from_secs(v * 3600);
+    }
+    if let Some(v) = file.login_attempts_per_email {
+        c.login_limit_per_email.max = v;
+    }
+    if let Some(v) = file.login_attempts_per_ip {
+        c.login_limit_per_ip.max = v;
+    }
+    if let Some(v) = file.login_window_secs {
+        c.login_limit_per_email.window = Duration::from_secs(v);
+        c.login_limit_per_ip.window = Duration::from_secs(v);
+    }
+    if let Some(v) = file.uploads_per_minute {
+        c.upload_limit.max = v;
+    }
+    if let Some(v) = file.upload_max_bytes {
+        c.upload_max_bytes = v;
+    }
+    if let Some(v) = file.job_lease_secs {
+        c.job_lease = Duration::from_secs(v);
+    }
+    if let Some(v) = file.job_max_attempts {
+        c.job_max_attempts = v;
+    }
+    if let Some(v) = file.shutdown_grace_secs {
+        c.shutdown_grace = Duration::from_secs(v);
+    }
+    if let Some(v) = file.embed_threads {
+        c.embed_threads = v;
+    }
+    if let Some(v) = file.embed_max_tokens {
+        c.embed_max_tokens = v;
+    }
+    let fl = &file.llm;
+    c.llm.chat = LlmSlotDefault { provider: fl.chat_provider.clone(), model: fl.chat_model.clone() };
+    c.llm.rewrite = LlmSlotDefault { provider: fl.rewrite_provider.clone(), model: fl.rewrite_model.clone() };
+    c.llm.rerank = LlmSlotDefault { provider: fl.rerank_provider.clone(), model: fl.rerank_model.clone() };
+    if fl.local_model_path.is_some() {
+        c.llm.local_model_path = fl.local_model_path.clone();
+    }
+    if let Some(v) = fl.local_threads {
+        c.llm.local_threads = v;
+    }
+    if let Some(v) = fl.local_context {
+        c.llm.local_context = v;
+    }
+    if let Some(v) = &fl.openai_compatible_base_url {
+        c.llm.base_urls.insert("openai-compatible".into(), v.clone());
+    }
+    if let Some(v) = fl.request_timeout_secs {
+        c.llm.request_timeout = Duration::from_secs(v);
+    }
+
+    // 2. the environment (the product's own variable names; STEWARD_* flags come through clap)
+    let num = |name: &str| -> Result<Option<u64>, ConfigError> {
+        match env(name) {
+            Some(v) if !v.trim().is_empty() => v
+                .trim()
+                .parse::<u64>()
+                .map(Some)
+                .map_err(|_| invalid(name, format!("expected a whole number, got {v:?}"))),
+            _ => Ok(None),
+        }
+    };
+    if let Some(v) = num("DOCUMENT_UPLOAD_MAX_BYTES")? {
+        c.upload_max_bytes = v;
+    }
+    if let Some(v) = env("STEWARD_PUBLIC_URL").filter(|v| !v.is_empty()) {
+        c.public_url = Some(v);
+    }
+    if let Some(v) = num("STEWARD_REQUEST_TIMEOUT_SECS")? {
+        c.request_timeout = Duration::from_secs(v);
+    }
+    if let Some(v) = num("STEWARD_EMBED_THREADS")? {
+        c.embed_threads = v as usize;
+    }
+    if let Some(v) = num("STEWARD_EMBED_MAX_TOKENS")? {
+        c.embed_max_tokens = v as usize;
+    }
+    if let Some(v) = env("CONNECTOR_ENCRYPTION_KEY").filter(|v| !v.trim().is_empty()) {
+        c.encryption_key = Some(Secret::new(parse_encryption_key(&v)?));
+    }
+    for (slot, target) in [("CHAT", &mut c.llm.chat), ("REWRITE", &mut c.llm.rewrite), ("RERANK", &mut c.llm.rerank)] {
+        if let Some(p) = env(&format!("LLM_{slot}_PROVIDER")).filter(|v| !v.is_empty()) {
+            target.provider = Some(p);
+        }
+        if let Some(m) = env(&format!("LLM_{slot}_MODEL")).filter(|v| !v.is_empty()) {
+            target.model = Some(m);
+        }
+    }
+    for (var, provider) in [
+        ("OPENAI_API_KEY", "openai"),
+        ("OPENAI_COMPATIBLE_API_KEY", "openai-compatible"),
+        ("ANTHROPIC_API_KEY", "claude"),
+        ("GEMINI_API_KEY", "gemini"),
+    ] {
+        if let Some(k) = env(var).filter(|v| !v.trim().is_empty()) {
+            c.llm.env_keys.insert(provider.to_string(), Secret::new(k.trim().to_string()));
+        }
+    }
+    for (var, provider) in [
+        ("OPENAI_BASE_URL", "openai"),
+        ("OPENAI_COMPATIBLE_BASE_URL", "openai-compatible"),
+        ("ANTHROPIC_BASE_URL", "claude"),
+        ("GEMINI_BASE_URL", "gemini"),
+    ] {
+        if let Some(u) = env(var).filter(|v| !v.trim().is_empty()) {
+            c.llm.base_urls.insert(provider.to_string(), u.trim().trim_end_matches('/').to_string());
+        }
+    }
+    if let Some(p) = env("STEWARD_LOCAL_MODEL").filter(|v| !v.is_empty()) {
+        c.llm.local_model_path = Some(PathBuf::from(p));
+    }
+    if let Some(v) = num("STEWARD_LOCAL_THREADS")? {
+        c.llm.local_threads = v as usize;
+    }
+    if let Some(v) = num("STEWARD_LOCAL_CONTEXT")? {
+        c.llm.local_context = v as u32;
+    }
+
+    // 3. flags (already merged with their STEWARD_* variables by clap)
+    if let Some(v) = &cli.models_dir {
+        c.models_dir = Some(v.clone());
+    }
+    if let Some(v) = cli.log_format {
+        c.log_format = v;
+    }
+    if let Some(v) = &cli.log_level {
+        c.log_level = v.clone();
+    }
+    if let Some(v) = cli.listen {
+        c.listen = v;
+    }
+    if let Some(v) = cli.workers {
+        c.workers = v;
+    }
+
+    validate(&c)?;
+    Ok(c)
+}
+
+fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+    toml::from_str(&text).map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })
+}
+
+fn parse_listen(name: &str, v: &str) -> Result<SocketAddr, ConfigError> {
+    v.parse().map_err(|_| invalid(name, format!("expected host:port such as 127.0.0.1:8080, got {v:?}")))
+}
+
+/// `CONNECTOR_ENCRYPTION_KEY`: 32 random bytes written as 64 hex characters or as base64
+/// (standard or URL-safe alphabet, padding optional). Generate one with `openssl rand -hex 32`.
+pub fn parse_encryption_key(v: &str) -> Result<[u8; 32], ConfigError> {
+    let v = v.trim();
+    let bytes = if v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        hex::decode(v).ok()
+    } else {
+        let cleaned = v.trim_end_matches('=');
+        base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(cleaned)
+            .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cleaned))
+            .ok()
+    };
+    match bytes {
+        Some(b) if b.len() == 32 => {
+            let mut key = [0u8; 32];
+            key.copy_from_slice(&b);
+            Ok(key)
+        }
+        Some(b) => Err(invalid(
+            "CONNECTOR_ENCRYPTION_KEY",
+            format!(
+                "it decodes to {} bytes; it must be exactly 32 (generate one with `openssl rand -hex 32`)",
+                b.len()
+            ),
+        )),
+        None => Err(invalid(
+            "CONNECTOR_ENCRYPTION_KEY",
+            "it must be 32 bytes written as 64 hex characters or base64 (generate one with `openssl rand -hex 32`)",
+        )),
+    }
+}
+
+fn validate(c: &Config) -> Result<(), ConfigError> {
+    if c.workers == 0 || c.workers > 64 {
+        return Err(invalid("workers", "must be between 1 and 64"));
+    }
+    if c.upload_max_bytes == 0 {
+        return Err(invalid("DOCUMENT_UPLOAD_MAX_BYTES", "must be greater than zero"));
+    }
+    if c.embed_threads == 0 || c.embed_threads > 64 {
+        return Err(invalid("embed_threads", "must be between 1 and 64"));
+    }
+    if !(16..=512).contains(&c.embed_max_tokens) {
+        return Err(invalid("embed_max_tokens", "must be between 16 and 512 (the model's limit)"));
+    }
+    if c.job_max_attempts == 0 {
+        return Err(invalid("job_max_attempts", "must be at least 1"));
+    }
+    if let Some(u) = &c.public_url
+        && !(u.starts_with("http://") || u.starts_with("https://")) {
+            return Err(invalid("public_url", "must start with http:// or https://"));
+        }
+    for (name, slot) in [("LLM_CHAT", &c.llm.chat), ("LLM_REWRITE", &c.llm.rewrite), ("LLM_RERANK", &c.llm.rerank)] {
+        if let Some(p) = &slot.provider
+            && !crate::models::PROVIDERS.contains(&p.as_str()) {
+                return Err(invalid(
+                    &format!("{name}_PROVIDER"),
+                    format!("unknown provider {p:?}; expected one of {}", crate::models::PROVIDERS.join(", ")),
+                ));
+            }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::io::Write;
+
+    use super::*;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn precedence_is_defaults_then_file_then_env_then_flags() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "listen = \"127.0.0.1:9000\"\nupload_max_bytes = 1000\nworkers = 3\nlog_level = \"debug\"")
+            .unwrap();
+        let cli = CliOverrides { config_file: Some(f.path().to_path_buf()), ..Default::default() };
+
+        let c = load_with_env(&cli, env_of(&[])).unwrap();
+        assert_eq!(c.listen.port(), 9000); // file beats default
+        assert_eq!(c.upload_max_bytes, 1000);
+        assert_eq!(c.workers, 3);
+
+        let c = load_with_env(&cli, env_of(&[("DOCUMENT_UPLOAD_MAX_BYTES", "2000")])).unwrap();
+        assert_eq!(c.upload_max_bytes, 2000); // env beats file
+
+        let cli2 = CliOverrides { listen: Some("127.0.0.1:9100".parse().unwrap()), workers: Some(5), ..cli.clone() };
+        let c = load_with_env(&cli2, env_of(&[])).unwrap();
+        assert_eq!(c.listen.port(), 9100); // flag beats file
+        assert_eq!(c.workers, 5);
+        assert_eq!(c.log_level, "debug");
+    }
+
+    #[test]
+    fn unknown_file_keys_and_bad_values_are_reported() {
+        let mut f = tempfile::NamedTempFile::new().unwrap();
+        writeln!(f, "listne = \"x\"").unwrap();
+        let cli = CliOverrides { config_file: Some(f.path().to_path_buf()), ..Default::default() };
+        let err = load_with_env(&cli, env_of(&[])).unwrap_err().to_string();
+        assert!(err.contains("listne"), "{err}");
+
+        let err = load_with_env(&CliOverrides::default(), env_of(&[("DOCUMENT_UPLOAD_MAX_BYTES", "lots")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("DOCUMENT_UPLOAD_MAX_BYTES"), "{err}");
+    }
+
+    #[test]
+    fn encryption_key_formats() {
+        let hex_key = "00".repeat(32);
+        assert_eq!(parse_encryption_key(&hex_key).unwrap(), [0u8; 32]);
+        let b64 = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+        assert_eq!(parse_encryption_key(&b64).unwrap(), [7u8; 32]);
+        let url = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode([0xffu8; 32]);
+        assert_eq!(parse_encryption_key(&url).unwrap(), [0xffu8; 32]);
+        let short = parse_encryption_key("abcd").unwrap_err().to_string();
+        assert!(short.contains("32"), "{short}");
+        assert!(parse_encryption_key("not a key at all!").is_err());
+        // the key never shows in Debug output
+        let c = Config { encryption_key: Some(Secret::new([9u8; 32])), ..Config::with_data_dir("/tmp/x") };
+        assert!(!format!("{c:?}").contains("9, 9"));
+    }
+}

@@ -1,0 +1,277 @@
+//! The crate's one error type. Every failure that reaches a client is an [`Error`] with a closed
+//! [`ErrorCode`]; the HTTP edge turns it into `{"error":{"code","message","details"}}`.
+//!
+//! This module knows nothing about axum: the mapping to a response lives in `http::error`.
+
+use std::fmt;
+
+use serde_json::Value;
+
+/// Stable, snake_case error codes. One exhaustive `match` maps each to an HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// The request body or parameters are invalid.
+    InvalidRequest,
+    /// The body is not valid JSON.
+    MalformedJson,
+    Unauthorized,
+    Forbidden,
+    /// Registration without an invitation once the organization exists.
+    InvitationRequired,
+    NotFound,
+    MethodNotAllowed,
+    Conflict,
+    RevisionConflict,
+    ChatTurnSuperseded,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    RevisionInvalid,
+    Unprocessable,
+    RateLimitExceeded,
+    UsageLimitExceeded,
+    Internal,
+    ServiceUnavailable,
+    EncryptionNotConfigured,
+    ProviderMisconfigured,
+    Timeout,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidRequest => "invalid_request",
+            ErrorCode::MalformedJson => "malformed_json",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::InvitationRequired => "invitation_required",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::RevisionConflict => "revision_conflict",
+            ErrorCode::ChatTurnSuperseded => "chat_turn_superseded",
+            ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
+            ErrorCode::RevisionInvalid => "revision_invalid",
+            ErrorCode::Unprocessable => "unprocessable",
+            ErrorCode::RateLimitExceeded => "rate_limit_exceeded",
+            ErrorCode::UsageLimitExceeded => "usage_limit_exceeded",
+            ErrorCode::Internal => "internal_error",
+            ErrorCode::ServiceUnavailable => "service_unavailable",
+            ErrorCode::EncryptionNotConfigured => "encryption_not_configured",
+            ErrorCode::ProviderMisconfigured => "provider_misconfigured",
+            ErrorCode::Timeout => "timeout",
+        }
+    }
+
+    /// The HTTP status for this code.
+    pub fn status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidRequest | ErrorCode::MalformedJson => 400,
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::Forbidden | ErrorCode::InvitationRequired => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::Conflict | ErrorCode::RevisionConflict | ErrorCode::ChatTurnSuperseded => 409,
+            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::UnsupportedMediaType => 415,
+            ErrorCode::RevisionInvalid | ErrorCode::Unprocessable => 422,
+            ErrorCode::RateLimitExceeded | ErrorCode::UsageLimitExceeded => 429,
+            ErrorCode::Internal => 500,
+            ErrorCode::ProviderMisconfigured => 502,
+            ErrorCode::ServiceUnavailable | ErrorCode::EncryptionNotConfigured => 503,
+            ErrorCode::Timeout => 504,
+        }
+    }
+
+    /// The code a bare HTTP status maps to, for responses produced outside our handlers
+    /// (body limit, panics, timeouts, unknown routes).
+    pub fn from_status(status: u16) -> ErrorCode {
+        match status {
+            400 => ErrorCode::InvalidRequest,
+            401 => ErrorCode::Unauthorized,
+            403 => ErrorCode::Forbidden,
+            404 => ErrorCode::NotFound,
+            405 => ErrorCode::MethodNotAllowed,
+            408 | 504 => ErrorCode::Timeout,
+            409 => ErrorCode::Conflict,
+            413 => ErrorCode::PayloadTooLarge,
+            415 => ErrorCode::UnsupportedMediaType,
+            422 => ErrorCode::Unprocessable,
+            429 => ErrorCode::RateLimitExceeded,
+            503 => ErrorCode::ServiceUnavailable,
+            s if (400..500).contains(&s) => ErrorCode::InvalidRequest,
+            _ => ErrorCode::Internal,
+        }
+    }
+}
+
+type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A failure with a stable code, a message fit for the client, optional structured details and an
+/// optional internal source (logged, never sent).
+pub struct Error {
+    pub code: ErrorCode,
+    pub message: String,
+    pub details: Option<Value>,
+    pub source: Option<Source>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Error { code, message: message.into(), details: None, source: None }
+    }
+    pub fn invalid(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, message)
+    }
+    /// A 400 naming the field that is wrong.
+    pub fn invalid_field(field: &str, message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::InvalidRequest, message).with_details(serde_json::json!({ "field": field }))
+    }
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Unauthorized, message)
+    }
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Forbidden, message)
+    }
+    /// A 404 for `what` (for example "document"), worded the same whether it never existed or
+    /// belongs to another workspace.
+    pub fn not_found(what: &str) -> Self {
+        Self::new(ErrorCode::NotFound, format!("{what} not found"))
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Conflict, message)
+    }
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::ServiceUnavailable, message)
+    }
+    /// An internal failure: the client sees a generic message, the cause is logged.
+    pub fn internal(source: impl Into<Source>) -> Self {
+        Error {
+            code: ErrorCode::Internal,
+            message: "internal error".into(),
+            details: None,
+            source: Some(source.into()),
+        }
+    }
+    pub fn internal_msg(message: impl Into<String>) -> Self {
+        let m: String = message.into();
+        Self::internal(m)
+    }
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+    pub fn with_source(mut self, source: impl Into<Source>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+    pub fn status(&self) -> u16 {
+        self.code.status()
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("code", &self.code.as_str()).field("message", &self.message);
+        if let Some(details) = &self.details {
+            d.field("details", details);
+        }
+        if let Some(source) = &self.source {
+            d.field("source", &source.to_string());
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.as_str(), self.message)?;
+        if let Some(source) = &self.source {
+            write!(f, " ({source})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::internal(e)
+    }
+}
+
+impl From<r2d2::Error> for Error {
+    fn from(e: r2d2::Error) -> Self {
+        Error::unavailable("the database is busy; try again").with_source(e)
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::internal(e)
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::internal(e)
+    }
+}
+
+impl From<tokio::task::JoinError> for Error {
+    fn from(e: tokio::task::JoinError) -> Self {
+        Error::internal(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_has_a_status_and_a_snake_case_name() {
+        use ErrorCode::*;
+        for code in [
+            InvalidRequest,
+            MalformedJson,
+            Unauthorized,
+            Forbidden,
+            InvitationRequired,
+            NotFound,
+            MethodNotAllowed,
+            Conflict,
+            RevisionConflict,
+            ChatTurnSuperseded,
+            PayloadTooLarge,
+            UnsupportedMediaType,
+            RevisionInvalid,
+            Unprocessable,
+            RateLimitExceeded,
+            UsageLimitExceeded,
+            Internal,
+            ServiceUnavailable,
+            EncryptionNotConfigured,
+            ProviderMisconfigured,
+            Timeout,
+        ] {
+            let name = code.as_str();
+            assert!(name.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{name}");
+            assert!((400..600).contains(&code.status()));
+        }
+    }
+
+    #[test]
+    fn internal_errors_hide_their_source_from_the_message() {
+        let e = Error::internal_msg("disk on fire at /secret/path");
+        assert_eq!(e.message, "internal error");
+        assert!(e.to_string().contains("disk on fire"));
+    }
+}

@@ -1,0 +1,220 @@
+//! Extractors whose rejections are error envelopes: JSON bodies, paths, queries, the caller's
+//! identity and workspace, client info.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{ConnectInfo, FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use axum::http::{Method, header};
+use serde::de::DeserializeOwned;
+
+use crate::app::App;
+use crate::audit::Actor;
+use crate::auth::accounts::ClientInfo;
+use crate::auth::{self, Credentials, Perm, Principal};
+use crate::error::{Error, ErrorCode};
+
+pub const SESSION_COOKIE: &str = "steward_session";
+pub const WORKSPACE_HEADER: &str = "x-workspace-id";
+
+/// The request id assigned by the outer middleware.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// A JSON body; malformed JSON, wrong types, a wrong content type and oversize bodies all answer
+/// with the envelope.
+pub struct Json<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for Json<T> {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Json(v)),
+            Err(rej) => Err(json_rejection(rej)),
+        }
+    }
+}
+
+pub fn json_rejection(rej: JsonRejection) -> Error {
+    match rej {
+        JsonRejection::JsonDataError(e) => {
+            // serde's message names the field path and the expected type
+            let detail = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.body_text());
+            Error::invalid(format!("the request body does not match what this route expects: {detail}"))
+        }
+        JsonRejection::JsonSyntaxError(e) => {
+            let detail = std::error::Error::source(&e).map(|s| s.to_string()).unwrap_or_else(|| e.body_text());
+            Error::new(ErrorCode::MalformedJson, format!("the request body is not valid JSON: {detail}"))
+        }
+        JsonRejection::MissingJsonContentType(_) => {
+            Error::new(ErrorCode::UnsupportedMediaType, "send the body as JSON with Content-Type: application/json")
+        }
+        JsonRejection::BytesRejection(e) => {
+            if e.status().as_u16() == 413 {
+                Error::new(ErrorCode::PayloadTooLarge, "the request body is too large (the limit is 1 MB)")
+            } else {
+                Error::invalid(format!("could not read the request body: {}", e.body_text()))
+            }
+        }
+        other => Error::invalid(other.body_text()),
+    }
+}
+
+/// Path parameters.
+pub struct Path<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for Path<T> {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Path::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Path(v)) => Ok(Path(v)),
+            Err(PathRejection::FailedToDeserializePathParams(e)) => Err(Error::invalid(e.body_text())),
+            Err(e) => Err(Error::invalid(e.body_text())),
+        }
+    }
+}
+
+/// Query parameters.
+pub struct Query<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequestParts<S> for Query<T> {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        match axum::extract::Query::<T>::from_request_parts(parts, state).await {
+            Ok(axum::extract::Query(v)) => Ok(Query(v)),
+            Err(QueryRejection::FailedToDeserializeQueryString(e)) => {
+                Err(Error::invalid(format!("invalid query parameters: {}", e.body_text())))
+            }
+            Err(e) => Err(Error::invalid(e.body_text())),
+        }
+    }
+}
+
+fn cookie(parts: &Parts, name: &str) -> Option<String> {
+    for v in parts.headers.get_all(header::COOKIE) {
+        let Ok(s) = v.to_str() else { continue };
+        for pair in s.split(';') {
+            if let Some((k, val)) = pair.trim().split_once('=')
+                && k == name && !val.is_empty() {
+                    return Some(val.to_string());
+                }
+        }
+    }
+    None
+}
+
+fn credentials(parts: &Parts) -> Result<Credentials, Error> {
+    let bearer = match parts.headers.get(header::AUTHORIZATION) {
+        None => None,
+        Some(v) => {
+            let s = v.to_str().map_err(|_| Error::unauthorized("the Authorization header is not valid"))?;
+            match s.split_once(' ') {
+                Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
+                    Some(token.trim().to_string())
+                }
+                _ => return Err(Error::unauthorized("use Authorization: Bearer <token>")),
+            }
+        }
+    };
+    Ok(Credentials { bearer, session: cookie(parts, SESSION_COOKIE) })
+}
+
+fn request_id(parts: &Parts) -> Option<String> {
+    parts.extensions.get::<RequestId>().map(|r| r.0.clone())
+}
+
+/// Refuses cookie-authenticated state changes that a browser sent from another site.
+fn check_same_origin(parts: &Parts) -> Result<(), Error> {
+    if matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS) {
+        return Ok(());
+    }
+    let Some(origin) = parts.headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return Ok(());
+    };
+    let host = parts.headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let origin_host = origin.split_once("://").map(|(_, h)| h).unwrap_or(origin);
+    if origin == "null" || origin_host != host {
+        return Err(Error::forbidden("cross-site requests with the dashboard session are refused"));
+    }
+    Ok(())
+}
+
+/// An authenticated caller (session, personal token or service credential) with its workspace.
+pub struct Ctx {
+    pub p: Principal,
+    pub request_id: Option<String>,
+}
+
+impl Ctx {
+    pub fn require(&self, perm: Perm) -> Result<(), Error> {
+        self.p.require(perm)
+    }
+    pub fn actor(&self) -> Actor {
+        self.p.actor(self.request_id.clone())
+    }
+}
+
+async fn authenticate(parts: &Parts, app: &Arc<App>) -> Result<Principal, Error> {
+    let creds = credentials(parts)?;
+    if creds.bearer.is_none() && creds.session.is_some() {
+        check_same_origin(parts)?;
+    }
+    let ws = parts.headers.get(WORKSPACE_HEADER).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_string());
+    app.blocking(move |app| auth::authenticate(app, &creds, ws.as_deref())).await
+}
+
+impl FromRequestParts<Arc<App>> for Ctx {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        let p = authenticate(parts, app).await?;
+        Ok(Ctx { p, request_id: request_id(parts) })
+    }
+}
+
+/// A caller signed in to the dashboard. A bearer credential on such a route is a 401, even when a
+/// session cookie is also present.
+pub struct SessionCtx(pub Ctx);
+
+impl FromRequestParts<Arc<App>> for SessionCtx {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        if parts.headers.contains_key(header::AUTHORIZATION) {
+            return Err(auth::session_only_error());
+        }
+        let p = authenticate(parts, app).await?;
+        p.require_session()?;
+        Ok(SessionCtx(Ctx { p, request_id: request_id(parts) }))
+    }
+}
+
+/// The client's address and user agent. Behind a trusted proxy the first `X-Forwarded-For`
+/// address is used.
+pub struct Client(pub ClientInfo);
+
+impl FromRequestParts<Arc<App>> for Client {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        let forwarded = if app.config.trust_proxy {
+            parts
+                .headers
+                .get("x-forwarded-for")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.split(',').next())
+                .map(|s| s.trim().to_string())
+        } else {
+            None
+        };
+        let addr =
+            forwarded.or_else(|| parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()));
+        let user_agent = parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(|s| s.to_string());
+        Ok(Client(ClientInfo { addr, user_agent }))
+    }
+}

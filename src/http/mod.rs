@@ -1,0 +1,132 @@
+//! The HTTP edge: the router (every route in one place), middleware (request ids, metrics, logs,
+//! timeouts, panics, body limits, the error envelope) and serving with graceful shutdown.
+
+pub mod error;
+pub mod extract;
+mod routes;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
+use axum::http::{HeaderValue, Method, Uri};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{delete, get, post};
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::limit::RequestBodyLimitLayer;
+use tracing::Instrument;
+
+use crate::app::App;
+use crate::error::{Error, ErrorCode};
+use extract::RequestId;
+
+/// Every request body is limited to 1 MB, except uploads (`DOCUMENT_UPLOAD_MAX_BYTES`).
+pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// The whole API.
+pub fn router(app: Arc<App>) -> Router {
+    router_with(app, Router::new())
+}
+
+/// The API plus `extra` routes inside the same middleware (tests inject failing routes with it).
+pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
+    use routes::*;
+    let api = Router::new()
+        // operations
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        // accounts and access
+        .route("/api/v1/auth/register", post(account::register))
+        .route("/api/v1/auth/login", post(account::login))
+        .route("/api/v1/auth/logout", post(account::logout))
+        .route("/api/v1/auth/me", get(account::me))
+        .route("/api/v1/account/invitations", get(account::list_invitations).post(account::create_invitation))
+        .route("/api/v1/account/invitations/{id}", delete(account::revoke_invitation))
+        .route("/api/v1/account/tokens", get(account::list_tokens).post(account::create_token))
+        .route("/api/v1/account/tokens/{id}", delete(account::revoke_token))
+        .route("/api/v1/workspaces", get(account::list_workspaces).post(account::create_workspace))
+        .route("/api/v1/workspaces/{id}", get(account::get_workspace).patch(account::rename_workspace))
+        .route(
+            "/api/v1/service-credentials",
+            get(account::list_service_credentials).post(account::create_service_credential),
+        )
+        .route("/api/v1/service-credentials/{id}", delete(account::revoke_service_credential))
+        .route("/api/v1/audit-events", get(account::audit_events))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
+
+    Router::new()
+        .merge(api)
+        .merge(extra)
+        .fallback(not_found)
+        .layer(CatchPanicLayer::custom(error::panic_response))
+        .layer(middleware::from_fn_with_state(app.clone(), timeout))
+        .layer(middleware::from_fn_with_state(app.clone(), observe))
+        .with_state(app)
+}
+
+async fn not_found(method: Method, uri: Uri) -> Error {
+    Error::new(ErrorCode::NotFound, format!("no such route: {method} {}", uri.path()))
+}
+
+fn valid_request_id(v: &HeaderValue) -> Option<String> {
+    let s = v.to_str().ok()?;
+    (!s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.'))
+    .then(|| s.to_string())
+}
+
+/// Outermost middleware: request id (kept from the client when sane), a tracing span carrying
+/// it, the envelope guarantee, metrics and one log line per request.
+async fn observe(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+    let rid = req.headers().get("x-request-id").and_then(valid_request_id).unwrap_or_else(crate::ids::new_id);
+    req.extensions_mut().insert(RequestId(rid.clone()));
+    let method = req.method().clone();
+    let route =
+        req.extensions().get::<MatchedPath>().map(|m| m.as_str().to_string()).unwrap_or_else(|| "unmatched".into());
+    let span = tracing::info_span!("request", request_id = %rid, method = %method, route = %route);
+    let started = Instant::now();
+    let resp = next.run(req).instrument(span.clone()).await;
+    let mut resp = error::ensure_envelope(resp);
+    if let Ok(v) = HeaderValue::from_str(&rid) {
+        resp.headers_mut().insert("x-request-id", v);
+    }
+    let status = resp.status().as_u16();
+    let elapsed = started.elapsed();
+    app.metrics.record_request(method.as_str(), &route, status, elapsed);
+    span.in_scope(|| {
+        if status >= 500 {
+            tracing::warn!(status, ms = elapsed.as_secs_f64() * 1000.0, "request");
+        } else {
+            tracing::info!(status, ms = elapsed.as_secs_f64() * 1000.0, "request");
+        }
+    });
+    resp
+}
+
+/// Requests that take longer than `request_timeout` answer 504 `timeout` (a stream counts as
+/// answered once its headers are sent).
+async fn timeout(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
+    use axum::response::IntoResponse;
+    match tokio::time::timeout(app.config.request_timeout, next.run(req)).await {
+        Ok(resp) => resp,
+        Err(_) => Error::new(ErrorCode::Timeout, "the request took too long and was stopped").into_response(),
+    }
+}
+
+/// Serves until `shutdown` resolves, then stops accepting and lets in-flight requests finish.
+pub async fn serve(
+    app: Arc<App>,
+    listener: tokio::net::TcpListener,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let router = router(app);
+    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
+}

@@ -1,0 +1,36 @@
+//! Liveness, readiness and metrics.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::app::App;
+use crate::error::{Error, ErrorCode};
+
+pub async fn healthz() -> impl IntoResponse {
+    axum::Json(json!({ "status": "ok" }))
+}
+
+/// 200 when the database answers, migrations are current, workers run and the embedding model is
+/// loaded; otherwise 503 with the checks that failed.
+pub async fn readyz(State(app): State<Arc<App>>) -> Result<Response, Error> {
+    let checks = app.blocking(|app| Ok(crate::readiness::check(app))).await?;
+    let ready = checks.iter().all(|c| c.ok);
+    let body = json!({
+        "status": if ready { "ready" } else { "not_ready" },
+        "checks": checks.iter().map(|c| (c.name.to_string(), json!({"ok": c.ok, "message": c.message}))).collect::<serde_json::Map<_, _>>(),
+    });
+    if ready {
+        return Ok((StatusCode::OK, axum::Json(body)).into_response());
+    }
+    let failing: Vec<String> = checks.iter().filter(|c| !c.ok).map(|c| format!("{}: {}", c.name, c.message)).collect();
+    Err(Error::new(ErrorCode::ServiceUnavailable, format!("not ready: {}", failing.join("; "))).with_details(body))
+}
+
+pub async fn metrics(State(app): State<Arc<App>>) -> Result<Response, Error> {
+    let text = app.blocking(|app| Ok(app.metrics.render(app))).await?;
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response())
+}

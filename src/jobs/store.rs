@@ -1,0 +1,216 @@
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+
+use super::{Enqueued, NewJob, Outcome};
+use crate::error::Result;
+use crate::storage::{Tx, is_unique_violation};
+
+#[derive(Debug, Clone)]
+pub struct JobRow {
+    pub id: i64,
+    pub kind: String,
+    pub payload: Value,
+    pub dedupe_key: Option<String>,
+    pub priority: i32,
+    pub state: String,
+    pub attempts: u32,
+    pub max_attempts: u32,
+    pub run_at: i64,
+    pub lease_until: Option<i64>,
+    pub last_error: Option<String>,
+    pub workspace_id: Option<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct QueueDepth {
+    pub kind: String,
+    pub state: String,
+    pub count: i64,
+}
+
+const COLS: &str = "id, kind, payload, dedupe_key, priority, state, attempts, max_attempts, run_at, lease_until, last_error, workspace_id";
+
+fn row(r: &rusqlite::Row) -> rusqlite::Result<JobRow> {
+    let payload: String = r.get(2)?;
+    Ok(JobRow {
+        id: r.get(0)?,
+        kind: r.get(1)?,
+        payload: serde_json::from_str(&payload).unwrap_or(Value::Null),
+        dedupe_key: r.get(3)?,
+        priority: r.get(4)?,
+        state: r.get(5)?,
+        attempts: r.get(6)?,
+        max_attempts: r.get(7)?,
+        run_at: r.get(8)?,
+        lease_until: r.get(9)?,
+        last_error: r.get(10)?,
+        workspace_id: r.get(11)?,
+    })
+}
+
+pub fn insert(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<Enqueued> {
+    let res = tx.execute(
+        "INSERT INTO jobs (kind, payload, dedupe_key, priority, state, attempts, max_attempts, run_at, workspace_id, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?7, ?8, ?8)",
+        params![
+            job.kind,
+            job.payload.to_string(),
+            job.dedupe_key,
+            job.priority,
+            job.max_attempts.unwrap_or(default_max),
+            job.run_at.unwrap_or(now),
+            job.workspace_id,
+            now
+        ],
+    );
+    match res {
+        Ok(_) => Ok(Enqueued { id: tx.last_insert_rowid(), created: true }),
+        Err(e) if is_unique_violation(&e) => {
+            let id: i64 = tx.query_row("SELECT id FROM jobs WHERE dedupe_key = ?1", [&job.dedupe_key], |r| r.get(0))?;
+            Ok(Enqueued { id, created: false })
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Claims the best due job: queued and due, or running with an expired lease. A job that has
+/// used all its attempts and is found with an expired lease goes dead instead.
+pub fn claim(tx: &Tx, now: i64, lease_until: i64, owner: &str) -> Result<Option<JobRow>> {
+    loop {
+        let candidate: Option<(i64, u32, u32, String)> = tx
+            .query_row(
+                "SELECT id, attempts, max_attempts, state FROM jobs
+                 WHERE (state = 'queued' AND run_at <= ?1) OR (state = 'running' AND lease_until < ?1)
+                 ORDER BY priority DESC, run_at, id LIMIT 1",
+                [now],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .optional()?;
+        let Some((id, attempts, max_attempts, state)) = candidate else {
+            return Ok(None);
+        };
+        if state == "running" && attempts >= max_attempts {
+            tx.execute(
+                "UPDATE jobs SET state = 'dead', lease_until = NULL, lease_owner = NULL, finished_at = ?2, updated_at = ?2,
+                 last_error = coalesce(last_error || '; ', '') || 'the worker running it stopped before finishing (lease expired) on the last attempt'
+                 WHERE id = ?1",
+                params![id, now],
+            )?;
+            continue;
+        }
+        let job = tx.query_row(
+            &format!(
+                "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = ?2, lease_owner = ?3, updated_at = ?4
+                 WHERE id = ?1 RETURNING {COLS}"
+            ),
+            params![id, lease_until, owner, now],
+            row,
+        )?;
+        return Ok(Some(job));
+    }
+}
+
+pub fn extend_lease(tx: &Tx, id: i64, owner: &str, until: i64) -> Result<()> {
+    tx.execute(
+        "UPDATE jobs SET lease_until = ?3 WHERE id = ?1 AND lease_owner = ?2 AND state = 'running'",
+        params![id, owner, until],
+    )?;
+    Ok(())
+}
+
+/// Records the outcome; returns true when the job went dead. Ignored when the lease was lost.
+pub fn finish(tx: &Tx, job: &JobRow, owner: &str, now: i64, outcome: &Outcome) -> Result<bool> {
+    let guard = "WHERE id = ?1 AND lease_owner = ?2 AND attempts = ?3 AND state = 'running'";
+    match outcome {
+        Outcome::Done => {
+            tx.execute(
+                &format!(
+                    "UPDATE jobs SET state = 'done', lease_until = NULL, lease_owner = NULL, finished_at = ?4, updated_at = ?4 {guard}"
+                ),
+                params![job.id, owner, job.attempts, now],
+            )?;
+            Ok(false)
+        }
+        Outcome::Retry { after, error } => {
+            if job.attempts >= job.max_attempts {
+                tx.execute(
+                    &format!("UPDATE jobs SET state = 'dead', lease_until = NULL, lease_owner = NULL, last_error = ?5, finished_at = ?4, updated_at = ?4 {guard}"),
+                    params![job.id, owner, job.attempts, now, error],
+                )?;
+                return Ok(true);
+            }
+            let delay = after.unwrap_or_else(|| super::backoff(job.attempts));
+            tx.execute(
+                &format!("UPDATE jobs SET state = 'queued', lease_until = NULL, lease_owner = NULL, last_error = ?5, run_at = ?6, updated_at = ?4 {guard}"),
+                params![job.id, owner, job.attempts, now, error, now + delay.as_millis() as i64],
+            )?;
+            Ok(false)
+        }
+        Outcome::Fail(reason) => {
+            tx.execute(
+                &format!("UPDATE jobs SET state = 'dead', lease_until = NULL, lease_owner = NULL, last_error = ?5, finished_at = ?4, updated_at = ?4 {guard}"),
+                params![job.id, owner, job.attempts, now, reason],
+            )?;
+            Ok(true)
+        }
+        Outcome::Release => {
+            tx.execute(
+                &format!("UPDATE jobs SET state = 'queued', lease_until = NULL, lease_owner = NULL, attempts = attempts - 1, updated_at = ?4 {guard}"),
+                params![job.id, owner, job.attempts, now],
+            )?;
+            Ok(false)
+        }
+    }
+}
+
+/// Puts back every job this process holds (graceful shutdown).
+pub fn release_owned(tx: &Tx, process_id: &str) -> Result<usize> {
+    Ok(tx.execute(
+        "UPDATE jobs SET state = 'queued', lease_until = NULL, lease_owner = NULL, attempts = max(attempts - 1, 0)
+         WHERE state = 'running' AND lease_owner LIKE ?1 || ':%'",
+        [process_id],
+    )?)
+}
+
+/// At start-up, with the data directory locked, no other process can hold a lease: every running
+/// job belongs to a process that died. Put them back at once (the crashed attempt counts).
+pub fn recover_orphans(tx: &Tx, now: i64) -> Result<usize> {
+    Ok(tx.execute(
+        "UPDATE jobs SET state = 'queued', lease_until = NULL, lease_owner = NULL, run_at = ?1, updated_at = ?1,
+         last_error = coalesce(last_error || '; ', '') || 'the process running it stopped (crash or kill)'
+         WHERE state = 'running'",
+        [now],
+    )?)
+}
+
+pub fn next_due(c: &Connection) -> Result<Option<i64>> {
+    Ok(c.query_row(
+        "SELECT min(t) FROM (SELECT min(run_at) AS t FROM jobs WHERE state = 'queued'
+                             UNION ALL SELECT min(lease_until) FROM jobs WHERE state = 'running')",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
+/// Jobs due now or running.
+pub fn pending_count(c: &Connection, now: i64) -> Result<i64> {
+    Ok(c.query_row(
+        "SELECT count(*) FROM jobs WHERE (state = 'queued' AND run_at <= ?1) OR state = 'running'",
+        [now],
+        |r| r.get(0),
+    )?)
+}
+
+pub fn get(c: &Connection, id: i64) -> Result<Option<JobRow>> {
+    Ok(c.query_row(&format!("SELECT {COLS} FROM jobs WHERE id = ?1"), [id], row).optional()?)
+}
+
+pub fn depth(c: &Connection) -> Result<Vec<QueueDepth>> {
+    let mut stmt = c.prepare("SELECT kind, state, count(*) FROM jobs GROUP BY kind, state ORDER BY kind, state")?;
+    let rows = stmt.query_map([], |r| Ok(QueueDepth { kind: r.get(0)?, state: r.get(1)?, count: r.get(2)? }))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn prune_done(tx: &Tx, cutoff: i64) -> Result<usize> {
+    Ok(tx.execute("DELETE FROM jobs WHERE state = 'done' AND finished_at < ?1", [cutoff])?)
+}

@@ -1,0 +1,50 @@
+//! What `/readyz` and `steward doctor` check.
+
+use crate::app::App;
+
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub message: String,
+}
+
+fn item(name: &'static str, r: Result<String, String>) -> Check {
+    match r {
+        Ok(message) => Check { name, ok: true, message },
+        Err(message) => Check { name, ok: false, message },
+    }
+}
+
+pub fn check(app: &App) -> Vec<Check> {
+    let mut out = vec![
+        item("database", app.db.ping().map(|_| "answering".to_string()).map_err(|e| e.to_string())),
+        item(
+            "migrations",
+            match app.db.migration_status() {
+                Ok(st) if st.is_current() => Ok(format!("{} applied", st.applied.len())),
+                Ok(st) => {
+                    Err(format!("pending {:?}, unknown {:?}, modified {:?}", st.pending, st.unknown, st.modified))
+                }
+                Err(e) => Err(e.to_string()),
+            },
+        ),
+    ];
+    let alive = app.jobs.workers_alive();
+    out.push(item(
+        "workers",
+        if app.jobs.is_stopping() {
+            Err("shutting down".into())
+        } else if alive >= app.config.workers {
+            Ok(format!("{alive} running, {} busy", app.jobs.busy()))
+        } else {
+            Err(format!("{alive} of {} worker threads running", app.config.workers))
+        },
+    ));
+    out.push(item(
+        "models",
+        crate::models::locate::embedding(&app.config)
+            .map(|f| format!("embedding model in {}", f.dir.display()))
+            .map_err(|m| m.to_string()),
+    ));
+    out
+}

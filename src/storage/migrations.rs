@@ -1,0 +1,160 @@
+//! Numbered, append-only migrations. Each file in `migrations/` is applied once, in order, inside
+//! its own transaction, and recorded with a checksum. An applied migration whose text changed, or a
+//! database that knows a migration this binary does not, stops the start with a plain message.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+pub struct Migration {
+    pub version: u32,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+macro_rules! migration {
+    ($v:expr, $name:expr) => {
+        Migration { version: $v, name: $name, sql: include_str!(concat!("../../migrations/", $name, ".sql")) }
+    };
+}
+
+/// Every migration, in order. Append only: never edit or reorder an entry that has shipped.
+pub const MIGRATIONS: &[Migration] = &[migration!(1, "0001_foundation")];
+
+fn checksum(sql: &str) -> String {
+    hex::encode(Sha256::digest(sql.as_bytes()))
+}
+
+fn ensure_table(conn: &Connection) -> rusqlite::Result<()> {
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version INTEGER PRIMARY KEY,
+            name TEXT NOT NULL,
+            checksum TEXT NOT NULL,
+            applied_at TEXT NOT NULL
+        );",
+    )
+}
+
+#[derive(Debug, Clone)]
+pub struct Status {
+    /// Versions recorded in the database.
+    pub applied: Vec<u32>,
+    /// Versions this binary has and the database has not.
+    pub pending: Vec<u32>,
+    /// Versions the database has that this binary does not know (a newer binary ran here).
+    pub unknown: Vec<u32>,
+    /// Applied versions whose text differs from this binary's.
+    pub modified: Vec<u32>,
+}
+
+impl Status {
+    pub fn is_current(&self) -> bool {
+        self.pending.is_empty() && self.unknown.is_empty() && self.modified.is_empty()
+    }
+}
+
+pub fn status(conn: &Connection) -> Result<Status> {
+    let exists: bool = conn
+        .query_row("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_migrations'", [], |_| Ok(true))
+        .optional()?
+        .unwrap_or(false);
+    let mut rows: Vec<(u32, String)> = Vec::new();
+    if exists {
+        let mut stmt = conn.prepare("SELECT version, checksum FROM schema_migrations ORDER BY version")?;
+        rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
+    }
+    let mut st = Status { applied: vec![], pending: vec![], unknown: vec![], modified: vec![] };
+    for (v, sum) in &rows {
+        st.applied.push(*v);
+        match MIGRATIONS.iter().find(|m| m.version == *v) {
+            None => st.unknown.push(*v),
+            Some(m) if checksum(m.sql) != *sum => st.modified.push(*v),
+            Some(_) => {}
+        }
+    }
+    for m in MIGRATIONS {
+        if !rows.iter().any(|(v, _)| *v == m.version) {
+            st.pending.push(m.version);
+        }
+    }
+    Ok(st)
+}
+
+/// Applies pending migrations up to `up_to` (all when `None`); returns the versions applied.
+pub fn apply(conn: &mut Connection, up_to: Option<u32>) -> Result<Vec<u32>> {
+    ensure_table(conn)?;
+    let st = status(conn)?;
+    if let Some(v) = st.unknown.first() {
+        return Err(Error::internal_msg(format!(
+            "the database has migration {v}, which this steward does not know: it was used by a newer version; run that version or restore a backup"
+        )));
+    }
+    if let Some(v) = st.modified.first() {
+        return Err(Error::internal_msg(format!(
+            "migration {v} changed after it was applied to this database; migrations are append-only"
+        )));
+    }
+    let mut applied = Vec::new();
+    for m in MIGRATIONS {
+        if !st.pending.contains(&m.version) || up_to.is_some_and(|u| m.version > u) {
+            continue;
+        }
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute_batch(m.sql)
+            .map_err(|e| Error::internal_msg(format!("migration {} ({}) failed: {e}", m.version, m.name)))?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?1, ?2, ?3, ?4)",
+            params![m.version, m.name, checksum(m.sql), crate::clock::rfc3339(chrono::Utc::now())],
+        )?;
+        tx.commit()?;
+        applied.push(m.version);
+    }
+    Ok(applied)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_strictly_increasing_and_files_are_numbered() {
+        let mut last = 0;
+        for m in MIGRATIONS {
+            assert!(m.version > last);
+            assert!(m.name.starts_with(&format!("{:04}_", m.version)), "{}", m.name);
+            last = m.version;
+        }
+    }
+
+    #[test]
+    fn applying_twice_is_a_no_op() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Connection::open(dir.path().join("m.db")).unwrap();
+        let first = apply(&mut c, None).unwrap();
+        assert_eq!(first.len(), MIGRATIONS.len());
+        assert!(apply(&mut c, None).unwrap().is_empty());
+        assert!(status(&c).unwrap().is_current());
+    }
+
+    #[test]
+    fn an_edited_migration_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Connection::open(dir.path().join("m.db")).unwrap();
+        apply(&mut c, None).unwrap();
+        c.execute("UPDATE schema_migrations SET checksum = 'x' WHERE version = 1", []).unwrap();
+        let err = apply(&mut c, None).unwrap_err().to_string();
+        assert!(err.contains("append-only"), "{err}");
+    }
+
+    #[test]
+    fn a_newer_database_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Connection::open(dir.path().join("m.db")).unwrap();
+        apply(&mut c, None).unwrap();
+        c.execute("INSERT INTO schema_migrations VALUES (9999, 'future', 'x', 'now')", []).unwrap();
+        let err = apply(&mut c, None).unwrap_err().to_string();
+        assert!(err.contains("newer version"), "{err}");
+    }
+}

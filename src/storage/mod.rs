@@ -1,0 +1,199 @@
+//! SQLite storage: one writer connection (every write is a `BEGIN IMMEDIATE` transaction) and a
+//! pool of read connections, all in WAL mode. Migrations are numbered, append-only `.sql` files in
+//! `migrations/`, embedded in the binary and applied at start.
+//!
+//! Nothing here is async: callers run these functions on a blocking thread (see `App::blocking`).
+
+pub mod migrations;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::types::{FromSql, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
+use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+
+use crate::error::{Error, Result};
+use crate::ids::{OrgId, UserId, WorkspaceId};
+
+pub use rusqlite::{OptionalExtension, params, params_from_iter};
+pub type Conn = Connection;
+pub type Tx<'a> = Transaction<'a>;
+pub type Row<'a> = rusqlite::Row<'a>;
+pub type SqlValue = rusqlite::types::Value;
+
+pub struct Db {
+    path: PathBuf,
+    writer: Mutex<Connection>,
+    readers: r2d2::Pool<SqliteConnectionManager>,
+}
+
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn apply_pragmas(conn: &Connection) -> rusqlite::Result<()> {
+    conn.busy_timeout(BUSY_TIMEOUT)?;
+    conn.execute_batch(
+        "PRAGMA synchronous = NORMAL;
+         PRAGMA foreign_keys = ON;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -16000;",
+    )
+}
+
+impl Db {
+    /// Opens (creating if needed) the database at `path` and applies pending migrations.
+    pub fn open(path: &Path, read_pool_size: u32) -> Result<Db> {
+        let db = Self::open_without_migrating(path, read_pool_size)?;
+        {
+            let mut w = db.writer.lock();
+            migrations::apply(&mut w, None)?;
+        }
+        Ok(db)
+    }
+
+    /// Opens the database without touching its schema (for `steward doctor` and migration tests).
+    pub fn open_without_migrating(path: &Path, read_pool_size: u32) -> Result<Db> {
+        let writer = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|e| Error::internal_msg(format!("cannot open the database {}: {e}", path.display())))?;
+        writer.pragma_update(None, "journal_mode", "WAL")?;
+        apply_pragmas(&writer)?;
+        let manager = SqliteConnectionManager::file(path)
+            .with_flags(OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
+            .with_init(|c| {
+                apply_pragmas(c)?;
+                c.execute_batch("PRAGMA query_only = ON;")
+            });
+        let readers = r2d2::Pool::builder()
+            .max_size(read_pool_size.max(1))
+            .min_idle(Some(1))
+            .connection_timeout(Duration::from_secs(10))
+            .build(manager)
+            .map_err(|e| Error::internal_msg(format!("cannot open read connections: {e}")))?;
+        Ok(Db { path: path.to_path_buf(), writer: Mutex::new(writer), readers })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Runs `f` on a pooled read-only connection.
+    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+        let conn = self.readers.get()?;
+        f(&conn)
+    }
+
+    /// Runs `f` inside a `BEGIN IMMEDIATE` transaction on the single writer connection; commits
+    /// when `f` returns `Ok`, rolls back otherwise.
+    pub fn write<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
+        let mut conn = self.writer.lock();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let out = f(&tx)?;
+        tx.commit()?;
+        Ok(out)
+    }
+
+    /// Applies pending migrations (used by tests that open without migrating).
+    pub fn migrate(&self, up_to: Option<u32>) -> Result<Vec<u32>> {
+        let mut w = self.writer.lock();
+        migrations::apply(&mut w, up_to)
+    }
+
+    pub fn migration_status(&self) -> Result<migrations::Status> {
+        self.read(migrations::status)
+    }
+
+    /// A cheap liveness check of the read path.
+    pub fn ping(&self) -> Result<()> {
+        self.read(|c| Ok(c.query_row("SELECT 1", [], |r| r.get::<_, i64>(0))?)).map(|_| ())
+    }
+
+    /// Checkpoints the WAL into the main file (at shutdown).
+    pub fn checkpoint(&self) -> Result<()> {
+        let w = self.writer.lock();
+        w.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")?;
+        Ok(())
+    }
+}
+
+macro_rules! sql_newtype {
+    ($t:ty) => {
+        impl ToSql for $t {
+            fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+                Ok(ToSqlOutput::Borrowed(ValueRef::Text(self.0.as_bytes())))
+            }
+        }
+        impl FromSql for $t {
+            fn column_result(value: ValueRef<'_>) -> FromSqlResult<Self> {
+                String::column_result(value).map(Self)
+            }
+        }
+    };
+}
+sql_newtype!(OrgId);
+sql_newtype!(WorkspaceId);
+sql_newtype!(UserId);
+
+/// Reads a JSON text column.
+pub fn json_col(row: &Row, idx: &str) -> rusqlite::Result<serde_json::Value> {
+    let s: Option<String> = row.get(idx)?;
+    Ok(s.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(serde_json::Value::Null))
+}
+
+/// True when the error is a UNIQUE constraint violation.
+pub fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+        || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pragmas_are_applied_on_both_paths() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("t.db"), 2).unwrap();
+        let (mode, fk, sync): (String, i64, i64) = db
+            .read(|c| {
+                Ok(c.query_row(
+                    "SELECT (SELECT journal_mode FROM pragma_journal_mode), (SELECT foreign_keys FROM pragma_foreign_keys), (SELECT synchronous FROM pragma_synchronous)",
+                    [],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+                )?)
+            })
+            .unwrap();
+        assert_eq!(mode, "wal");
+        assert_eq!(fk, 1);
+        assert_eq!(sync, 1); // NORMAL
+        // readers cannot write
+        let err = db.read(|c| Ok(c.execute("CREATE TABLE x (a)", [])?)).unwrap_err();
+        assert!(
+            err.to_string().contains("readonly")
+                || err.to_string().contains("read-only")
+                || err.to_string().contains("query_only"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn failed_write_rolls_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("t.db"), 1).unwrap();
+        db.write(|tx| {
+            tx.execute("CREATE TABLE t (a INTEGER)", [])?;
+            Ok(())
+        })
+        .unwrap();
+        let r: Result<()> = db.write(|tx| {
+            tx.execute("INSERT INTO t VALUES (1)", [])?;
+            Err(Error::invalid("nope"))
+        });
+        assert!(r.is_err());
+        let n: i64 = db.read(|c| Ok(c.query_row("SELECT count(*) FROM t", [], |r| r.get(0))?)).unwrap();
+        assert_eq!(n, 0);
+    }
+}

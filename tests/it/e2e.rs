@@ -1,0 +1,136 @@
+//! The real `steward` binary, as a user runs it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_steward");
+
+/// A running `steward serve` on a free loopback port.
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+}
+
+impl Server {
+    pub fn start(data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["--data-dir", data_dir.to_str().unwrap(), "serve", "--listen", "127.0.0.1:0"])
+            .env("STEWARD_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (k, v) in extra_env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("start steward");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("steward listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_string();
+        Server { child, base }
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        self.child.wait().unwrap()
+    }
+
+    /// SIGKILL: a crash.
+    #[allow(dead_code)]
+    pub fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+pub fn bootstrap(data_dir: &std::path::Path) -> String {
+    let out = Command::new(BIN)
+        .args([
+            "--data-dir",
+            data_dir.to_str().unwrap(),
+            "admin",
+            "bootstrap",
+            "--email",
+            "root@example.com",
+            "--password",
+            "root-password",
+            "--print-token",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "bootstrap failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn binary_bootstraps_serves_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = bootstrap(&data);
+    assert!(token.starts_with("stw_pat_"), "{token}");
+    // bootstrapping again is safe and mints another working token
+    let token2 = bootstrap(&data);
+    assert_ne!(token, token2);
+
+    let server = Server::start(&data, &[]);
+    let http = reqwest::Client::new();
+    let ready = http.get(format!("{}/readyz", server.base)).send().await.unwrap();
+    assert_eq!(ready.status(), 200, "{}", ready.text().await.unwrap());
+
+    let me = http.get(format!("{}/api/v1/auth/me", server.base)).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(me.status(), 200);
+    assert!(me.headers().contains_key("x-request-id"));
+    let me: serde_json::Value = me.json().await.unwrap();
+    assert_eq!(me["user"]["email"], "root@example.com");
+    assert_eq!(me["role"], "owner");
+    assert!(me["permissions"].as_array().unwrap().len() >= 14);
+    let me2 = http.get(format!("{}/api/v1/auth/me", server.base)).bearer_auth(&token2).send().await.unwrap();
+    assert_eq!(me2.status(), 200);
+
+    let status = server.terminate();
+    assert!(status.success(), "exit status {status:?}");
+    // the data dir lock was released: another server can start on it
+    let again = Server::start(&data, &[]);
+    again.terminate();
+}
+
+#[test]
+fn doctor_and_help_explain_themselves() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN).args(["--data-dir", dir.path().to_str().unwrap(), "doctor"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("data directory"), "{text}");
+    assert!(text.contains("sentence-embedding model"), "{text}");
+
+    // a models dir without models: a plain message naming the fetch script
+    let empty = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["--data-dir", dir.path().to_str().unwrap(), "--models-dir", empty.path().to_str().unwrap(), "doctor"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("fetch-models.sh"), "{text}");
+
+    let out = Command::new(BIN).arg("--help").output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for word in ["serve", "admin", "doctor", "STEWARD_DATA_DIR", "--config"] {
+        assert!(help.contains(word), "--help lacks {word}: {help}");
+    }
+    let out = Command::new(BIN).arg("--version").output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("steward "));
+
+    // a bad config value is refused with a clear message
+    let out = Command::new(BIN)
+        .args(["--data-dir", dir.path().to_str().unwrap(), "doctor"])
+        .env("CONNECTOR_ENCRYPTION_KEY", "too-short")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("CONNECTOR_ENCRYPTION_KEY"));
+}

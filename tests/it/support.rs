@@ -1,0 +1,226 @@
+//! The test harness: a `TestApp` on a temp data dir driving the real router in-process, a fake
+//! clock, helpers for sessions and tokens, and a way to run jobs until idle (no sleeps).
+
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
+use chrono::Utc;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use steward::app::{App, Options};
+use steward::clock::Clock;
+use steward::clock::FakeClock;
+use steward::config::Config;
+use steward::jobs::Handler;
+use tower::ServiceExt;
+
+pub struct TestApp {
+    pub app: Arc<App>,
+    pub router: Router,
+    pub clock: Arc<FakeClock>,
+    pub dir: tempfile::TempDir,
+}
+
+pub struct Resp {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Vec<u8>,
+}
+
+impl Resp {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|_| panic!("not JSON ({}): {}", self.status, self.text()))
+    }
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+    #[track_caller]
+    pub fn assert_status(&self, s: u16) -> &Self {
+        assert_eq!(self.status.as_u16(), s, "unexpected status; body: {}", self.text());
+        self
+    }
+    /// The `error.code` of an envelope.
+    pub fn code(&self) -> String {
+        self.json()["error"]["code"].as_str().unwrap_or_default().to_string()
+    }
+    pub fn cookie(&self) -> Option<String> {
+        self.headers
+            .get(header::SET_COOKIE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|s| s.to_string())
+    }
+}
+
+/// How a request authenticates.
+#[derive(Clone, Debug)]
+pub enum Auth {
+    None,
+    Cookie(String),
+    Bearer(String),
+}
+
+pub fn test_config(dir: &std::path::Path) -> Config {
+    let mut c = Config::with_data_dir(dir.join("data"));
+    c.workers = 2;
+    c.log_level = "warn".into();
+    c
+}
+
+impl TestApp {
+    pub fn new() -> TestApp {
+        Self::build(|_| {}, vec![])
+    }
+
+    pub fn with_handlers(handlers: Vec<(&'static str, Handler)>) -> TestApp {
+        Self::build(|_| {}, handlers)
+    }
+
+    pub fn with_config(f: impl FnOnce(&mut Config)) -> TestApp {
+        Self::build(f, vec![])
+    }
+
+    pub fn build(f: impl FnOnce(&mut Config), handlers: Vec<(&'static str, Handler)>) -> TestApp {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = test_config(dir.path());
+        f(&mut config);
+        Self::open(dir, config, handlers)
+    }
+
+    /// Opens (or reopens, after a simulated restart) an app on `dir`.
+    pub fn open(dir: tempfile::TempDir, config: Config, handlers: Vec<(&'static str, Handler)>) -> TestApp {
+        let clock = Arc::new(FakeClock::new(Utc::now()));
+        let app = App::build(config, Options { clock: clock.clone(), extra_handlers: handlers, lock_data_dir: true })
+            .unwrap();
+        let router = steward::http::router(app.clone());
+        TestApp { app, router, clock, dir }
+    }
+
+    /// Shuts this app down and opens a new one on the same data dir, like a restart.
+    pub fn restart(self, handlers: Vec<(&'static str, Handler)>) -> TestApp {
+        let config = self.app.config.clone();
+        let clock_now = self.clock.now_ms();
+        let dir = self.dir;
+        drop(self.router);
+        drop(self.app);
+        let t = Self::open(dir, config, handlers);
+        let delta = clock_now - t.clock.now_ms();
+        if delta > 0 {
+            t.clock.advance_ms(delta);
+        }
+        t
+    }
+
+    pub async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        auth: &Auth,
+        body: Option<Value>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
+        let mut b = Request::builder().method(method).uri(path);
+        match auth {
+            Auth::None => {}
+            Auth::Cookie(c) => b = b.header(header::COOKIE, c),
+            Auth::Bearer(t) => b = b.header(header::AUTHORIZATION, format!("Bearer {t}")),
+        }
+        for (k, v) in headers {
+            b = b.header(*k, *v);
+        }
+        let req = match body {
+            Some(v) => b.header(header::CONTENT_TYPE, "application/json").body(Body::from(v.to_string())).unwrap(),
+            None => b.body(Body::empty()).unwrap(),
+        };
+        self.raw(req).await
+    }
+
+    pub async fn raw(&self, req: Request<Body>) -> Resp {
+        let resp = self.router.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let body = resp.into_body().collect().await.unwrap().to_bytes().to_vec();
+        Resp { status, headers, body }
+    }
+
+    pub async fn get(&self, path: &str, auth: &Auth) -> Resp {
+        self.send(Method::GET, path, auth, None, &[]).await
+    }
+    pub async fn post(&self, path: &str, auth: &Auth, body: Value) -> Resp {
+        self.send(Method::POST, path, auth, Some(body), &[]).await
+    }
+    pub async fn put(&self, path: &str, auth: &Auth, body: Value) -> Resp {
+        self.send(Method::PUT, path, auth, Some(body), &[]).await
+    }
+    pub async fn patch(&self, path: &str, auth: &Auth, body: Value) -> Resp {
+        self.send(Method::PATCH, path, auth, Some(body), &[]).await
+    }
+    pub async fn delete(&self, path: &str, auth: &Auth) -> Resp {
+        self.send(Method::DELETE, path, auth, None, &[]).await
+    }
+
+    /// Registers the first user (the owner) and returns their session cookie.
+    pub async fn owner(&self) -> Auth {
+        let r = self
+            .post(
+                "/api/v1/auth/register",
+                &Auth::None,
+                json!({"email": "owner@example.com", "password": "owner-password", "name": "Olive Owner"}),
+            )
+            .await;
+        r.assert_status(201);
+        Auth::Cookie(r.cookie().expect("session cookie"))
+    }
+
+    /// Invites and registers a person with `role`; returns their session cookie.
+    pub async fn member(&self, owner: &Auth, email: &str, role: &str) -> Auth {
+        let inv = self.post("/api/v1/account/invitations", owner, json!({"email": email, "role": role})).await;
+        inv.assert_status(201);
+        let token = inv.json()["token"].as_str().unwrap().to_string();
+        let r = self
+            .post(
+                "/api/v1/auth/register",
+                &Auth::None,
+                json!({"email": email, "password": "member-password", "invitationToken": token}),
+            )
+            .await;
+        r.assert_status(201);
+        Auth::Cookie(r.cookie().unwrap())
+    }
+
+    /// A personal token with every permission of the session's role.
+    pub async fn token(&self, session: &Auth) -> Auth {
+        let r = self.post("/api/v1/account/tokens", session, json!({"name": "test"})).await;
+        r.assert_status(201);
+        Auth::Bearer(r.json()["secret"].as_str().unwrap().to_string())
+    }
+
+    /// A personal token limited to `perms`.
+    pub async fn token_with(&self, session: &Auth, perms: &[&str]) -> Auth {
+        let r = self.post("/api/v1/account/tokens", session, json!({"name": "limited", "permissions": perms})).await;
+        r.assert_status(201);
+        Auth::Bearer(r.json()["secret"].as_str().unwrap().to_string())
+    }
+
+    /// Runs due jobs on this thread until none is left.
+    pub fn run_jobs(&self) -> usize {
+        steward::jobs::run_until_idle(&self.app).unwrap()
+    }
+
+    pub fn db_bytes(&self) -> Vec<u8> {
+        // include the WAL: recent writes live there until a checkpoint
+        let mut all = std::fs::read(self.app.config.db_path()).unwrap_or_default();
+        let wal = self.app.config.db_path().with_extension("db-wal");
+        all.extend(std::fs::read(wal).unwrap_or_default());
+        all
+    }
+}
+
+/// True when `needle` occurs in `hay`.
+pub fn contains_bytes(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
