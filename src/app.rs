@@ -6,6 +6,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::auth::AuthState;
+use crate::documents::pipeline::Pipeline;
+use crate::models::Models;
+use crate::ratelimit::RateLimiter;
+use crate::search::SearchIndex;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -20,6 +24,11 @@ pub struct App {
     pub jobs: Jobs,
     pub auth: AuthState,
     pub metrics: Metrics,
+    pub models: Models,
+    pub pipeline: Pipeline,
+    pub upload_limiter: RateLimiter,
+    /// Open only in the process that holds the data directory (the server, tests, tools).
+    search: Option<SearchIndex>,
     pub started_at: Instant,
     _data_dir_lock: Option<File>,
 }
@@ -41,7 +50,9 @@ impl Default for Options {
 
 /// Every job kind the product runs, with its handler.
 fn handlers() -> HashMap<&'static str, Handler> {
-    HashMap::new()
+    let mut h: HashMap<&'static str, Handler> = HashMap::new();
+    h.insert(crate::documents::PROCESS_JOB, crate::documents::process::run);
+    h
 }
 
 impl App {
@@ -66,26 +77,50 @@ impl App {
         }
         let jobs = Jobs::new(registry, config.job_lease, config.job_max_attempts);
         let auth = AuthState::new(&config);
+        let search = match &lock {
+            Some(_) => Some(SearchIndex::open(&config.data_dir.join("index"), &db)?),
+            None => None,
+        };
         Ok(Arc::new(App {
+            models: Models::new(&config),
+            upload_limiter: RateLimiter::new(config.upload_limit),
             config,
             db,
             clock: opts.clock,
             jobs,
             auth,
             metrics: Metrics::default(),
+            pipeline: Pipeline::new(),
+            search,
             started_at: Instant::now(),
             _data_dir_lock: lock,
         }))
     }
 
-    /// Starts the worker threads.
+    /// Loads the embedding model, then starts the embedding pipeline and the worker threads.
     pub fn start_background(self: &Arc<Self>) {
+        if let Err(e) = self.models.embedder() {
+            tracing::error!("{}", e.message);
+        }
+        Pipeline::start(self);
         Jobs::start(self, self.config.workers);
     }
 
-    /// Stops background work: workers finish or release their jobs, the WAL is checkpointed.
+    /// The search indexes (503 in a process that does not hold the data directory).
+    pub fn search(&self) -> Result<&SearchIndex> {
+        self.search.as_ref().ok_or_else(|| Error::unavailable("search is not open in this process"))
+    }
+
+    /// Stops background work: workers finish or release their jobs, the pipeline stops, the vector
+    /// index is saved, the WAL is checkpointed.
     pub fn shutdown(&self) {
         self.jobs.shutdown(&self.db, self.config.shutdown_grace);
+        self.pipeline.shutdown();
+        if let Some(s) = &self.search {
+            if let Err(e) = s.save_vectors_if_due(&self.db, true) {
+                tracing::warn!(error = %e, "could not save the vector index at shutdown");
+            }
+        }
         if let Err(e) = self.db.checkpoint() {
             tracing::warn!(error = %e, "WAL checkpoint at shutdown failed");
         }

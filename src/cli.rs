@@ -77,6 +77,42 @@ pub enum Command {
     },
     /// Check the data directory, database, migrations and model files, and say what is wrong.
     Doctor,
+    /// Rebuild the search indexes from the database (stop the server first).
+    Reindex,
+    /// Internal helpers the server runs as child processes.
+    #[command(hide = true)]
+    Internal {
+        #[command(subcommand)]
+        command: InternalCommand,
+    },
+    /// Benchmarks (figures in docs/performance.md).
+    Bench {
+        #[command(subcommand)]
+        command: BenchCommand,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum InternalCommand {
+    /// Extract the text of an uploaded file (run in a child process with limits).
+    Extract {
+        #[arg(long)]
+        format: String,
+        path: PathBuf,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Raw embedding throughput of the local model on the Cranfield abstracts.
+    Embed {
+        /// The Cranfield collection directory.
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Repetitions; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -132,6 +168,25 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
             admin(config, command)
+        }
+        Some(Command::Bench { command }) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            bench(config, command)
+        }
+        Some(Command::Internal { command: InternalCommand::Extract { format, path } }) => {
+            let code = crate::documents::extract::run_child(&format, &path);
+            Ok(ExitCode::from(code as u8))
+        }
+        Some(Command::Reindex) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            init_tracing(&config);
+            let started = std::time::Instant::now();
+            let app = App::build(config, Options::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let n = app.search().and_then(|s| s.rebuild(&app.db)).map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!("rebuilt the search indexes from the database: {n} chunks in {:.1} s", started.elapsed().as_secs_f64());
+            app.shutdown();
+            Ok(ExitCode::SUCCESS)
         }
         Some(Command::Doctor) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
@@ -315,5 +370,23 @@ pub fn doctor(config: &Config) -> ExitCode {
     } else {
         println!("{problems} problem(s) found");
         ExitCode::FAILURE
+    }
+}
+
+fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
+    use crate::bench;
+    match cmd {
+        BenchCommand::Embed { cranfield, runs } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let texts: Vec<String> = c.docs.iter().map(|d| format!("{}\n{}", d.title, d.body)).collect();
+            let r = bench::embed::run(&config, &texts, runs.max(1))?;
+            let med = bench::median(&r.runs_secs);
+            println!(
+                "embedding: {} texts, {} tokens (max {} per text, {} threads): median {:.2} s over {} runs = {:.1} texts/s, {:.0} tokens/s",
+                r.texts, r.tokens, config.embed_max_tokens, config.embed_threads, med, r.runs_secs.len(),
+                r.texts as f64 / med, r.tokens as f64 / med
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

@@ -100,11 +100,15 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// `CONNECTOR_ENCRYPTION_KEY`, decoded.
     pub encryption_key: Option<Secret<[u8; 32]>>,
-    /// Threads ONNX Runtime uses for one embedding batch.
+    /// Embedding sessions run in parallel (one thread each).
     pub embed_threads: usize,
-    /// Longest input, in tokens, one embedding sees (longer chunks are truncated).
+    /// Longest input, in tokens, one embedding sees (longer chunks are truncated). 128 is the
+    /// truncation the model's tokenizer is configured with (and the length it was trained at).
     pub embed_max_tokens: usize,
     pub llm: LlmConfig,
+    /// The `steward` executable that parses uploaded PDF/DOCX/XLSX files in a child process; `None`
+    /// parses in-process (tests that run without the binary).
+    pub extractor_exe: Option<PathBuf>,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -135,13 +139,16 @@ impl Config {
             shutdown_grace: Duration::from_secs(20),
             encryption_key: None,
             embed_threads: cores.clamp(1, 4),
-            embed_max_tokens: 256,
+            embed_max_tokens: 128,
             llm: LlmConfig {
                 local_threads: 1,
                 local_context: 4096,
                 request_timeout: Duration::from_secs(60),
                 ..Default::default()
             },
+            extractor_exe: std::env::current_exe()
+                .ok()
+                .filter(|p| p.file_stem().and_then(|s| s.to_str()).is_some_and(|s| s == "steward")),
         }
     }
 

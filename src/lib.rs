@@ -3,9 +3,11 @@
 pub mod app;
 pub mod audit;
 pub mod auth;
+pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod documents;
 pub mod error;
 pub mod http;
 pub mod ids;
@@ -14,7 +16,10 @@ pub mod metrics;
 pub mod models;
 pub mod ratelimit;
 pub mod readiness;
+pub mod settings;
+pub mod search;
 pub mod storage;
+pub mod usage;
 pub mod workspace_init;
 
 pub use app::App;

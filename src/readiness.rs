@@ -42,9 +42,13 @@ pub fn check(app: &App) -> Vec<Check> {
     ));
     out.push(item(
         "models",
-        crate::models::locate::embedding(&app.config)
-            .map(|f| format!("embedding model in {}", f.dir.display()))
-            .map_err(|m| m.to_string()),
+        match app.models.embedder_status() {
+            Some(Ok(())) => Ok("embedding model loaded".into()),
+            Some(Err(e)) => Err(e),
+            None => crate::models::locate::embedding(&app.config)
+                .map(|f| format!("embedding model found in {} (loads on first use)", f.dir.display()))
+                .map_err(|m| m.to_string()),
+        },
     ));
     out
 }

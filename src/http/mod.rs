@@ -14,7 +14,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, patch, post};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tracing::Instrument;
@@ -56,11 +56,38 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         )
         .route("/api/v1/service-credentials/{id}", delete(account::revoke_service_credential))
         .route("/api/v1/audit-events", get(account::audit_events))
+        // documents, sources, search
+        .route("/api/v1/document", get(documents::list).post(documents::create))
+        .route("/api/v1/document/", get(documents::list).post(documents::create))
+        .route("/api/v1/document/sources", get(documents::sources))
+        .route("/api/v1/document/sources/{id}", patch(documents::patch_source).delete(documents::delete_source))
+        .route("/api/v1/document/sources/{id}/documents", get(documents::source_documents))
+        .route("/api/v1/document/sources/{id}/reprocess", post(documents::reprocess_source))
+        .route("/api/v1/document/sources/{id}/recrawl", post(documents::recrawl))
+        .route("/api/v1/document/sources/{id}/pause-crawl", post(documents::pause_crawl))
+        .route("/api/v1/document/sources/{id}/resume-crawl", post(documents::resume_crawl))
+        .route("/api/v1/document/search", post(documents::search))
+        .route("/api/v1/document/search/history", get(documents::search_history))
+        .route("/api/v1/document/search/history/{id}", get(documents::search_replay))
+        .route("/api/v1/document/{id}", get(documents::get).put(documents::update).delete(documents::delete))
+        .route("/api/v1/document/{id}/reprocess", post(documents::reprocess))
+        // settings
+        .route("/api/v1/settings/ingestion", get(documents::ingestion_settings).put(documents::put_ingestion_settings))
+        .route("/api/v1/settings/ingestion/reprocess", post(documents::reprocess_all))
+        .route("/api/v1/usage", get(documents::usage))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 
+    // Uploads have their own limit (DOCUMENT_UPLOAD_MAX_BYTES, plus room for the form around it).
+    let upload_limit = (app.config.upload_max_bytes as usize).saturating_add(1024 * 1024);
+    let uploads = Router::new()
+        .route("/api/v1/document/import", post(documents::import))
+        .layer(DefaultBodyLimit::max(upload_limit))
+        .layer(RequestBodyLimitLayer::new(upload_limit));
+
     Router::new()
         .merge(api)
+        .merge(uploads)
         .merge(extra)
         .fallback(not_found)
         .layer(CatchPanicLayer::custom(error::panic_response))

@@ -132,7 +132,10 @@ pub fn embedding(config: &Config) -> Result<EmbeddingFiles, Missing> {
             ],
         });
     };
-    let onnx = dir.join("minilm/model.onnx");
+    // Prefer the dynamically quantized build of the same model (integer kernels); fall back to the
+    // published file.
+    let q8 = dir.join("minilm/model.q8.onnx");
+    let onnx = if q8.is_file() { q8 } else { dir.join("minilm/model.onnx") };
     let tokenizer = dir.join("minilm/tokenizer.json");
     if !tokenizer.is_file() {
         missing.push(tokenizer.display().to_string());

@@ -1,2 +1,3 @@
 pub mod account;
+pub mod documents;
 pub mod ops;

@@ -1,0 +1,198 @@
+//! Documents: ingestion (create, import, update, reprocess, delete), sources, the processing job,
+//! the embedding pipeline, extraction and chunking.
+//!
+//! Lifecycle: a write stores the document (`queued`, a new `revision`) and, in the same
+//! transaction, a `document.process` job for that revision. The job extracts and chunks the text
+//! (`processing`) and stores the chunks without embeddings. The embedding pipeline embeds pending
+//! chunks in length-sorted batches across documents, then makes the revision live (older chunks
+//! removed, new ones logged for the indexes), syncs the indexes and marks the document `ready`.
+//! A job or pipeline step for a revision that is no longer current does nothing, so a stale job
+//! never overwrites a newer revision.
+
+pub mod blobs;
+pub mod chunking;
+pub mod extract;
+pub mod pipeline;
+pub mod process;
+mod service;
+mod sources;
+mod store;
+
+use serde::Serialize;
+use serde_json::Value;
+
+pub use service::{
+    DocumentPage, DocumentUpdate, NewDocument, ReprocessOutcome, Upload, create, decode_cursor, delete, encode_cursor, get, import,
+    ingestion_settings, list, reprocess, reprocess_workspace, too_large, update, update_ingestion_settings, usage,
+};
+pub use sources::{delete_source, ensure_builtin_source, list_sources, patch_source, reprocess_source, source_documents, crawl_control};
+pub use store::ListFilter;
+
+use crate::ids::WorkspaceId;
+
+pub const PROCESS_JOB: &str = "document.process";
+
+/// The synthetic sources every workspace gets on demand.
+pub const API_SOURCE: &str = "api";
+pub const UPLOAD_SOURCE: &str = "upload";
+
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub id: String,
+    pub workspace_id: WorkspaceId,
+    pub kind: String,
+    pub name: String,
+    pub external_id: Option<String>,
+    pub builtin: bool,
+    pub config: Value,
+    pub metadata: Value,
+    pub enrichment_override: String,
+    pub created_at: String,
+    pub updated_at: String,
+    pub document_count: i64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceView {
+    pub id: String,
+    pub kind: String,
+    pub name: String,
+    pub external_id: Option<String>,
+    pub builtin: bool,
+    pub config: Value,
+    pub document_enrichment_override: String,
+    pub document_count: i64,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl From<&Source> for SourceView {
+    fn from(s: &Source) -> Self {
+        SourceView {
+            id: s.id.clone(),
+            kind: s.kind.clone(),
+            name: s.name.clone(),
+            external_id: s.external_id.clone(),
+            builtin: s.builtin,
+            config: s.config.clone(),
+            document_enrichment_override: s.enrichment_override.clone(),
+            document_count: s.document_count,
+            created_at: s.created_at.clone(),
+            updated_at: s.updated_at.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Document {
+    pub id: String,
+    pub workspace_id: WorkspaceId,
+    pub source_id: String,
+    pub title: String,
+    pub external_document_id: Option<String>,
+    pub status: String,
+    pub failure_reason: Option<String>,
+    pub revision: i64,
+    pub indexed_revision: Option<i64>,
+    pub metadata: Value,
+    pub source_kind: String,
+    pub content_hash: Option<String>,
+    pub content_size_bytes: i64,
+    pub blob_sha256: Option<String>,
+    pub source_filename: Option<String>,
+    pub source_mime_type: Option<String>,
+    pub source_size_bytes: Option<i64>,
+    pub detected_format: Option<String>,
+    pub chunk_count: i64,
+    pub enrichment: Option<Value>,
+    pub processed_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    pub metered_bytes: i64,
+    pub source_type: String,
+    pub source_name: String,
+    pub source_external_id: Option<String>,
+    pub content: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SourceRef {
+    pub id: String,
+    pub kind: String,
+    pub name: String,
+    pub external_id: Option<String>,
+}
+
+/// The document record on the wire.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DocumentView {
+    pub id: String,
+    pub workspace_id: String,
+    pub title: String,
+    pub status: String,
+    /// `processed` when the current revision is searchable, else `pending`.
+    pub rag_status: &'static str,
+    pub failure_reason: Option<String>,
+    pub revision: i64,
+    pub metadata: Value,
+    pub source_id: String,
+    pub source: SourceRef,
+    pub external_document_id: Option<String>,
+    pub source_kind: String,
+    pub source_filename: Option<String>,
+    pub source_mime_type: Option<String>,
+    pub source_size_bytes: Option<i64>,
+    pub detected_format: Option<String>,
+    pub content_size_bytes: i64,
+    pub content_hash: Option<String>,
+    pub chunk_count: i64,
+    pub enrichment: Option<Value>,
+    pub processed_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chunks: Option<Vec<Value>>,
+}
+
+impl Document {
+    pub fn view(&self) -> DocumentView {
+        let processed = self.status == "ready" && self.indexed_revision == Some(self.revision);
+        DocumentView {
+            id: self.id.clone(),
+            workspace_id: self.workspace_id.0.clone(),
+            title: self.title.clone(),
+            status: self.status.clone(),
+            rag_status: if processed { "processed" } else { "pending" },
+            failure_reason: self.failure_reason.clone(),
+            revision: self.revision,
+            metadata: self.metadata.clone(),
+            source_id: self.source_id.clone(),
+            source: SourceRef {
+                id: self.source_id.clone(),
+                kind: self.source_type.clone(),
+                name: self.source_name.clone(),
+                external_id: self.source_external_id.clone(),
+            },
+            external_document_id: self.external_document_id.clone(),
+            source_kind: self.source_kind.clone(),
+            source_filename: self.source_filename.clone(),
+            source_mime_type: self.source_mime_type.clone(),
+            source_size_bytes: self.source_size_bytes,
+            detected_format: self.detected_format.clone(),
+            content_size_bytes: self.content_size_bytes,
+            content_hash: self.content_hash.clone(),
+            chunk_count: self.chunk_count,
+            enrichment: self.enrichment.clone(),
+            processed_at: self.processed_at.clone(),
+            created_at: self.created_at.clone(),
+            updated_at: self.updated_at.clone(),
+            content: self.content.clone(),
+            chunks: None,
+        }
+    }
+}

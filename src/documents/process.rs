@@ -1,0 +1,122 @@
+//! The `document.process` job: extract (uploads), chunk, store the chunks of one revision. The
+//! embedding pipeline takes it from there.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::chunking;
+use super::extract::{self, Extracted, Format};
+use super::pipeline::embedding_text;
+use super::{blobs, service::content_hash, store};
+use crate::app::App;
+use crate::clock::rfc3339;
+use crate::error::Result;
+use crate::jobs::{JobCtx, Outcome};
+use crate::settings::{self, ingestion::IngestionSettings};
+
+/// How long a parser may take on one file.
+pub const EXTRACT_TIMEOUT: Duration = Duration::from_secs(120);
+
+pub fn run(app: &App, ctx: &JobCtx, payload: &Value) -> Outcome {
+    let (Some(id), Some(rev)) = (payload["documentId"].as_str(), payload["revision"].as_i64()) else {
+        return Outcome::Fail(format!("malformed payload: {payload}"));
+    };
+    match process(app, ctx, id, rev) {
+        Ok(()) => Outcome::Done,
+        Err(e) => Outcome::retry(e.to_string()),
+    }
+}
+
+fn fail(app: &App, id: &str, rev: i64, reason: &str) -> Result<()> {
+    let now = rfc3339(app.clock.now());
+    app.db.write(|tx| {
+        store::delete_unlive_chunks(tx, id)?;
+        store::mark_failed(tx, id, rev, reason, &now)
+    })?;
+    tracing::info!(document = id, revision = rev, reason, "document failed");
+    Ok(())
+}
+
+fn process(app: &App, ctx: &JobCtx, id: &str, rev: i64) -> Result<()> {
+    let Some(doc) = app.db.read(|c| store::document_any(c, id))? else { return Ok(()) }; // deleted
+    if doc.revision != rev || (doc.indexed_revision == Some(rev) && doc.status == "ready") {
+        return Ok(()); // a newer revision exists, or this one is already done
+    }
+    let now = rfc3339(app.clock.now());
+    if !app.db.write(|tx| store::mark_processing(tx, id, rev, &now))? {
+        return Ok(());
+    }
+    let (extracted, format) = if doc.source_kind == "uploaded_file" {
+        let Some(sha) = doc.blob_sha256.as_deref() else { return fail(app, id, rev, "the uploaded original is missing; upload the file again") };
+        let path = blobs::path(&app.config.data_dir, sha);
+        if !path.is_file() {
+            return fail(app, id, rev, "the uploaded original is missing; upload the file again");
+        }
+        let format = doc.detected_format.as_deref().and_then(Format::parse).unwrap_or(Format::Text);
+        let result = if format.is_binary() {
+            extract::extract_isolated(app.config.extractor_exe.as_deref(), &path, &format, EXTRACT_TIMEOUT)
+        } else {
+            std::fs::read(&path)
+                .map_err(|e| extract::ExtractError(format!("the uploaded original cannot be read ({e})")))
+                .and_then(|b| extract::extract_in_process(&b, &format))
+        };
+        match result {
+            Ok(x) => (x, format),
+            Err(e) => return fail(app, id, rev, &e.0),
+        }
+    } else {
+        let content = app.db.read(|c| store::content(c, id))?.unwrap_or_default();
+        (Extracted::plain(content), Format::Markdown)
+    };
+    ctx.heartbeat();
+    let settings: IngestionSettings = app.db.read(|c| settings::load(c, &doc.workspace_id, settings::ingestion::NAMESPACE))?;
+    let drafts = chunking::chunk(&extracted, &format, &settings);
+    if drafts.is_empty() {
+        return fail(app, id, rev, "the document has no text to index");
+    }
+    let now = rfc3339(app.clock.now());
+    let stored = app.db.write(|tx| {
+        let current: Option<i64> = tx.query_row("SELECT revision FROM documents WHERE id = ?1", [id], |r| r.get(0)).ok();
+        if current != Some(rev) {
+            return Ok(false);
+        }
+        store::delete_unlive_chunks(tx, id)?;
+        if doc.source_kind == "uploaded_file" {
+            store::set_extracted(tx, id, &extracted.text, &content_hash(&extracted.text), &format.name())?;
+        }
+        for (i, d) in drafts.iter().enumerate() {
+            let chunk_id = crate::ids::new_id();
+            let meta = match &d.language {
+                Some(l) => json!({"language": l}),
+                None => json!({}),
+            };
+            let hash = content_hash(&embedding_text(&doc.title, &d.content));
+            store::insert_chunk(
+                tx,
+                &doc.workspace_id,
+                id,
+                rev,
+                &store::NewChunk {
+                    id: &chunk_id,
+                    chunk_index: i as i64,
+                    content: &d.content,
+                    start: d.start as i64,
+                    end: d.end as i64,
+                    heading_path: d.heading_path.as_deref(),
+                    page: d.page.map(|p| p as i64),
+                    sheet: d.sheet.as_deref(),
+                    kind: d.kind.as_str(),
+                    metadata: &meta,
+                    content_hash: &hash,
+                },
+                &now,
+            )?;
+        }
+        Ok(true)
+    })?;
+    if stored {
+        app.pipeline.wake();
+    }
+    Ok(())
+}

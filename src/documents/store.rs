@@ -1,0 +1,538 @@
+//! SQL for sources, documents and chunks.
+
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use serde_json::Value;
+
+use super::{Document, Source};
+use crate::error::Result;
+use crate::ids::WorkspaceId;
+use crate::storage::{SqlValue, Tx};
+
+// -- sources
+
+const SOURCE_COLS: &str = "s.id, s.workspace_id, s.kind, s.name, s.external_id, s.builtin, s.config, s.metadata, s.enrichment_override, s.created_at, s.updated_at,
+    (SELECT count(*) FROM documents d WHERE d.source_id = s.id)";
+
+fn source_row(r: &rusqlite::Row) -> rusqlite::Result<Source> {
+    let config: String = r.get(6)?;
+    let metadata: String = r.get(7)?;
+    Ok(Source {
+        id: r.get(0)?,
+        workspace_id: r.get(1)?,
+        kind: r.get(2)?,
+        name: r.get(3)?,
+        external_id: r.get(4)?,
+        builtin: r.get(5)?,
+        config: serde_json::from_str(&config).unwrap_or(Value::Null),
+        metadata: serde_json::from_str(&metadata).unwrap_or(Value::Null),
+        enrichment_override: r.get(8)?,
+        created_at: r.get(9)?,
+        updated_at: r.get(10)?,
+        document_count: r.get(11)?,
+    })
+}
+
+pub fn sources(c: &Connection, ws: &WorkspaceId) -> Result<Vec<Source>> {
+    let mut stmt = c.prepare(&format!("SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 ORDER BY s.created_at, s.id"))?;
+    let rows = stmt.query_map([ws], source_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn source(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Source>> {
+    Ok(c.query_row(&format!("SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 AND s.id = ?2"), params![ws, id], source_row)
+        .optional()?)
+}
+
+pub fn builtin_source(c: &Connection, ws: &WorkspaceId, kind: &str) -> Result<Option<Source>> {
+    Ok(c.query_row(
+        &format!("SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 AND s.kind = ?2 AND s.builtin = 1"),
+        params![ws, kind],
+        source_row,
+    )
+    .optional()?)
+}
+
+pub fn insert_source(tx: &Tx, s: &Source) -> Result<()> {
+    tx.execute(
+        "INSERT INTO sources (id, workspace_id, kind, name, external_id, builtin, config, metadata, enrichment_override, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            s.id,
+            s.workspace_id,
+            s.kind,
+            s.name,
+            s.external_id,
+            s.builtin,
+            s.config.to_string(),
+            s.metadata.to_string(),
+            s.enrichment_override,
+            s.created_at,
+            s.updated_at
+        ],
+    )?;
+    Ok(())
+}
+
+pub fn set_source_override(tx: &Tx, id: &str, value: &str, now: &str) -> Result<()> {
+    tx.execute("UPDATE sources SET enrichment_override = ?2, updated_at = ?3 WHERE id = ?1", params![id, value, now])?;
+    Ok(())
+}
+
+pub fn delete_source(tx: &Tx, id: &str) -> Result<()> {
+    tx.execute("DELETE FROM sources WHERE id = ?1", [id])?;
+    Ok(())
+}
+
+// -- documents
+
+pub const DOC_COLS: &str = "d.id, d.workspace_id, d.source_id, d.title, d.external_document_id, d.status, d.failure_reason, d.revision,
+    d.indexed_revision, d.metadata, d.source_kind, d.content_hash, d.content_size_bytes, d.blob_sha256, d.source_filename,
+    d.source_mime_type, d.source_size_bytes, d.detected_format, d.chunk_count, d.enrichment, d.processed_at, d.created_at,
+    d.updated_at, d.metered_bytes, s.kind, s.name, s.external_id";
+
+pub fn doc_row(r: &rusqlite::Row) -> rusqlite::Result<Document> {
+    let metadata: String = r.get(9)?;
+    let enrichment: Option<String> = r.get(19)?;
+    Ok(Document {
+        id: r.get(0)?,
+        workspace_id: r.get(1)?,
+        source_id: r.get(2)?,
+        title: r.get(3)?,
+        external_document_id: r.get(4)?,
+        status: r.get(5)?,
+        failure_reason: r.get(6)?,
+        revision: r.get(7)?,
+        indexed_revision: r.get(8)?,
+        metadata: serde_json::from_str(&metadata).unwrap_or(Value::Object(Default::default())),
+        source_kind: r.get(10)?,
+        content_hash: r.get(11)?,
+        content_size_bytes: r.get(12)?,
+        blob_sha256: r.get(13)?,
+        source_filename: r.get(14)?,
+        source_mime_type: r.get(15)?,
+        source_size_bytes: r.get(16)?,
+        detected_format: r.get(17)?,
+        chunk_count: r.get(18)?,
+        enrichment: enrichment.and_then(|e| serde_json::from_str(&e).ok()),
+        processed_at: r.get(20)?,
+        created_at: r.get(21)?,
+        updated_at: r.get(22)?,
+        metered_bytes: r.get(23)?,
+        source_type: r.get(24)?,
+        source_name: r.get(25)?,
+        source_external_id: r.get(26)?,
+        content: None,
+    })
+}
+
+pub fn document(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Document>> {
+    Ok(c.query_row(
+        &format!("SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE d.workspace_id = ?1 AND d.id = ?2"),
+        params![ws, id],
+        doc_row,
+    )
+    .optional()?)
+}
+
+/// Any workspace's document (for jobs, which carry the id).
+pub fn document_any(c: &Connection, id: &str) -> Result<Option<Document>> {
+    Ok(c.query_row(&format!("SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE d.id = ?1"), [id], doc_row)
+        .optional()?)
+}
+
+pub fn content(c: &Connection, id: &str) -> Result<Option<String>> {
+    Ok(c.query_row("SELECT content FROM documents WHERE id = ?1", [id], |r| r.get(0)).optional()?.flatten())
+}
+
+pub fn by_external_id(c: &Connection, ws: &WorkspaceId, source: &str, external: &str) -> Result<Option<Document>> {
+    Ok(c.query_row(
+        &format!(
+            "SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id
+             WHERE d.workspace_id = ?1 AND d.source_id = ?2 AND d.external_document_id = ?3"
+        ),
+        params![ws, source, external],
+        doc_row,
+    )
+    .optional()?)
+}
+
+pub struct NewDocRow<'a> {
+    pub id: &'a str,
+    pub workspace_id: &'a WorkspaceId,
+    pub source_id: &'a str,
+    pub title: &'a str,
+    pub external_document_id: Option<&'a str>,
+    pub metadata: &'a Value,
+    pub source_kind: &'a str,
+    pub content: Option<&'a str>,
+    pub content_hash: Option<&'a str>,
+    pub content_size_bytes: i64,
+    pub blob_sha256: Option<&'a str>,
+    pub source_filename: Option<&'a str>,
+    pub source_mime_type: Option<&'a str>,
+    pub source_size_bytes: Option<i64>,
+    pub detected_format: Option<&'a str>,
+    pub now: &'a str,
+}
+
+pub fn insert_document(tx: &Tx, d: &NewDocRow) -> Result<()> {
+    tx.execute(
+        "INSERT INTO documents (id, workspace_id, source_id, title, external_document_id, status, revision, metadata, source_kind,
+            content, content_hash, content_size_bytes, blob_sha256, source_filename, source_mime_type, source_size_bytes, detected_format,
+            created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 1, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?16)",
+        params![
+            d.id,
+            d.workspace_id,
+            d.source_id,
+            d.title,
+            d.external_document_id,
+            d.metadata.to_string(),
+            d.source_kind,
+            d.content,
+            d.content_hash,
+            d.content_size_bytes,
+            d.blob_sha256,
+            d.source_filename,
+            d.source_mime_type,
+            d.source_size_bytes,
+            d.detected_format,
+            d.now
+        ],
+    )?;
+    Ok(())
+}
+
+/// Replaces content and/or title/metadata and queues a new revision; returns it.
+#[allow(clippy::too_many_arguments)]
+pub fn update_document(
+    tx: &Tx,
+    id: &str,
+    title: &str,
+    metadata: &Value,
+    content: Option<(&str, &str, i64)>,
+    make_inline: bool,
+    now: &str,
+) -> Result<i64> {
+    if let Some((text, hash, size)) = content {
+        tx.execute(
+            "UPDATE documents SET content = ?2, content_hash = ?3, content_size_bytes = ?4 WHERE id = ?1",
+            params![id, text, hash, size],
+        )?;
+    }
+    if make_inline {
+        tx.execute(
+            "UPDATE documents SET source_kind = 'inline_text', blob_sha256 = NULL, source_filename = NULL, source_mime_type = NULL,
+             source_size_bytes = NULL, detected_format = 'text' WHERE id = ?1",
+            [id],
+        )?;
+    }
+    Ok(tx.query_row(
+        "UPDATE documents SET title = ?2, metadata = ?3, revision = revision + 1, status = 'queued', failure_reason = NULL, updated_at = ?4
+         WHERE id = ?1 RETURNING revision",
+        params![id, title, metadata.to_string(), now],
+        |r| r.get(0),
+    )?)
+}
+
+/// Puts the document back in the queue with a new revision (reprocess).
+pub fn bump_revision(tx: &Tx, id: &str, now: &str) -> Result<i64> {
+    Ok(tx.query_row(
+        "UPDATE documents SET revision = revision + 1, status = 'queued', failure_reason = NULL, updated_at = ?2 WHERE id = ?1 RETURNING revision",
+        params![id, now],
+        |r| r.get(0),
+    )?)
+}
+
+pub fn delete_document(tx: &Tx, id: &str) -> Result<()> {
+    tx.execute("DELETE FROM documents WHERE id = ?1", [id])?;
+    Ok(())
+}
+
+pub fn blob_in_use(c: &Connection, sha: &str) -> Result<bool> {
+    Ok(c.query_row("SELECT 1 FROM documents WHERE blob_sha256 = ?1 LIMIT 1", [sha], |_| Ok(true)).optional()?.unwrap_or(false))
+}
+
+/// Marks processing started if the revision is current; false when a newer revision exists.
+pub fn mark_processing(tx: &Tx, id: &str, revision: i64, now: &str) -> Result<bool> {
+    Ok(tx.execute(
+        "UPDATE documents SET status = 'processing', updated_at = ?3 WHERE id = ?1 AND revision = ?2 AND status IN ('queued', 'processing')",
+        params![id, revision, now],
+    )? == 1)
+}
+
+pub fn mark_failed(tx: &Tx, id: &str, revision: i64, reason: &str, now: &str) -> Result<bool> {
+    Ok(tx.execute(
+        "UPDATE documents SET status = 'failed', failure_reason = ?3, processed_at = ?4, updated_at = ?4 WHERE id = ?1 AND revision = ?2",
+        params![id, revision, reason, now],
+    )? == 1)
+}
+
+pub fn set_extracted(tx: &Tx, id: &str, text: &str, hash: &str, format: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE documents SET content = ?2, content_hash = ?3, content_size_bytes = ?4, detected_format = ?5 WHERE id = ?1",
+        params![id, text, hash, text.len() as i64, format],
+    )?;
+    Ok(())
+}
+
+/// Filters for listing documents.
+#[derive(Debug, Default, Clone)]
+pub struct ListFilter {
+    pub source_id: Option<String>,
+    pub status: Option<String>,
+    /// (created_at, id) of the last document of the previous page.
+    pub before: Option<(String, String)>,
+    pub limit: usize,
+}
+
+pub fn list_documents(c: &Connection, ws: &WorkspaceId, f: &ListFilter) -> Result<(Vec<Document>, i64, bool)> {
+    let mut cond = String::from("d.workspace_id = ?");
+    let mut args: Vec<SqlValue> = vec![SqlValue::Text(ws.0.clone())];
+    if let Some(s) = &f.source_id {
+        cond.push_str(" AND d.source_id = ?");
+        args.push(SqlValue::Text(s.clone()));
+    }
+    if let Some(s) = &f.status {
+        cond.push_str(" AND d.status = ?");
+        args.push(SqlValue::Text(s.clone()));
+    }
+    let total: i64 = c.query_row(&format!("SELECT count(*) FROM documents d WHERE {cond}"), params_from_iter(args.iter()), |r| r.get(0))?;
+    if let Some((t, id)) = &f.before {
+        cond.push_str(" AND (d.created_at < ? OR (d.created_at = ? AND d.id < ?))");
+        args.push(SqlValue::Text(t.clone()));
+        args.push(SqlValue::Text(t.clone()));
+        args.push(SqlValue::Text(id.clone()));
+    }
+    let sql = format!(
+        "SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE {cond} ORDER BY d.created_at DESC, d.id DESC LIMIT {}",
+        f.limit + 1
+    );
+    let mut stmt = c.prepare(&sql)?;
+    let rows = stmt.query_map(params_from_iter(args.iter()), doc_row)?;
+    let mut docs: Vec<Document> = rows.collect::<rusqlite::Result<_>>()?;
+    let more = docs.len() > f.limit;
+    docs.truncate(f.limit);
+    Ok((docs, total, more))
+}
+
+/// (documents, ready, queued+processing, failed) in the workspace.
+pub fn counts(c: &Connection, ws: &WorkspaceId) -> Result<(i64, i64, i64, i64)> {
+    Ok(c.query_row(
+        "SELECT count(*), coalesce(sum(status = 'ready'), 0), coalesce(sum(status IN ('queued', 'processing')), 0), coalesce(sum(status = 'failed'), 0)
+         FROM documents WHERE workspace_id = ?1",
+        [ws],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?)
+}
+
+/// (id, status) of documents in a source, or in the whole workspace.
+pub fn ids_and_status(c: &Connection, ws: &WorkspaceId, source: Option<&str>) -> Result<Vec<(String, String)>> {
+    let mut stmt = c.prepare(
+        "SELECT id, status FROM documents WHERE workspace_id = ?1 AND (?2 IS NULL OR source_id = ?2) ORDER BY created_at",
+    )?;
+    let rows = stmt.query_map(params![ws, source], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+// -- chunks
+
+pub struct NewChunk<'a> {
+    pub id: &'a str,
+    pub chunk_index: i64,
+    pub content: &'a str,
+    pub start: i64,
+    pub end: i64,
+    pub heading_path: Option<&'a str>,
+    pub page: Option<i64>,
+    pub sheet: Option<&'a str>,
+    pub kind: &'a str,
+    pub metadata: &'a Value,
+    pub content_hash: &'a str,
+}
+
+/// Deletes chunks of `doc` that are not live (a previous attempt or a stale revision).
+pub fn delete_unlive_chunks(tx: &Tx, doc: &str) -> Result<usize> {
+    Ok(tx.execute(
+        "DELETE FROM chunks WHERE document_id = ?1 AND revision IS NOT (SELECT indexed_revision FROM documents WHERE id = ?1)",
+        [doc],
+    )?)
+}
+
+/// Inserts a chunk; when a chunk with the same text already has an embedding in the workspace, it
+/// is copied (no duplicate embedding work). Returns whether an embedding was reused.
+pub fn insert_chunk(tx: &Tx, ws: &WorkspaceId, doc: &str, revision: i64, c: &NewChunk, now: &str) -> Result<bool> {
+    let cached: Option<Vec<u8>> = tx
+        .prepare_cached("SELECT embedding FROM chunks WHERE workspace_id = ?1 AND content_hash = ?2 AND embedding IS NOT NULL LIMIT 1")?
+        .query_row(params![ws, c.content_hash], |r| r.get(0))
+        .optional()?;
+    tx.prepare_cached(
+        "INSERT INTO chunks (id, document_id, workspace_id, revision, chunk_index, content, start_offset, end_offset, heading_path, page, sheet,
+            kind, metadata, content_hash, embedding, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+    )?
+    .execute(params![
+        c.id,
+        doc,
+        ws,
+        revision,
+        c.chunk_index,
+        c.content,
+        c.start,
+        c.end,
+        c.heading_path,
+        c.page,
+        c.sheet,
+        c.kind,
+        c.metadata.to_string(),
+        c.content_hash,
+        cached,
+        now
+    ])?;
+    Ok(cached.is_some())
+}
+
+/// A chunk waiting for its embedding.
+pub struct PendingChunk {
+    pub key: i64,
+    pub document_id: String,
+    pub content: String,
+    pub title: String,
+}
+
+/// Up to `limit` chunks without an embedding, of documents whose revision they belong to.
+pub fn pending_chunks(c: &Connection, limit: usize) -> Result<Vec<PendingChunk>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT c.rowid, c.document_id, c.content, d.title FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE c.embedding IS NULL AND c.revision = d.revision ORDER BY c.rowid LIMIT ?1",
+    )?;
+    let rows = stmt.query_map([limit as i64], |r| Ok(PendingChunk { key: r.get(0)?, document_id: r.get(1)?, content: r.get(2)?, title: r.get(3)? }))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn set_embedding(tx: &Tx, key: i64, embedding: &[u8], tokens: i64) -> Result<()> {
+    tx.prepare_cached("UPDATE chunks SET embedding = ?2, token_count = ?3 WHERE rowid = ?1 AND embedding IS NULL")?
+        .execute(params![key, embedding, tokens])?;
+    Ok(())
+}
+
+/// Documents in `processing` whose current revision has chunks and none of them pending.
+pub fn finalizable(c: &Connection, limit: usize) -> Result<Vec<(String, i64)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT d.id, d.revision FROM documents d
+         WHERE d.status = 'processing'
+           AND (d.indexed_revision IS NULL OR d.indexed_revision <> d.revision)
+           AND EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.revision = d.revision)
+           AND NOT EXISTS (SELECT 1 FROM chunks c WHERE c.document_id = d.id AND c.revision = d.revision AND c.embedding IS NULL)
+         LIMIT ?1",
+    )?;
+    let rows = stmt.query_map([limit as i64], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// What finalizing a revision needs: (workspace, organization, chunk count, embedded-here stats
+/// (vectors, bytes, tokens), indexed revision, metered bytes, source kind, source size, content size).
+pub struct FinalizeInfo {
+    pub workspace_id: WorkspaceId,
+    pub organization_id: String,
+    pub chunk_count: i64,
+    pub embedded_vectors: i64,
+    pub embedded_bytes: i64,
+    pub embedded_tokens: i64,
+    pub indexed_revision: Option<i64>,
+    pub metered_bytes: i64,
+    pub source_kind: String,
+    pub source_size_bytes: Option<i64>,
+    pub content_size_bytes: i64,
+}
+
+pub fn finalize_info(c: &Connection, doc: &str, revision: i64) -> Result<Option<FinalizeInfo>> {
+    Ok(c.query_row(
+        "SELECT d.workspace_id, w.organization_id,
+            (SELECT count(*) FROM chunks c WHERE c.document_id = d.id AND c.revision = ?2),
+            (SELECT count(*) FROM chunks c WHERE c.document_id = d.id AND c.revision = ?2 AND c.token_count IS NOT NULL),
+            (SELECT coalesce(sum(length(CAST(c.content AS BLOB))), 0) FROM chunks c WHERE c.document_id = d.id AND c.revision = ?2 AND c.token_count IS NOT NULL),
+            (SELECT coalesce(sum(c.token_count), 0) FROM chunks c WHERE c.document_id = d.id AND c.revision = ?2 AND c.token_count IS NOT NULL),
+            d.indexed_revision, d.metered_bytes, d.source_kind, d.source_size_bytes, d.content_size_bytes
+         FROM documents d JOIN workspaces w ON w.id = d.workspace_id WHERE d.id = ?1 AND d.revision = ?2",
+        params![doc, revision],
+        |r| {
+            Ok(FinalizeInfo {
+                workspace_id: r.get(0)?,
+                organization_id: r.get(1)?,
+                chunk_count: r.get(2)?,
+                embedded_vectors: r.get(3)?,
+                embedded_bytes: r.get(4)?,
+                embedded_tokens: r.get(5)?,
+                indexed_revision: r.get(6)?,
+                metered_bytes: r.get(7)?,
+                source_kind: r.get(8)?,
+                source_size_bytes: r.get(9)?,
+                content_size_bytes: r.get(10)?,
+            })
+        },
+    )
+    .optional()?)
+}
+
+/// Makes `revision` live: older chunks go (their index entries with them, by trigger), the new
+/// ones are logged for the indexes.
+pub fn go_live(tx: &Tx, doc: &str, revision: i64, chunk_count: i64, metered: i64) -> Result<()> {
+    tx.execute("DELETE FROM chunks WHERE document_id = ?1 AND revision <> ?2", params![doc, revision])?;
+    tx.execute(
+        "INSERT INTO index_ops (op, chunk_rowid, workspace_id) SELECT 'add', rowid, workspace_id FROM chunks WHERE document_id = ?1 AND revision = ?2 ORDER BY rowid",
+        params![doc, revision],
+    )?;
+    tx.execute(
+        "UPDATE documents SET indexed_revision = ?2, chunk_count = ?3, metered_bytes = ?4 WHERE id = ?1",
+        params![doc, revision, chunk_count, metered],
+    )?;
+    Ok(())
+}
+
+/// Marks live documents ready (after the indexes applied their chunks).
+pub fn mark_ready(tx: &Tx, docs: &[(String, i64)], now: &str) -> Result<usize> {
+    let mut n = 0;
+    for (id, rev) in docs {
+        n += tx.execute(
+            "UPDATE documents SET status = 'ready', failure_reason = NULL, processed_at = ?3, updated_at = ?3
+             WHERE id = ?1 AND revision = ?2 AND indexed_revision = ?2 AND status = 'processing'",
+            params![id, rev, now],
+        )?;
+    }
+    Ok(n)
+}
+
+/// Documents stuck in `processing` whose revision is already live (a crash between indexing and
+/// marking them ready).
+pub fn live_but_processing(c: &Connection) -> Result<Vec<(String, i64)>> {
+    let mut stmt = c.prepare("SELECT id, revision FROM documents WHERE status = 'processing' AND indexed_revision = revision")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Chunk summaries of a document's live revision.
+pub fn chunk_summaries(c: &Connection, doc: &str) -> Result<Vec<Value>> {
+    let mut stmt = c.prepare(
+        "SELECT c.id, c.chunk_index, c.content, c.start_offset, c.end_offset, c.heading_path, c.page, c.sheet, c.kind, c.token_count
+         FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.document_id = ?1 AND c.revision = d.indexed_revision ORDER BY c.chunk_index",
+    )?;
+    let rows = stmt.query_map([doc], |r| {
+        let content: String = r.get(2)?;
+        let preview: String = content.chars().take(200).collect();
+        Ok(serde_json::json!({
+            "id": r.get::<_, String>(0)?,
+            "chunkIndex": r.get::<_, i64>(1)?,
+            "contentPreview": preview,
+            "contentLength": content.chars().count(),
+            "startOffset": r.get::<_, i64>(3)?,
+            "endOffset": r.get::<_, i64>(4)?,
+            "headingPath": r.get::<_, Option<String>>(5)?,
+            "page": r.get::<_, Option<i64>>(6)?,
+            "sheet": r.get::<_, Option<String>>(7)?,
+            "kind": r.get::<_, String>(8)?,
+            "tokenCount": r.get::<_, Option<i64>>(9)?,
+        }))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}

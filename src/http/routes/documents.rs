@@ -1,0 +1,303 @@
+//! Documents, sources, search, ingestion settings, usage.
+
+use std::sync::Arc;
+
+use axum::extract::{Multipart, State};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::account::page_limit;
+use crate::app::App;
+use crate::documents::{self, DocumentUpdate, ListFilter, NewDocument, Upload};
+use crate::error::{Error, ErrorCode, Result};
+use crate::http::extract::{Ctx, Json, Path, Query};
+use crate::search::Mode;
+use crate::search::query::{self, SearchRequest};
+use crate::settings::ingestion::IngestionPatch;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ListQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+    status: Option<String>,
+    source_id: Option<String>,
+}
+
+pub async fn list(State(app): State<Arc<App>>, ctx: Ctx, Query(q): Query<ListQuery>) -> Result<impl IntoResponse> {
+    let limit = page_limit(q.limit)?;
+    let before = q.cursor.as_deref().map(documents::decode_cursor).transpose()?;
+    let page = app.blocking(move |app| documents::list(app, &ctx.p, ListFilter { source_id: q.source_id, status: q.status, before, limit })).await?;
+    Ok(axum::Json(page))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CreateBody {
+    title: String,
+    content: String,
+    metadata: Option<Value>,
+    external_document_id: Option<String>,
+    document_enrichment_override: Option<String>,
+    source_id: Option<String>,
+}
+
+pub async fn create(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<CreateBody>) -> Result<impl IntoResponse> {
+    let doc = app
+        .blocking(move |app| {
+            documents::create(
+                app,
+                &ctx.p,
+                &ctx.actor(),
+                NewDocument {
+                    title: b.title,
+                    content: b.content,
+                    metadata: b.metadata,
+                    external_document_id: b.external_document_id,
+                    enrichment_override: b.document_enrichment_override,
+                    source_id: b.source_id,
+                },
+            )
+        })
+        .await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(doc.view())))
+}
+
+fn multipart_error(e: axum::extract::multipart::MultipartError, limit: u64) -> Error {
+    if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        documents::too_large(limit)
+    } else {
+        Error::invalid(format!("the upload is not valid multipart/form-data: {}", e.body_text()))
+    }
+}
+
+async fn text_field(field: axum::extract::multipart::Field<'_>, limit: u64) -> Result<String> {
+    let name = field.name().unwrap_or_default().to_string();
+    let t = field.text().await.map_err(|e| multipart_error(e, limit))?;
+    if t.len() > 64 * 1024 {
+        return Err(Error::invalid_field(&name, format!("{name} is too long")));
+    }
+    Ok(t)
+}
+
+/// `POST /api/v1/document/import`: multipart with `file` and optional `title`, `metadata` (JSON),
+/// `externalDocumentId`, `documentEnrichmentOverride`.
+pub async fn import(State(app): State<Arc<App>>, ctx: Ctx, mut mp: Multipart) -> Result<impl IntoResponse> {
+    let limit = app.config.upload_max_bytes;
+    let mut file: Option<(String, Vec<u8>)> = None;
+    let (mut title, mut metadata, mut external, mut over) = (None, None, None, None);
+    while let Some(mut field) = mp.next_field().await.map_err(|e| multipart_error(e, limit))? {
+        match field.name().unwrap_or_default() {
+            "file" => {
+                let name = field.file_name().unwrap_or_default().to_string();
+                let mut bytes = Vec::new();
+                while let Some(chunk) = field.chunk().await.map_err(|e| multipart_error(e, limit))? {
+                    if (bytes.len() + chunk.len()) as u64 > limit {
+                        return Err(documents::too_large(limit));
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                file = Some((name, bytes));
+            }
+            "title" => title = Some(text_field(field, limit).await?),
+            "metadata" => {
+                let t = text_field(field, limit).await?;
+                metadata = Some(serde_json::from_str::<Value>(&t).map_err(|e| Error::invalid_field("metadata", format!("metadata must be a JSON object: {e}")))?);
+            }
+            "externalDocumentId" => external = Some(text_field(field, limit).await?),
+            "documentEnrichmentOverride" => over = Some(text_field(field, limit).await?),
+            other => {
+                return Err(Error::invalid(format!(
+                    "unknown form part {other:?}; send file, title, metadata, externalDocumentId or documentEnrichmentOverride"
+                )));
+            }
+        }
+    }
+    let Some((filename, bytes)) = file else { return Err(Error::invalid_field("file", "attach the document as the form part named file")) };
+    let doc = app
+        .blocking(move |app| {
+            documents::import(app, &ctx.p, &ctx.actor(), Upload { filename, bytes, title, metadata, external_document_id: external, enrichment_override: over })
+        })
+        .await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(doc.view())))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GetQuery {
+    include_content: Option<bool>,
+    include_chunks: Option<bool>,
+}
+
+pub async fn get(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, Query(q): Query<GetQuery>) -> Result<impl IntoResponse> {
+    let view = app.blocking(move |app| documents::get(app, &ctx.p, &id, q.include_content.unwrap_or(true), q.include_chunks.unwrap_or(false))).await?;
+    Ok(axum::Json(view))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateBody {
+    title: Option<String>,
+    content: Option<String>,
+    metadata: Option<Value>,
+    document_enrichment_override: Option<String>,
+}
+
+pub async fn update(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, Json(b): Json<UpdateBody>) -> Result<impl IntoResponse> {
+    let doc = app
+        .blocking(move |app| {
+            documents::update(
+                app,
+                &ctx.p,
+                &ctx.actor(),
+                &id,
+                DocumentUpdate { title: b.title, content: b.content, metadata: b.metadata, enrichment_override: b.document_enrichment_override },
+            )
+        })
+        .await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(doc.view())))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OverrideBody {
+    document_enrichment_override: Option<String>,
+}
+
+/// An optional JSON body: absent or empty is the default.
+fn optional_body(body: axum::body::Bytes) -> Result<OverrideBody> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Ok(OverrideBody::default());
+    }
+    serde_json::from_slice(&body).map_err(|e| Error::new(ErrorCode::InvalidRequest, format!("the request body is not valid: {e}")))
+}
+
+pub async fn reprocess(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, body: axum::body::Bytes) -> Result<impl IntoResponse> {
+    let b = optional_body(body)?;
+    let doc = app.blocking(move |app| documents::reprocess(app, &ctx.p, &ctx.actor(), &id, b.document_enrichment_override)).await?;
+    Ok((StatusCode::ACCEPTED, axum::Json(doc.view())))
+}
+
+pub async fn delete(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<StatusCode> {
+    app.blocking(move |app| documents::delete(app, &ctx.p, &ctx.actor(), &id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// -- sources
+
+pub async fn sources(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    let list = app.blocking(move |app| documents::list_sources(app, &ctx.p)).await?;
+    Ok(axum::Json(json!({ "sources": list })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+pub async fn source_documents(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, Query(q): Query<PageQuery>) -> Result<impl IntoResponse> {
+    let limit = page_limit(q.limit)?;
+    let page = app.blocking(move |app| documents::source_documents(app, &ctx.p, &id, q.cursor, limit)).await?;
+    Ok(axum::Json(page))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PatchSourceBody {
+    document_enrichment_override: String,
+}
+
+pub async fn patch_source(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, Json(b): Json<PatchSourceBody>) -> Result<impl IntoResponse> {
+    let s = app.blocking(move |app| documents::patch_source(app, &ctx.p, &ctx.actor(), &id, &b.document_enrichment_override)).await?;
+    Ok(axum::Json(json!({ "source": s })))
+}
+
+pub async fn delete_source(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<StatusCode> {
+    app.blocking(move |app| documents::delete_source(app, &ctx.p, &ctx.actor(), &id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn reprocess_source(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, body: axum::body::Bytes) -> Result<impl IntoResponse> {
+    let b = optional_body(body)?;
+    let out = app.blocking(move |app| documents::reprocess_source(app, &ctx.p, &ctx.actor(), &id, b.document_enrichment_override)).await?;
+    Ok(axum::Json(out))
+}
+
+pub async fn recrawl(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<StatusCode> {
+    app.blocking(move |app| documents::crawl_control(app, &ctx.p, &id, "recrawl")).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+pub async fn pause_crawl(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<StatusCode> {
+    app.blocking(move |app| documents::crawl_control(app, &ctx.p, &id, "pause-crawl")).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+pub async fn resume_crawl(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<StatusCode> {
+    app.blocking(move |app| documents::crawl_control(app, &ctx.p, &id, "resume-crawl")).await?;
+    Ok(StatusCode::ACCEPTED)
+}
+
+// -- search
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SearchBody {
+    query: String,
+    metadata_filter: Option<Value>,
+    mode: Option<Mode>,
+    limit: Option<usize>,
+    source_ids: Option<Vec<String>>,
+}
+
+pub async fn search(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<SearchBody>) -> Result<impl IntoResponse> {
+    let out = app
+        .blocking(move |app| {
+            query::search(
+                app,
+                &ctx.p,
+                &ctx.actor(),
+                SearchRequest { query: b.query, metadata_filter: b.metadata_filter, mode: b.mode, limit: b.limit, source_ids: b.source_ids },
+            )
+        })
+        .await?;
+    Ok(axum::Json(out))
+}
+
+pub async fn search_history(State(app): State<Arc<App>>, ctx: Ctx, Query(q): Query<PageQuery>) -> Result<impl IntoResponse> {
+    let limit = page_limit(q.limit)?;
+    let page = app.blocking(move |app| query::history(app, &ctx.p, q.cursor.as_deref(), limit)).await?;
+    Ok(axum::Json(page))
+}
+
+pub async fn search_replay(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
+    let out = app.blocking(move |app| query::replay(app, &ctx.p, &id)).await?;
+    Ok(axum::Json(out))
+}
+
+// -- ingestion settings, usage
+
+pub async fn ingestion_settings(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    let s = app.blocking(move |app| documents::ingestion_settings(app, &ctx.p)).await?;
+    Ok(axum::Json(s))
+}
+
+pub async fn put_ingestion_settings(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<IngestionPatch>) -> Result<impl IntoResponse> {
+    let s = app.blocking(move |app| documents::update_ingestion_settings(app, &ctx.p, &ctx.actor(), b)).await?;
+    Ok(axum::Json(s))
+}
+
+pub async fn reprocess_all(State(app): State<Arc<App>>, ctx: Ctx, body: axum::body::Bytes) -> Result<impl IntoResponse> {
+    let b = optional_body(body)?;
+    let out = app.blocking(move |app| documents::reprocess_workspace(app, &ctx.p, &ctx.actor(), b.document_enrichment_override)).await?;
+    Ok(axum::Json(out))
+}
+
+pub async fn usage(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    let u = app.blocking(move |app| documents::usage(app, &ctx.p)).await?;
+    Ok(axum::Json(u))
+}

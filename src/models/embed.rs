@@ -1,0 +1,292 @@
+//! The local sentence embedder: all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions, mean pooling,
+//! L2-normalized) on ONNX Runtime, with its WordPiece tokenizer.
+//!
+//! Throughput comes from not computing padding and from parallel sessions: inputs are tokenized
+//! once, sorted by length and cut into small batches whose longest member bounds the padding;
+//! batches are spread over a pool of single-threaded sessions (on a small model, N sessions of one
+//! thread beat one session of N threads: no per-operator synchronization). Queries use their own
+//! session so a search never waits behind an ingestion batch.
+//!
+//! ONNX Runtime's environment is process-global (one per process, by the library's design); the
+//! loaded models are cached per file so several `App`s in one process (tests) share them.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use ort::session::Session;
+use ort::session::builder::GraphOptimizationLevel;
+use ort::value::Tensor;
+use parking_lot::Mutex;
+use tokenizers::{Tokenizer, TruncationParams};
+
+use super::locate::EmbeddingFiles;
+
+pub const DIMENSIONS: usize = 384;
+pub const PROVIDER: &str = "local";
+pub const MODEL_ID: &str = "all-MiniLM-L6-v2-int8";
+
+/// Padding budget: a batch holds at most this many token slots (sequences × longest length).
+/// Small batches keep the activations in cache; measured best on 2 cores.
+const BATCH_TOKEN_BUDGET: usize = 1024;
+const MAX_BATCH_SEQUENCES: usize = 64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum EmbedError {
+    #[error("cannot load ONNX Runtime from {path}: {message}")]
+    Runtime { path: PathBuf, message: String },
+    #[error("cannot load the embedding model {path}: {message}")]
+    Model { path: PathBuf, message: String },
+    #[error("cannot load the tokenizer {path}: {message}")]
+    Tokenizer { path: PathBuf, message: String },
+    #[error("embedding failed: {0}")]
+    Inference(String),
+}
+
+/// What one call embedded.
+#[derive(Debug, Clone)]
+pub struct Embedded {
+    pub vectors: Vec<Vec<f32>>,
+    /// Tokens the model saw (after truncation, special tokens included).
+    pub tokens: usize,
+}
+
+pub struct Embedder {
+    tokenizer: Tokenizer,
+    /// One single-threaded session per parallel worker.
+    sessions: Vec<Mutex<Session>>,
+    query_session: Mutex<Session>,
+    max_tokens: usize,
+    uses_token_types: bool,
+    output: String,
+}
+
+fn ort_environment(lib: &Path) -> Result<&'static ort::environment::Environment, EmbedError> {
+    static ENV: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
+    let r = ENV.get_or_init(|| {
+        ort::init_from(lib)
+            .map_err(|e| e.to_string())?
+            .with_name("steward")
+            .with_telemetry(false)
+            .build()
+            .map_err(|e| e.to_string())
+    });
+    r.as_ref().map_err(|m| EmbedError::Runtime { path: lib.to_path_buf(), message: m.clone() })
+}
+
+fn session(env: &ort::environment::Environment, onnx: &Path, threads: usize) -> Result<Session, EmbedError> {
+    let err = |e: ort::Error| EmbedError::Model { path: onnx.to_path_buf(), message: e.to_string() };
+    Session::builder(env)
+        .map_err(err)?
+        .with_optimization_level(GraphOptimizationLevel::Level3)
+        .map_err(|e| err(e.into()))?
+        .with_intra_threads(threads)
+        .map_err(|e| err(e.into()))?
+        .with_inter_threads(1)
+        .map_err(|e| err(e.into()))?
+        .commit_from_file(onnx)
+        .map_err(err)
+}
+
+impl Embedder {
+    /// Loads the model (cached per file, thread count and length limit).
+    pub fn load(files: &EmbeddingFiles, threads: usize, max_tokens: usize) -> Result<Arc<Embedder>, EmbedError> {
+        static CACHE: OnceLock<Mutex<HashMap<(PathBuf, usize, usize), Arc<Embedder>>>> = OnceLock::new();
+        let key = (files.onnx.clone(), threads, max_tokens);
+        let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+        let mut cache = cache.lock();
+        if let Some(e) = cache.get(&key) {
+            return Ok(e.clone());
+        }
+        let env = ort_environment(&files.ort_library)?;
+        let mut tokenizer = Tokenizer::from_file(&files.tokenizer)
+            .map_err(|e| EmbedError::Tokenizer { path: files.tokenizer.clone(), message: e.to_string() })?;
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams { max_length: max_tokens, ..Default::default() }))
+            .map_err(|e| EmbedError::Tokenizer { path: files.tokenizer.clone(), message: e.to_string() })?;
+        let sessions: Vec<Session> =
+            (0..threads.max(1)).map(|_| session(env, &files.onnx, 1)).collect::<Result<_, _>>()?;
+        let query_session = session(env, &files.onnx, 1)?;
+        let first = &sessions[0];
+        let uses_token_types = first.inputs().iter().any(|i| i.name() == "token_type_ids");
+        let output = first
+            .outputs()
+            .iter()
+            .map(|o| o.name().to_string())
+            .find(|n| n == "last_hidden_state" || n == "token_embeddings")
+            .or_else(|| first.outputs().first().map(|o| o.name().to_string()))
+            .ok_or_else(|| EmbedError::Model { path: files.onnx.clone(), message: "the model has no outputs".into() })?;
+        let e = Arc::new(Embedder {
+            tokenizer,
+            sessions: sessions.into_iter().map(Mutex::new).collect(),
+            query_session: Mutex::new(query_session),
+            max_tokens,
+            uses_token_types,
+            output,
+        });
+        cache.insert(key, e.clone());
+        Ok(e)
+    }
+
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    /// Token ids of `texts` (truncated), in order.
+    pub fn tokenize(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, EmbedError> {
+        let enc = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| EmbedError::Inference(format!("tokenizing: {e}")))?;
+        Ok(enc.into_iter().map(|e| e.get_ids().to_vec()).collect())
+    }
+
+    /// Embeds `texts` (documents): tokenized once, sorted by length, batched under a padding budget.
+    pub fn embed(&self, texts: &[&str]) -> Result<Embedded, EmbedError> {
+        let ids = self.tokenize(texts)?;
+        self.embed_tokenized(&ids, false)
+    }
+
+    /// Embeds one query on the query session.
+    pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
+        let ids = self.tokenize(&[text])?;
+        let mut out = self.embed_tokenized(&ids, true)?;
+        out.vectors.pop().ok_or_else(|| EmbedError::Inference("no vector".into()))
+    }
+
+    /// Embeds pre-tokenized inputs.
+    pub fn embed_tokenized(&self, ids: &[Vec<u32>], query: bool) -> Result<Embedded, EmbedError> {
+        let tokens: usize = ids.iter().map(|v| v.len()).sum();
+        let batches = plan_batches(ids);
+        let mut vectors: Vec<Vec<f32>> = vec![Vec::new(); ids.len()];
+        if query || batches.len() == 1 || self.sessions.len() == 1 {
+            let session = if query { &self.query_session } else { &self.sessions[0] };
+            for b in &batches {
+                let seqs: Vec<&[u32]> = b.iter().map(|&i| ids[i].as_slice()).collect();
+                for (k, v) in self.run(&seqs, session)?.into_iter().enumerate() {
+                    vectors[b[k]] = v;
+                }
+            }
+            return Ok(Embedded { vectors, tokens });
+        }
+        // Parallel: each worker owns a session and takes the next batch.
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<Result<Vec<(usize, Vec<Vec<f32>>)>, EmbedError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = self
+                .sessions
+                .iter()
+                .map(|session| {
+                    let next = &next;
+                    let batches = &batches;
+                    scope.spawn(move || {
+                        let mut done = Vec::new();
+                        loop {
+                            let bi = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(b) = batches.get(bi) else { break };
+                            let seqs: Vec<&[u32]> = b.iter().map(|&i| ids[i].as_slice()).collect();
+                            done.push((bi, self.run(&seqs, session)?));
+                        }
+                        Ok(done)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(EmbedError::Inference("an embedding thread crashed".into())))).collect()
+        });
+        for r in results {
+            for (bi, vs) in r? {
+                for (k, v) in vs.into_iter().enumerate() {
+                    vectors[batches[bi][k]] = v;
+                }
+            }
+        }
+        Ok(Embedded { vectors, tokens })
+    }
+
+    fn run(&self, batch: &[&[u32]], session: &Mutex<Session>) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let n = batch.len();
+        let len = batch.iter().map(|b| b.len()).max().unwrap_or(0).max(1);
+        let mut input_ids = vec![0i64; n * len];
+        let mut mask = vec![0i64; n * len];
+        for (r, seq) in batch.iter().enumerate() {
+            for (c, id) in seq.iter().enumerate() {
+                input_ids[r * len + c] = *id as i64;
+                mask[r * len + c] = 1;
+            }
+        }
+        let shape = [n, len];
+        let inf = |e: ort::Error| EmbedError::Inference(e.to_string());
+        let ids_t = Tensor::from_array((shape, input_ids)).map_err(inf)?;
+        let mask_t = Tensor::from_array((shape, mask.clone())).map_err(inf)?;
+        let mut session = session.lock();
+        let outputs = if self.uses_token_types {
+            let types_t = Tensor::from_array((shape, vec![0i64; n * len])).map_err(inf)?;
+            session
+                .run(ort::inputs!["input_ids" => ids_t, "attention_mask" => mask_t, "token_type_ids" => types_t])
+                .map_err(inf)?
+        } else {
+            session.run(ort::inputs!["input_ids" => ids_t, "attention_mask" => mask_t]).map_err(inf)?
+        };
+        let (out_shape, data) = outputs[self.output.as_str()].try_extract_tensor::<f32>().map_err(inf)?;
+        let dims: Vec<usize> = out_shape.iter().map(|d| *d as usize).collect();
+        if dims.len() != 3 || dims[0] != n || dims[1] != len {
+            return Err(EmbedError::Inference(format!("unexpected output shape {dims:?}")));
+        }
+        let hidden = dims[2];
+        let mut result = Vec::with_capacity(n);
+        for r in 0..n {
+            let mut acc = vec![0f32; hidden];
+            let mut count = 0f32;
+            for c in 0..len {
+                if mask[r * len + c] == 1 {
+                    let row = &data[(r * len + c) * hidden..(r * len + c + 1) * hidden];
+                    for (a, x) in acc.iter_mut().zip(row) {
+                        *a += x;
+                    }
+                    count += 1.0;
+                }
+            }
+            let count = count.max(1.0);
+            for a in acc.iter_mut() {
+                *a /= count;
+            }
+            normalize(&mut acc);
+            result.push(acc);
+        }
+        Ok(result)
+    }
+}
+
+/// Groups input indices into batches: sorted by length, each batch grown while its padded size
+/// (count × longest) fits [`BATCH_TOKEN_BUDGET`].
+fn plan_batches(ids: &[Vec<u32>]) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..ids.len()).collect();
+    order.sort_by_key(|&i| ids[i].len());
+    let mut batches = Vec::new();
+    let mut start = 0;
+    while start < order.len() {
+        let mut end = start + 1;
+        while end < order.len() && end - start < MAX_BATCH_SEQUENCES {
+            if (end - start + 1) * ids[order[end]].len() > BATCH_TOKEN_BUDGET {
+                break;
+            }
+            end += 1;
+        }
+        batches.push(order[start..end].to_vec());
+        start = end;
+    }
+    batches
+}
+
+pub fn normalize(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > 0.0 {
+        for x in v.iter_mut() {
+            *x /= norm;
+        }
+    }
+}
+
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}

@@ -1,0 +1,339 @@
+//! Search: a Tantivy BM25 index and usearch vector indexes, both derived from the chunks in SQLite
+//! and kept in step through the `index_ops` log; hybrid retrieval fuses the two rankings with
+//! weighted reciprocal rank fusion.
+//!
+//! Consistency: every chunk that becomes live writes an `add` op, every chunk row deleted writes a
+//! `del` op (SQL trigger), in the same transaction as the change. [`SearchIndex::sync`] applies
+//! ops in order and records the position it reached (Tantivy commit payload; `vectors.json` when
+//! the vector files are saved). At start the indexes replay what they missed; an index that is
+//! missing, from another database or of an older schema is rebuilt from SQLite.
+
+pub mod filter;
+pub mod query;
+mod snippet;
+mod store;
+pub mod text;
+pub mod vectors;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+pub use snippet::snippet;
+pub use store::{LiveChunk, SearchRecord};
+
+use crate::error::{Error, Result};
+use crate::storage::Db;
+use text::{Boosts, TextDoc, TextIndex};
+use vectors::VectorIndex;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct Position {
+    seq: i64,
+    schema: u32,
+    db: i64,
+}
+
+struct SyncState {
+    applied: i64,
+    vectors_saved: i64,
+    vectors_dirty: bool,
+    last_save: Instant,
+}
+
+pub struct SearchIndex {
+    dir: PathBuf,
+    text: TextIndex,
+    writer: Mutex<tantivy::IndexWriter>,
+    vectors: VectorIndex,
+    state: Mutex<SyncState>,
+    db_id: i64,
+}
+
+fn tantivy_err(e: tantivy::TantivyError) -> Error {
+    Error::internal_msg(format!("search index: {e}"))
+}
+
+/// Retrieval modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    #[default]
+    Hybrid,
+    Bm25,
+    Vector,
+}
+
+/// Fusion and candidate settings (tuned on Cranfield; see docs/performance.md).
+#[derive(Debug, Clone, Copy)]
+pub struct Tuning {
+    pub lexical_k: usize,
+    pub vector_k: usize,
+    pub rrf_k: f32,
+    pub lexical_weight: f32,
+    pub vector_weight: f32,
+    pub boosts: Boosts,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning { lexical_k: 100, vector_k: 100, rrf_k: 60.0, lexical_weight: 1.0, vector_weight: 1.0, boosts: Boosts::default() }
+    }
+}
+
+/// A fused candidate before hydration.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub key: u64,
+    pub score: f32,
+    pub lexical_rank: Option<usize>,
+    pub vector_rank: Option<usize>,
+}
+
+/// Weighted reciprocal rank fusion of two rankings (best first).
+pub fn fuse(lexical: &[(u64, f32)], vector: &[(u64, f32)], t: &Tuning) -> Vec<Candidate> {
+    let mut by_key: HashMap<u64, Candidate> = HashMap::new();
+    for (rank, (key, _)) in lexical.iter().enumerate() {
+        let c = by_key.entry(*key).or_insert(Candidate { key: *key, score: 0.0, lexical_rank: None, vector_rank: None });
+        c.score += t.lexical_weight / (t.rrf_k + rank as f32 + 1.0);
+        c.lexical_rank = Some(rank);
+    }
+    for (rank, (key, _)) in vector.iter().enumerate() {
+        let c = by_key.entry(*key).or_insert(Candidate { key: *key, score: 0.0, lexical_rank: None, vector_rank: None });
+        c.score += t.vector_weight / (t.rrf_k + rank as f32 + 1.0);
+        c.vector_rank = Some(rank);
+    }
+    let mut out: Vec<Candidate> = by_key.into_values().collect();
+    out.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal).then(a.key.cmp(&b.key)));
+    out
+}
+
+impl SearchIndex {
+    /// Opens the indexes under `dir`, rebuilding from SQLite what is missing or stale, then
+    /// replays the ops they have not applied.
+    pub fn open(dir: &Path, db: &Db) -> Result<SearchIndex> {
+        std::fs::create_dir_all(dir)?;
+        let db_id = db.write(store::database_id)?;
+        let max_seq = db.read(store::max_seq)?;
+        let min_seq = db.read(store::min_seq)?;
+        let valid = |p: Option<Position>, schema: u32| -> Option<i64> {
+            let p = p?;
+            (p.schema == schema && p.db == db_id && p.seq <= max_seq && (min_seq.is_none() || p.seq >= min_seq.unwrap_or(0) - 1)).then_some(p.seq)
+        };
+
+        let text_dir = dir.join("text");
+        let mut text = TextIndex::open(&text_dir).or_else(|e| {
+            tracing::warn!(error = %e, "the text index cannot be opened; rebuilding it");
+            let _ = std::fs::remove_dir_all(&text_dir);
+            TextIndex::open(&text_dir)
+        }).map_err(tantivy_err)?;
+        let text_pos = valid(text.payload().and_then(|p| serde_json::from_str(&p).ok()), text::SCHEMA_VERSION);
+        if text_pos.is_none() && text.num_docs() > 0 {
+            drop(text);
+            std::fs::remove_dir_all(&text_dir)?;
+            text = TextIndex::open(&text_dir).map_err(tantivy_err)?;
+        }
+        let writer = text.writer().map_err(tantivy_err)?;
+
+        let vec_dir = dir.join("vectors");
+        let vec_pos = valid(std::fs::read_to_string(vec_dir.join("vectors.json")).ok().and_then(|s| serde_json::from_str(&s).ok()), vectors::SCHEMA_VERSION);
+        let vectors = match vec_pos {
+            Some(_) => VectorIndex::open(&vec_dir).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "the vector index cannot be loaded; rebuilding it");
+                let v = VectorIndex::open_empty(&vec_dir);
+                let _ = v.clear();
+                v
+            }),
+            None => {
+                let v = VectorIndex::open_empty(&vec_dir);
+                v.clear().map_err(Error::internal_msg)?;
+                v
+            }
+        };
+        let vec_pos = if vec_pos.is_some() && vectors.is_empty() && db.read(store::live_count)? > 0 { None } else { vec_pos };
+
+        let idx = SearchIndex {
+            dir: dir.to_path_buf(),
+            text,
+            writer: Mutex::new(writer),
+            vectors,
+            state: Mutex::new(SyncState { applied: 0, vectors_saved: 0, vectors_dirty: false, last_save: Instant::now() }),
+            db_id,
+        };
+        let started = Instant::now();
+        let rebuilt_text = text_pos.is_none();
+        let rebuilt_vectors = vec_pos.is_none();
+        if rebuilt_text || rebuilt_vectors {
+            idx.rebuild_parts(db, rebuilt_text, rebuilt_vectors, max_seq)?;
+        }
+        let text_seq = text_pos.unwrap_or(max_seq);
+        let vec_seq = vec_pos.unwrap_or(max_seq);
+        {
+            let mut st = idx.state.lock();
+            st.applied = text_seq.min(vec_seq);
+            st.vectors_saved = vec_seq;
+        }
+        let replayed = idx.sync(db)?;
+        if rebuilt_text || rebuilt_vectors || replayed > 0 {
+            tracing::info!(rebuilt_text, rebuilt_vectors, replayed_ops = replayed, ms = started.elapsed().as_millis() as u64, "search indexes ready");
+        }
+        idx.save_vectors(db)?;
+        Ok(idx)
+    }
+
+    fn position(&self, seq: i64, schema: u32) -> String {
+        serde_json::to_string(&Position { seq, schema, db: self.db_id }).unwrap_or_default()
+    }
+
+    /// Rebuilds the chosen indexes from the live chunks in SQLite, as of op `seq`.
+    fn rebuild_parts(&self, db: &Db, text: bool, vectors: bool, seq: i64) -> Result<()> {
+        let mut w = self.writer.lock();
+        if text {
+            w.delete_all_documents().map_err(tantivy_err)?;
+        }
+        if vectors {
+            self.vectors.clear().map_err(Error::internal_msg)?;
+        }
+        let mut n = 0usize;
+        db.read(|c| {
+            store::for_each_live(c, |ch| {
+                if text {
+                    self.text
+                        .add(&w, &TextDoc { key: ch.key, workspace: &ch.workspace_id, document: &ch.document_id, title: &ch.title, heading: &ch.heading, body: &ch.content })
+                        .map_err(tantivy_err)?;
+                }
+                if vectors {
+                    if let Some(v) = &ch.embedding {
+                        self.vectors.add(&ch.workspace_id, ch.key, v).map_err(Error::internal_msg)?;
+                    }
+                }
+                n += 1;
+                Ok(())
+            })
+        })?;
+        if text {
+            let mut pc = w.prepare_commit().map_err(tantivy_err)?;
+            pc.set_payload(&self.position(seq, text::SCHEMA_VERSION));
+            pc.commit().map_err(tantivy_err)?;
+            self.text.reader.reload().map_err(tantivy_err)?;
+        }
+        drop(w);
+        if vectors {
+            self.vectors.save().map_err(Error::internal_msg)?;
+            std::fs::write(self.dir.join("vectors/vectors.json"), self.position(seq, vectors::SCHEMA_VERSION))?;
+        }
+        tracing::info!(chunks = n, text, vectors, "rebuilt search indexes from SQLite");
+        Ok(())
+    }
+
+    /// Deletes and rebuilds both indexes from SQLite (`steward reindex`).
+    pub fn rebuild(&self, db: &Db) -> Result<usize> {
+        let _st = self.state.lock();
+        let seq = db.read(store::max_seq)?;
+        self.rebuild_parts(db, true, true, seq)?;
+        drop(_st);
+        let mut st = self.state.lock();
+        st.applied = seq;
+        st.vectors_saved = seq;
+        st.vectors_dirty = false;
+        Ok(db.read(store::live_count)? as usize)
+    }
+
+    /// Applies pending index ops; returns how many. Called after every change that writes ops.
+    pub fn sync(&self, db: &Db) -> Result<usize> {
+        let mut st = self.state.lock();
+        let mut total = 0;
+        loop {
+            let ops = db.read(|c| store::ops_after(c, st.applied, 5000))?;
+            if ops.is_empty() {
+                break;
+            }
+            let add_keys: Vec<u64> = ops.iter().filter(|o| o.add).map(|o| o.key).collect();
+            let chunks: HashMap<u64, LiveChunk> = db.read(|c| store::chunks_by_keys(c, &add_keys))?.into_iter().map(|c| (c.key, c)).collect();
+            let w = self.writer.lock();
+            let mut last = st.applied;
+            for op in &ops {
+                self.text.delete(&w, op.key);
+                if op.add {
+                    if let Some(ch) = chunks.get(&op.key) {
+                        self.text
+                            .add(&w, &TextDoc { key: ch.key, workspace: &ch.workspace_id, document: &ch.document_id, title: &ch.title, heading: &ch.heading, body: &ch.content })
+                            .map_err(tantivy_err)?;
+                        if let Some(v) = &ch.embedding {
+                            self.vectors.add(&ch.workspace_id, ch.key, v).map_err(Error::internal_msg)?;
+                        }
+                    }
+                } else {
+                    self.vectors.remove(&op.workspace_id, op.key).map_err(Error::internal_msg)?;
+                }
+                last = op.seq;
+            }
+            drop(w);
+            let mut w = self.writer.lock();
+            let mut pc = w.prepare_commit().map_err(tantivy_err)?;
+            pc.set_payload(&self.position(last, text::SCHEMA_VERSION));
+            pc.commit().map_err(tantivy_err)?;
+            drop(w);
+            self.text.reader.reload().map_err(tantivy_err)?;
+            total += ops.len();
+            st.applied = last;
+            st.vectors_dirty = true;
+        }
+        Ok(total)
+    }
+
+    /// Saves the vector indexes when they changed and `force` or 10 s passed; then prunes ops both
+    /// indexes have durably applied.
+    pub fn save_vectors_if_due(&self, db: &Db, force: bool) -> Result<()> {
+        let due = {
+            let st = self.state.lock();
+            st.vectors_dirty && (force || st.last_save.elapsed().as_secs() >= 10)
+        };
+        if due { self.save_vectors(db) } else { Ok(()) }
+    }
+
+    fn save_vectors(&self, db: &Db) -> Result<()> {
+        let mut st = self.state.lock();
+        self.vectors.save().map_err(Error::internal_msg)?;
+        std::fs::write(self.dir.join("vectors/vectors.json"), self.position(st.applied, vectors::SCHEMA_VERSION))?;
+        st.vectors_saved = st.applied;
+        st.vectors_dirty = false;
+        st.last_save = Instant::now();
+        let upto = st.vectors_saved.min(st.applied);
+        drop(st);
+        db.write(|tx| store::prune_ops(tx, upto))?;
+        Ok(())
+    }
+
+    /// BM25 candidates.
+    pub fn lexical(&self, workspace: &str, query: &str, k: usize, documents: Option<&HashSet<String>>, boosts: Boosts) -> Result<Vec<(u64, f32)>> {
+        self.text.search(workspace, query, k, documents, boosts).map_err(tantivy_err)
+    }
+
+    /// Vector candidates (cosine similarity).
+    pub fn semantic(&self, workspace: &str, query: &[f32], k: usize, allowed: Option<&HashSet<u64>>) -> Result<Vec<(u64, f32)>> {
+        self.vectors.search(workspace, query, k, allowed).map_err(Error::internal_msg)
+    }
+
+    /// Query terms as the lexical index analyzes them (for highlighting).
+    pub fn analyzed_terms(&self, text: &str) -> Vec<String> {
+        self.text.terms(text)
+    }
+
+    /// (chunks in the text index, vectors in the vector index).
+    pub fn counts(&self) -> (u64, usize) {
+        (self.text.num_docs(), self.vectors.len())
+    }
+
+    pub fn vector_memory_bytes(&self) -> usize {
+        self.vectors.memory_bytes()
+    }
+}
+
+pub use store::{
+    HistoryEntry, HistoryPage, Hydrated, decode_vector, documents_metadata, encode_vector, history_page, hydrate, insert_search,
+    live_keys_of_documents, search_record,
+};

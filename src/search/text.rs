@@ -1,0 +1,187 @@
+//! The lexical index: Tantivy, BM25 over title, headings and body (English stemming and stop
+//! words), one document per chunk keyed by the chunk's rowid, filtered by workspace and, when a
+//! metadata filter applies, by document.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use tantivy::collector::TopDocs;
+use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery, TermSetQuery};
+use tantivy::schema::{FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions};
+use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer, Language};
+use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
+
+/// Bump when the schema or analysis changes: a mismatch rebuilds the index.
+pub const SCHEMA_VERSION: u32 = 1;
+const ANALYZER: &str = "steward_en";
+
+#[derive(Clone, Copy)]
+pub struct Fields {
+    pub key: Field,
+    pub workspace: Field,
+    pub document: Field,
+    pub title: Field,
+    pub heading: Field,
+    pub body: Field,
+}
+
+/// BM25 field weights, tuned on Cranfield (docs/performance.md).
+#[derive(Debug, Clone, Copy)]
+pub struct Boosts {
+    pub title: f32,
+    pub heading: f32,
+    pub body: f32,
+}
+
+impl Default for Boosts {
+    fn default() -> Self {
+        Boosts { title: 1.5, heading: 1.0, body: 1.0 }
+    }
+}
+
+pub struct TextIndex {
+    pub index: Index,
+    pub reader: IndexReader,
+    pub fields: Fields,
+    analyzer: TextAnalyzer,
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut b = Schema::builder();
+    let text = TextOptions::default()
+        .set_indexing_options(TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqsAndPositions));
+    let fields = Fields {
+        key: b.add_u64_field("chunk_key", INDEXED | FAST | STORED),
+        workspace: b.add_text_field("workspace", STRING),
+        document: b.add_text_field("document", STRING),
+        title: b.add_text_field("title", text.clone()),
+        heading: b.add_text_field("heading", text.clone()),
+        body: b.add_text_field("body", text),
+    };
+    (b.build(), fields)
+}
+
+fn analyzer() -> TextAnalyzer {
+    let stop = StopWordFilter::new(Language::English).expect("English stop words");
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(stop)
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+/// A chunk as the text index sees it.
+pub struct TextDoc<'a> {
+    pub key: u64,
+    pub workspace: &'a str,
+    pub document: &'a str,
+    pub title: &'a str,
+    pub heading: &'a str,
+    pub body: &'a str,
+}
+
+impl TextIndex {
+    /// Opens the index at `dir`, creating it when absent.
+    pub fn open(dir: &Path) -> tantivy::Result<TextIndex> {
+        std::fs::create_dir_all(dir)?;
+        let (schema, fields) = schema();
+        let index = match Index::open_in_dir(dir) {
+            Ok(i) => i,
+            Err(_) => Index::create_in_dir(dir, schema.clone())?,
+        };
+        let analyzer = analyzer();
+        index.tokenizers().register(ANALYZER, analyzer.clone());
+        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+        Ok(TextIndex { index, reader, fields, analyzer })
+    }
+
+    pub fn writer(&self) -> tantivy::Result<IndexWriter> {
+        self.index.writer_with_num_threads(1, 50_000_000)
+    }
+
+    /// The commit payload (our replay position), if any.
+    pub fn payload(&self) -> Option<String> {
+        self.index.load_metas().ok().and_then(|m| m.payload)
+    }
+
+    pub fn add(&self, w: &IndexWriter, d: &TextDoc) -> tantivy::Result<()> {
+        let f = self.fields;
+        let mut doc = TantivyDocument::default();
+        doc.add_u64(f.key, d.key);
+        doc.add_text(f.workspace, d.workspace);
+        doc.add_text(f.document, d.document);
+        doc.add_text(f.title, d.title);
+        if !d.heading.is_empty() {
+            doc.add_text(f.heading, d.heading);
+        }
+        doc.add_text(f.body, d.body);
+        w.add_document(doc)?;
+        Ok(())
+    }
+
+    pub fn delete(&self, w: &IndexWriter, key: u64) {
+        w.delete_term(Term::from_field_u64(self.fields.key, key));
+    }
+
+    /// Analyzed terms of `text` (lowercased, stop words removed, stemmed), deduplicated.
+    pub fn terms(&self, text: &str) -> Vec<String> {
+        let mut a = self.analyzer.clone();
+        let mut stream = a.token_stream(text);
+        let mut out: Vec<String> = Vec::new();
+        while let Some(t) = stream.next() {
+            if !out.contains(&t.text) {
+                out.push(t.text.clone());
+            }
+        }
+        out
+    }
+
+    /// BM25 top `k` chunk keys in `workspace`, limited to `documents` when given.
+    pub fn search(&self, workspace: &str, query: &str, k: usize, documents: Option<&HashSet<String>>, boosts: Boosts) -> tantivy::Result<Vec<(u64, f32)>> {
+        let terms = self.terms(query);
+        if terms.is_empty() || k == 0 {
+            return Ok(Vec::new());
+        }
+        let f = self.fields;
+        let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
+        for t in &terms {
+            for (field, boost) in [(f.title, boosts.title), (f.heading, boosts.heading), (f.body, boosts.body)] {
+                if boost <= 0.0 {
+                    continue;
+                }
+                let q: Box<dyn Query> = Box::new(TermQuery::new(Term::from_field_text(field, t), IndexRecordOption::WithFreqs));
+                let q: Box<dyn Query> = if (boost - 1.0).abs() > f32::EPSILON { Box::new(BoostQuery::new(q, boost)) } else { q };
+                should.push((Occur::Should, q));
+            }
+        }
+        let mut must: Vec<(Occur, Box<dyn Query>)> = vec![
+            (Occur::Must, Box::new(TermQuery::new(Term::from_field_text(f.workspace, workspace), IndexRecordOption::Basic))),
+            (Occur::Must, Box::new(BooleanQuery::new(should))),
+        ];
+        if let Some(docs) = documents {
+            if docs.is_empty() {
+                return Ok(Vec::new());
+            }
+            let set = TermSetQuery::new(docs.iter().map(|d| Term::from_field_text(f.document, d)));
+            must.push((Occur::Must, Box::new(set)));
+        }
+        let query = BooleanQuery::new(must);
+        let searcher = self.reader.searcher();
+        let top = searcher.search(&query, &TopDocs::with_limit(k).order_by_score())?;
+        let mut out = Vec::with_capacity(top.len());
+        for (score, addr) in top {
+            let seg = searcher.segment_reader(addr.segment_ord);
+            let col = seg.fast_fields().u64("chunk_key")?;
+            if let Some(key) = col.first(addr.doc_id) {
+                out.push((key, score));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Chunk keys present (for consistency checks).
+    pub fn num_docs(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+}
