@@ -6,15 +6,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::auth::AuthState;
-use crate::documents::pipeline::Pipeline;
-use crate::models::Models;
-use crate::ratelimit::RateLimiter;
-use crate::search::SearchIndex;
 use crate::clock::{Clock, SystemClock};
 use crate::config::Config;
+use crate::documents::pipeline::Pipeline;
 use crate::error::{Error, Result};
 use crate::jobs::{Handler, Jobs};
 use crate::metrics::Metrics;
+use crate::models::Models;
+use crate::ratelimit::RateLimiter;
+use crate::search::SearchIndex;
 use crate::storage::Db;
 
 pub struct App {
@@ -27,6 +27,8 @@ pub struct App {
     pub models: Models,
     pub pipeline: Pipeline,
     pub upload_limiter: RateLimiter,
+    /// Signalled whenever documents finish processing (ready or failed), for long-polls.
+    pub document_events: tokio::sync::Notify,
     /// Open only in the process that holds the data directory (the server, tests, tools).
     search: Option<SearchIndex>,
     pub started_at: Instant,
@@ -84,6 +86,7 @@ impl App {
         Ok(Arc::new(App {
             models: Models::new(&config),
             upload_limiter: RateLimiter::new(config.upload_limit),
+            document_events: tokio::sync::Notify::new(),
             config,
             db,
             clock: opts.clock,
@@ -116,10 +119,10 @@ impl App {
     pub fn shutdown(&self) {
         self.jobs.shutdown(&self.db, self.config.shutdown_grace);
         self.pipeline.shutdown();
-        if let Some(s) = &self.search {
-            if let Err(e) = s.save_vectors_if_due(&self.db, true) {
-                tracing::warn!(error = %e, "could not save the vector index at shutdown");
-            }
+        if let Some(s) = &self.search
+            && let Err(e) = s.save_vectors_if_due(&self.db, true)
+        {
+            tracing::warn!(error = %e, "could not save the vector index at shutdown");
         }
         if let Err(e) = self.db.checkpoint() {
             tracing::warn!(error = %e, "WAL checkpoint at shutdown failed");

@@ -184,7 +184,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let started = std::time::Instant::now();
             let app = App::build(config, Options::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
             let n = app.search().and_then(|s| s.rebuild(&app.db)).map_err(|e| anyhow::anyhow!("{e}"))?;
-            println!("rebuilt the search indexes from the database: {n} chunks in {:.1} s", started.elapsed().as_secs_f64());
+            println!(
+                "rebuilt the search indexes from the database: {n} chunks in {:.1} s",
+                started.elapsed().as_secs_f64()
+            );
             app.shutdown();
             Ok(ExitCode::SUCCESS)
         }
@@ -383,8 +386,14 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let med = bench::median(&r.runs_secs);
             println!(
                 "embedding: {} texts, {} tokens (max {} per text, {} threads): median {:.2} s over {} runs = {:.1} texts/s, {:.0} tokens/s",
-                r.texts, r.tokens, config.embed_max_tokens, config.embed_threads, med, r.runs_secs.len(),
-                r.texts as f64 / med, r.tokens as f64 / med
+                r.texts,
+                r.tokens,
+                config.embed_max_tokens,
+                config.embed_threads,
+                med,
+                r.runs_secs.len(),
+                r.texts as f64 / med,
+                r.tokens as f64 / med
             );
             Ok(ExitCode::SUCCESS)
         }

@@ -486,17 +486,19 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
         return Err(invalid("job_max_attempts", "must be at least 1"));
     }
     if let Some(u) = &c.public_url
-        && !(u.starts_with("http://") || u.starts_with("https://")) {
-            return Err(invalid("public_url", "must start with http:// or https://"));
-        }
+        && !(u.starts_with("http://") || u.starts_with("https://"))
+    {
+        return Err(invalid("public_url", "must start with http:// or https://"));
+    }
     for (name, slot) in [("LLM_CHAT", &c.llm.chat), ("LLM_REWRITE", &c.llm.rewrite), ("LLM_RERANK", &c.llm.rerank)] {
         if let Some(p) = &slot.provider
-            && !crate::models::PROVIDERS.contains(&p.as_str()) {
-                return Err(invalid(
-                    &format!("{name}_PROVIDER"),
-                    format!("unknown provider {p:?}; expected one of {}", crate::models::PROVIDERS.join(", ")),
-                ));
-            }
+            && !crate::models::PROVIDERS.contains(&p.as_str())
+        {
+            return Err(invalid(
+                &format!("{name}_PROVIDER"),
+                format!("unknown provider {p:?}; expected one of {}", crate::models::PROVIDERS.join(", ")),
+            ));
+        }
     }
     Ok(())
 }

@@ -175,13 +175,14 @@ pub fn register(app: &App, input: RegisterInput, client: &ClientInfo) -> Result<
                     .with_details(serde_json::json!({"code": "invitation_expired"})));
                 }
                 if let Some(inv_email) = &inv.email
-                    && inv_email != &email {
-                        return Err(Error::new(
-                            ErrorCode::InvitationRequired,
-                            "the invitation was made for a different email address",
-                        )
-                        .with_details(serde_json::json!({"code": "invitation_email_mismatch"})));
-                    }
+                    && inv_email != &email
+                {
+                    return Err(Error::new(
+                        ErrorCode::InvitationRequired,
+                        "the invitation was made for a different email address",
+                    )
+                    .with_details(serde_json::json!({"code": "invitation_email_mismatch"})));
+                }
                 store::insert_user(tx, &user, &hash)?;
                 store::insert_membership(tx, &org.id, &user.id, inv.role, &now)?;
                 if !store::accept_invitation(tx, &inv.id, &user.id, &now)? {
@@ -370,9 +371,10 @@ pub fn create_invitation(
     };
     app.db.write(|tx| {
         if let Some(e) = &inv.email
-            && store::user_by_email(tx, e)?.is_some() {
-                return Err(Error::conflict("a person with this email already has an account"));
-            }
+            && store::user_by_email(tx, e)?.is_some()
+        {
+            return Err(Error::conflict("a person with this email already has an account"));
+        }
         store::insert_invitation(tx, &inv, &sha256_hex(&token))?;
         audit::record(
             tx,

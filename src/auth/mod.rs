@@ -208,9 +208,10 @@ pub fn authenticate(app: &App, creds: &Credentials, workspace_header: Option<&st
                 let bound =
                     token.workspace_id.clone().ok_or_else(|| Error::unauthorized("the API credential is not valid"))?;
                 if let Some(h) = workspace_header.filter(|h| !h.is_empty())
-                    && h != bound.as_str() {
-                        return Err(Error::not_found("workspace"));
-                    }
+                    && h != bound.as_str()
+                {
+                    return Err(Error::not_found("workspace"));
+                }
                 Ok(Principal {
                     via: Via::ServiceCredential,
                     org_id: token.organization_id.clone(),

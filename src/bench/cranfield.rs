@@ -38,7 +38,8 @@ pub struct Collection {
 impl Collection {
     pub fn load(dir: &Path) -> anyhow::Result<Collection> {
         let read = |name: &str| -> anyhow::Result<String> {
-            std::fs::read_to_string(dir.join(name)).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.join(name).display()))
+            std::fs::read_to_string(dir.join(name))
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.join(name).display()))
         };
         let docs: Vec<Doc> = serde_json::from_str(&read("cranfield-docs.json")?)?;
         let queries: Vec<Query> = serde_json::from_str(&read("cranfield-queries.json")?)?;
@@ -54,7 +55,12 @@ impl Collection {
 /// nDCG@k with graded gains (2^rel − 1) over a ranked list of document ids.
 pub fn ndcg_at(ranked: &[u32], judged: &HashMap<u32, u32>, k: usize) -> f64 {
     let gain = |rel: u32| (2f64.powi(rel as i32)) - 1.0;
-    let dcg: f64 = ranked.iter().take(k).enumerate().map(|(i, d)| gain(*judged.get(d).unwrap_or(&0)) / ((i + 2) as f64).log2()).sum();
+    let dcg: f64 = ranked
+        .iter()
+        .take(k)
+        .enumerate()
+        .map(|(i, d)| gain(*judged.get(d).unwrap_or(&0)) / ((i + 2) as f64).log2())
+        .sum();
     let mut ideal: Vec<u32> = judged.values().copied().collect();
     ideal.sort_unstable_by(|a, b| b.cmp(a));
     let idcg: f64 = ideal.iter().take(k).enumerate().map(|(i, r)| gain(*r) / ((i + 2) as f64).log2()).sum();

@@ -30,7 +30,11 @@ pub fn default_cranfield_dir() -> PathBuf {
 pub fn rss_mib(pid: u32) -> Option<(f64, f64)> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let field = |name: &str| -> Option<f64> {
-        s.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_whitespace().nth(1)).and_then(|v| v.parse::<f64>().ok()).map(|kb| kb / 1024.0)
+        s.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .map(|kb| kb / 1024.0)
     };
     Some((field("VmHWM:")?, field("VmRSS:")?))
 }

@@ -37,9 +37,9 @@ pub fn store(data_dir: &Path, bytes: &[u8]) -> Result<String> {
 
 pub fn remove(data_dir: &Path, sha: &str) {
     let p = path(data_dir, sha);
-    if let Err(e) = std::fs::remove_file(&p) {
-        if e.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(error = %e, "could not remove an unused blob");
-        }
+    if let Err(e) = std::fs::remove_file(&p)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(error = %e, "could not remove an unused blob");
     }
 }

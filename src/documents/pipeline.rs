@@ -38,7 +38,12 @@ impl Default for Pipeline {
 
 impl Pipeline {
     pub fn new() -> Pipeline {
-        Pipeline { generation: Mutex::new(0), cv: Condvar::new(), stop: AtomicBool::new(false), thread: Mutex::new(None) }
+        Pipeline {
+            generation: Mutex::new(0),
+            cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+            thread: Mutex::new(None),
+        }
     }
 
     pub fn wake(&self) {
@@ -93,10 +98,10 @@ fn run(app: &App) {
                 false
             }
         };
-        if let Ok(search) = app.search() {
-            if let Err(e) = search.save_vectors_if_due(&app.db, false) {
-                tracing::warn!(error = %e, "could not save the vector index");
-            }
+        if let Ok(search) = app.search()
+            && let Err(e) = search.save_vectors_if_due(&app.db, false)
+        {
+            tracing::warn!(error = %e, "could not save the vector index");
         }
         if progressed {
             continue;
@@ -166,6 +171,7 @@ fn fail_waiting(app: &App, pending: &[store::PendingChunk], reason: &str) -> Res
         }
         Ok(())
     })?;
+    app.document_events.notify_waiters();
     tracing::warn!(documents = docs.len(), reason, "documents failed: cannot embed");
     Ok(())
 }
@@ -189,9 +195,19 @@ pub fn finalize(app: &App) -> Result<usize> {
                     live.push((id.clone(), *rev));
                     continue;
                 }
-                let metered = if info.source_kind == "inline_text" { info.content_size_bytes } else { info.source_size_bytes.unwrap_or(0) };
+                let metered = if info.source_kind == "inline_text" {
+                    info.content_size_bytes
+                } else {
+                    info.source_size_bytes.unwrap_or(0)
+                };
                 store::go_live(tx, id, *rev, info.chunk_count, metered)?;
-                usage::add_meter(tx, &info.organization_id, usage::STORED_INDEXED_BYTES, "", metered - info.metered_bytes)?;
+                usage::add_meter(
+                    tx,
+                    &info.organization_id,
+                    usage::STORED_INDEXED_BYTES,
+                    "",
+                    metered - info.metered_bytes,
+                )?;
                 if info.embedded_vectors > 0 {
                     usage::record_embedding(
                         tx,
@@ -216,6 +232,7 @@ pub fn finalize(app: &App) -> Result<usize> {
         app.search()?.sync(&app.db)?;
         let now = rfc3339(app.clock.now());
         let n = app.db.write(|tx| store::mark_ready(tx, &live, &now))?;
+        app.document_events.notify_waiters();
         total += n;
         if n == 0 && docs.is_empty() {
             return Ok(total);

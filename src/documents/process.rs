@@ -15,6 +15,9 @@ use crate::error::Result;
 use crate::jobs::{JobCtx, Outcome};
 use crate::settings::{self, ingestion::IngestionSettings};
 
+/// Longest text one document may have once extracted (about 2 million tokens).
+pub const MAX_TEXT_BYTES: usize = 8 * 1024 * 1024;
+
 /// How long a parser may take on one file.
 pub const EXTRACT_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -34,6 +37,7 @@ fn fail(app: &App, id: &str, rev: i64, reason: &str) -> Result<()> {
         store::delete_unlive_chunks(tx, id)?;
         store::mark_failed(tx, id, rev, reason, &now)
     })?;
+    app.document_events.notify_waiters();
     tracing::info!(document = id, revision = rev, reason, "document failed");
     Ok(())
 }
@@ -48,7 +52,9 @@ fn process(app: &App, ctx: &JobCtx, id: &str, rev: i64) -> Result<()> {
         return Ok(());
     }
     let (extracted, format) = if doc.source_kind == "uploaded_file" {
-        let Some(sha) = doc.blob_sha256.as_deref() else { return fail(app, id, rev, "the uploaded original is missing; upload the file again") };
+        let Some(sha) = doc.blob_sha256.as_deref() else {
+            return fail(app, id, rev, "the uploaded original is missing; upload the file again");
+        };
         let path = blobs::path(&app.config.data_dir, sha);
         if !path.is_file() {
             return fail(app, id, rev, "the uploaded original is missing; upload the file again");
@@ -69,15 +75,29 @@ fn process(app: &App, ctx: &JobCtx, id: &str, rev: i64) -> Result<()> {
         let content = app.db.read(|c| store::content(c, id))?.unwrap_or_default();
         (Extracted::plain(content), Format::Markdown)
     };
+    if extracted.text.len() > MAX_TEXT_BYTES {
+        return fail(
+            app,
+            id,
+            rev,
+            &format!(
+                "the document's text is {:.1} MB; the limit is {} MB per document; split it into smaller documents",
+                extracted.text.len() as f64 / 1_048_576.0,
+                MAX_TEXT_BYTES / 1_048_576
+            ),
+        );
+    }
     ctx.heartbeat();
-    let settings: IngestionSettings = app.db.read(|c| settings::load(c, &doc.workspace_id, settings::ingestion::NAMESPACE))?;
+    let settings: IngestionSettings =
+        app.db.read(|c| settings::load(c, &doc.workspace_id, settings::ingestion::NAMESPACE))?;
     let drafts = chunking::chunk(&extracted, &format, &settings);
     if drafts.is_empty() {
         return fail(app, id, rev, "the document has no text to index");
     }
     let now = rfc3339(app.clock.now());
     let stored = app.db.write(|tx| {
-        let current: Option<i64> = tx.query_row("SELECT revision FROM documents WHERE id = ?1", [id], |r| r.get(0)).ok();
+        let current: Option<i64> =
+            tx.query_row("SELECT revision FROM documents WHERE id = ?1", [id], |r| r.get(0)).ok();
         if current != Some(rev) {
             return Ok(false);
         }

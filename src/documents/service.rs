@@ -5,7 +5,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::extract;
-use super::{API_SOURCE, Document, DocumentView, PROCESS_JOB, UPLOAD_SOURCE, blobs, sources::ensure_builtin_source, store};
+use super::{
+    API_SOURCE, Document, DocumentView, PROCESS_JOB, UPLOAD_SOURCE, blobs, sources::ensure_builtin_source, store,
+};
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
@@ -71,13 +73,22 @@ fn clean_metadata(m: Option<Value>) -> Result<Value> {
         None | Some(Value::Null) => Ok(json!({})),
         Some(Value::Object(map)) => {
             for k in map.keys() {
-                if k.is_empty() || k.len() > 200 || !k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
-                    return Err(Error::invalid_field("metadata", format!("metadata key {k:?} is not valid: use letters, digits, '_', '-' and '.'")));
+                if k.is_empty()
+                    || k.len() > 200
+                    || !k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                {
+                    return Err(Error::invalid_field(
+                        "metadata",
+                        format!("metadata key {k:?} is not valid: use letters, digits, '_', '-' and '.'"),
+                    ));
                 }
             }
             let v = Value::Object(map);
             if v.to_string().len() > MAX_METADATA_BYTES {
-                return Err(Error::invalid_field("metadata", format!("metadata must be at most {} KB", MAX_METADATA_BYTES / 1024)));
+                return Err(Error::invalid_field(
+                    "metadata",
+                    format!("metadata must be at most {} KB", MAX_METADATA_BYTES / 1024),
+                ));
             }
             Ok(v)
         }
@@ -88,9 +99,10 @@ fn clean_metadata(m: Option<Value>) -> Result<Value> {
 fn clean_external_id(e: Option<String>) -> Result<Option<String>> {
     match e.map(|s| s.trim().to_string()) {
         Some(s) if s.is_empty() => Ok(None),
-        Some(s) if s.chars().count() > MAX_EXTERNAL_ID_CHARS => {
-            Err(Error::invalid_field("externalDocumentId", format!("externalDocumentId must be at most {MAX_EXTERNAL_ID_CHARS} characters")))
-        }
+        Some(s) if s.chars().count() > MAX_EXTERNAL_ID_CHARS => Err(Error::invalid_field(
+            "externalDocumentId",
+            format!("externalDocumentId must be at most {MAX_EXTERNAL_ID_CHARS} characters"),
+        )),
         other => Ok(other),
     }
 }
@@ -100,7 +112,10 @@ pub fn clean_override(o: Option<String>) -> Result<Option<String>> {
     match o.as_deref() {
         None => Ok(None),
         Some("on") | Some("off") => Ok(o),
-        Some(other) => Err(Error::invalid_field("documentEnrichmentOverride", format!("documentEnrichmentOverride must be on or off, not {other:?}"))),
+        Some(other) => Err(Error::invalid_field(
+            "documentEnrichmentOverride",
+            format!("documentEnrichmentOverride must be on or off, not {other:?}"),
+        )),
     }
 }
 
@@ -109,11 +124,21 @@ pub fn content_hash(text: &str) -> String {
 }
 
 /// Queues processing of `revision` in the caller's transaction.
-pub(super) fn enqueue_process(tx: &Tx, app: &App, ws: &WorkspaceId, doc: &str, revision: i64, enrichment_override: Option<&str>) -> Result<()> {
-    let job = NewJob::new(PROCESS_JOB, json!({"documentId": doc, "revision": revision, "documentEnrichmentOverride": enrichment_override}))
-        .dedupe(format!("doc:{doc}:rev:{revision}"))
-        .workspace(ws.0.clone())
-        .priority(10);
+pub(super) fn enqueue_process(
+    tx: &Tx,
+    app: &App,
+    ws: &WorkspaceId,
+    doc: &str,
+    revision: i64,
+    enrichment_override: Option<&str>,
+) -> Result<()> {
+    let job = NewJob::new(
+        PROCESS_JOB,
+        json!({"documentId": doc, "revision": revision, "documentEnrichmentOverride": enrichment_override}),
+    )
+    .dedupe(format!("doc:{doc}:rev:{revision}"))
+    .workspace(ws.0.clone())
+    .priority(10);
     jobs::enqueue_tx(tx, app.clock.now_ms(), app.jobs.default_max_attempts(), &job)?;
     Ok(())
 }
@@ -140,21 +165,37 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
             Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?,
             None => ensure_builtin_source(tx, &ws, API_SOURCE, &now)?,
         };
-        if let Some(ext) = &external {
-            if let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)? {
-                let unchanged = existing.title == title
-                    && existing.metadata == metadata
-                    && existing.content_hash.as_deref() == Some(hash.as_str())
-                    && existing.source_kind == "inline_text"
-                    && existing.status != "failed";
-                if unchanged {
-                    return Ok((existing.id, false));
-                }
-                let rev = store::update_document(tx, &existing.id, &title, &metadata, Some((&content, &hash, size)), existing.source_kind != "inline_text", &now)?;
-                enqueue_process(tx, app, &ws, &existing.id, rev, over.as_deref())?;
-                audit::record(tx, &now, actor, Event::new("document.updated").workspace(&ws).target("document", &existing.id).meta(json!({"revision": rev, "via": "externalDocumentId"})))?;
-                return Ok((existing.id, true));
+        if let Some(ext) = &external
+            && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)?
+        {
+            let unchanged = existing.title == title
+                && existing.metadata == metadata
+                && existing.content_hash.as_deref() == Some(hash.as_str())
+                && existing.source_kind == "inline_text"
+                && existing.status != "failed";
+            if unchanged {
+                return Ok((existing.id, false));
             }
+            let rev = store::update_document(
+                tx,
+                &existing.id,
+                &title,
+                &metadata,
+                Some((&content, &hash, size)),
+                existing.source_kind != "inline_text",
+                &now,
+            )?;
+            enqueue_process(tx, app, &ws, &existing.id, rev, over.as_deref())?;
+            audit::record(
+                tx,
+                &now,
+                actor,
+                Event::new("document.updated")
+                    .workspace(&ws)
+                    .target("document", &existing.id)
+                    .meta(json!({"revision": rev, "via": "externalDocumentId"})),
+            )?;
+            return Ok((existing.id, true));
         }
         let id = new_id();
         store::insert_document(
@@ -179,7 +220,15 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
             },
         )?;
         enqueue_process(tx, app, &ws, &id, 1, over.as_deref())?;
-        audit::record(tx, &now, actor, Event::new("document.created").workspace(&ws).target("document", &id).meta(json!({"sourceId": source.id, "bytes": size})))?;
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("document.created")
+                .workspace(&ws)
+                .target("document", &id)
+                .meta(json!({"sourceId": source.id, "bytes": size})),
+        )?;
         Ok((id, true))
     })?;
     if queued {
@@ -215,8 +264,8 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload) -> Result<Doc
     let fname = if filename.is_empty() { None } else { Some(filename.chars().take(255).collect::<String>()) };
     let id = app.db.write(|tx| {
         let source = ensure_builtin_source(tx, &ws, UPLOAD_SOURCE, &now)?;
-        if let Some(ext) = &external {
-            if let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)? {
+        if let Some(ext) = &external
+            && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)? {
                 store::delete_unlive_chunks(tx, &existing.id)?;
                 tx.execute(
                     "UPDATE documents SET source_kind = 'uploaded_file', blob_sha256 = ?2, source_filename = ?3, source_mime_type = ?4,
@@ -228,7 +277,6 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload) -> Result<Doc
                 audit::record(tx, &now, actor, Event::new("document.updated").workspace(&ws).target("document", &existing.id).meta(json!({"revision": rev, "format": format.name()})))?;
                 return Ok(existing.id);
             }
-        }
         let id = new_id();
         store::insert_document(
             tx,
@@ -260,8 +308,11 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload) -> Result<Doc
 }
 
 pub fn too_large(limit: u64) -> Error {
-    Error::new(ErrorCode::PayloadTooLarge, format!("the file is larger than the upload limit of {} bytes (DOCUMENT_UPLOAD_MAX_BYTES)", limit))
-        .with_details(json!({"limit": limit}))
+    Error::new(
+        ErrorCode::PayloadTooLarge,
+        format!("the file is larger than the upload limit of {} bytes (DOCUMENT_UPLOAD_MAX_BYTES)", limit),
+    )
+    .with_details(json!({"limit": limit}))
 }
 
 /// Changes title, content and/or metadata; queues a new revision.
@@ -286,9 +337,22 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, u: DocumentUpda
         if make_inline {
             old_blob = doc.blob_sha256.clone();
         }
-        let rev = store::update_document(tx, id, &title, &metadata, new_content.as_ref().map(|(c, h, s)| (*c, h.as_str(), *s)), make_inline, &now)?;
+        let rev = store::update_document(
+            tx,
+            id,
+            &title,
+            &metadata,
+            new_content.as_ref().map(|(c, h, s)| (*c, h.as_str(), *s)),
+            make_inline,
+            &now,
+        )?;
         enqueue_process(tx, app, &ws, id, rev, over.as_deref())?;
-        audit::record(tx, &now, actor, Event::new("document.updated").workspace(&ws).target("document", id).meta(json!({"revision": rev})))
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("document.updated").workspace(&ws).target("document", id).meta(json!({"revision": rev})),
+        )
     })?;
     app.jobs.wake();
     if let Some(sha) = old_blob {
@@ -298,7 +362,13 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, u: DocumentUpda
 }
 
 /// Queues the document again with a new revision (re-extracting uploads from the original).
-pub fn reprocess(app: &App, p: &Principal, actor: &Actor, id: &str, enrichment_override: Option<String>) -> Result<Document> {
+pub fn reprocess(
+    app: &App,
+    p: &Principal,
+    actor: &Actor,
+    id: &str,
+    enrichment_override: Option<String>,
+) -> Result<Document> {
     p.require(Perm::DocumentsManage)?;
     let over = clean_override(enrichment_override)?;
     let ws = p.workspace_id.clone();
@@ -307,7 +377,12 @@ pub fn reprocess(app: &App, p: &Principal, actor: &Actor, id: &str, enrichment_o
         store::document(tx, &ws, id)?.ok_or_else(|| Error::not_found("document"))?;
         let rev = store::bump_revision(tx, id, &now)?;
         enqueue_process(tx, app, &ws, id, rev, over.as_deref())?;
-        audit::record(tx, &now, actor, Event::new("document.reprocessed").workspace(&ws).target("document", id).meta(json!({"revision": rev})))
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("document.reprocessed").workspace(&ws).target("document", id).meta(json!({"revision": rev})),
+        )
     })?;
     app.jobs.wake();
     load(app, &ws, id)
@@ -328,7 +403,15 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
     let doc = app.db.write(|tx| {
         let doc = store::document(tx, &ws, id)?.ok_or_else(|| Error::not_found("document"))?;
         delete_in_tx(tx, &doc)?;
-        audit::record(tx, &now, actor, Event::new("document.deleted").workspace(&ws).target("document", id).meta(json!({"title_chars": doc.title.chars().count()})))?;
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("document.deleted")
+                .workspace(&ws)
+                .target("document", id)
+                .meta(json!({"title_chars": doc.title.chars().count()})),
+        )?;
         Ok(doc)
     })?;
     app.search()?.sync(&app.db)?;
@@ -340,7 +423,8 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
 
 /// Deletes the row (chunks go by cascade, their index entries by trigger) and its meter share.
 pub(super) fn delete_in_tx(tx: &Tx, doc: &Document) -> Result<()> {
-    let org: String = tx.query_row("SELECT organization_id FROM workspaces WHERE id = ?1", [&doc.workspace_id], |r| r.get(0))?;
+    let org: String =
+        tx.query_row("SELECT organization_id FROM workspaces WHERE id = ?1", [&doc.workspace_id], |r| r.get(0))?;
     store::delete_document(tx, &doc.id)?;
     usage::add_meter(tx, &org, usage::STORED_INDEXED_BYTES, "", -doc.metered_bytes)?;
     Ok(())
@@ -389,15 +473,17 @@ pub fn decode_cursor(c: &str) -> Result<(String, String)> {
         .ok()
         .and_then(|b| String::from_utf8(b).ok())
         .and_then(|s| s.split_once('|').map(|(a, b)| (a.to_string(), b.to_string())))
-        .ok_or_else(|| Error::invalid_field("cursor", "the cursor is not valid; pass nextCursor from the previous page"))
+        .ok_or_else(|| {
+            Error::invalid_field("cursor", "the cursor is not valid; pass nextCursor from the previous page")
+        })
 }
 
 pub fn list(app: &App, p: &Principal, f: store::ListFilter) -> Result<DocumentPage> {
     p.require(Perm::DocumentsRead)?;
-    if let Some(s) = &f.status {
-        if !["queued", "processing", "ready", "failed"].contains(&s.as_str()) {
-            return Err(Error::invalid_field("status", "status must be queued, processing, ready or failed"));
-        }
+    if let Some(s) = &f.status
+        && !["queued", "processing", "ready", "failed"].contains(&s.as_str())
+    {
+        return Err(Error::invalid_field("status", "status must be queued, processing, ready or failed"));
     }
     let ws = p.workspace_id.clone();
     let (docs, total, more) = app.db.read(|c| store::list_documents(c, &ws, &f))?;
@@ -408,7 +494,12 @@ pub fn list(app: &App, p: &Principal, f: store::ListFilter) -> Result<DocumentPa
         total,
         next_cursor,
         has_more: more,
-        summary: Summary { document_count: n, ready_document_count: ready, pending_document_count: pending, failed_document_count: failed },
+        summary: Summary {
+            document_count: n,
+            ready_document_count: ready,
+            pending_document_count: pending,
+            failed_document_count: failed,
+        },
     })
 }
 
@@ -419,14 +510,26 @@ pub fn ingestion_settings(app: &App, p: &Principal) -> Result<IngestionSettings>
     app.db.read(|c| settings::load(c, &p.workspace_id, settings::ingestion::NAMESPACE))
 }
 
-pub fn update_ingestion_settings(app: &App, p: &Principal, actor: &Actor, patch: IngestionPatch) -> Result<IngestionSettings> {
+pub fn update_ingestion_settings(
+    app: &App,
+    p: &Principal,
+    actor: &Actor,
+    patch: IngestionPatch,
+) -> Result<IngestionSettings> {
     p.require(Perm::SettingsManage)?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         let cur: IngestionSettings = settings::load(tx, &p.workspace_id, settings::ingestion::NAMESPACE)?;
         let next = cur.apply(patch)?;
         settings::store(tx, &p.workspace_id, settings::ingestion::NAMESPACE, &next, &now)?;
-        audit::record(tx, &now, actor, Event::new("settings.ingestion.updated").workspace(&p.workspace_id).meta(json!({"chunkingStrategy": next.chunking_strategy})))?;
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("settings.ingestion.updated")
+                .workspace(&p.workspace_id)
+                .meta(json!({"chunkingStrategy": next.chunking_strategy})),
+        )?;
         Ok(next)
     })
 }
@@ -443,7 +546,14 @@ pub struct ReprocessOutcome {
 
 /// Requeues every document in scope (one source, or the workspace) that is not already queued or
 /// processing.
-pub(super) fn reprocess_scope(app: &App, ws: &WorkspaceId, actor: &Actor, source: Option<&str>, over: Option<String>, action: &str) -> Result<ReprocessOutcome> {
+pub(super) fn reprocess_scope(
+    app: &App,
+    ws: &WorkspaceId,
+    actor: &Actor,
+    source: Option<&str>,
+    over: Option<String>,
+    action: &str,
+) -> Result<ReprocessOutcome> {
     let over = clean_override(over)?;
     let now = rfc3339(app.clock.now());
     let out = app.db.write(|tx| {
@@ -463,7 +573,11 @@ pub(super) fn reprocess_scope(app: &App, ws: &WorkspaceId, actor: &Actor, source
             ev = ev.target("source", s);
         }
         audit::record(tx, &now, actor, ev)?;
-        Ok(ReprocessOutcome { queued_document_count: queued, skipped_document_count: skipped, status: if queued > 0 { "queued" } else { "noop" } })
+        Ok(ReprocessOutcome {
+            queued_document_count: queued,
+            skipped_document_count: skipped,
+            status: if queued > 0 { "queued" } else { "noop" },
+        })
     })?;
     if out.queued_document_count > 0 {
         app.jobs.wake();
@@ -482,3 +596,42 @@ pub fn usage(app: &App, p: &Principal) -> Result<usage::AccountUsage> {
     app.db.read(|c| usage::account_usage(c, &p.org_id.0, now))
 }
 
+/// Processing progress of the workspace and the state of the indexes.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    pub queued: i64,
+    pub processing: i64,
+    pub ready: i64,
+    pub failed: i64,
+    pub pending_chunks: i64,
+    /// Nothing queued or processing.
+    pub idle: bool,
+    pub index: IndexState,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IndexState {
+    /// Live chunks of this workspace in SQLite.
+    pub live_chunks: i64,
+    /// Chunks in the lexical index and vectors in the vector index, all workspaces.
+    pub text_documents: u64,
+    pub vectors: usize,
+}
+
+pub fn progress(app: &App, p: &Principal) -> Result<Progress> {
+    p.require(Perm::DocumentsRead)?;
+    let (queued, processing, ready, failed, pending_chunks) = app.db.read(|c| store::progress(c, &p.workspace_id))?;
+    let live_chunks = app.db.read(|c| store::live_chunks(c, &p.workspace_id))?;
+    let (text_documents, vectors) = app.search()?.counts();
+    Ok(Progress {
+        queued,
+        processing,
+        ready,
+        failed,
+        pending_chunks,
+        idle: queued == 0 && processing == 0,
+        index: IndexState { live_chunks, text_documents, vectors },
+    })
+}

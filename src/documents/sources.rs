@@ -51,7 +51,13 @@ fn load_source(app: &App, ws: &WorkspaceId, id: &str) -> Result<Source> {
     app.db.read(|c| store::source(c, ws, id))?.ok_or_else(|| Error::not_found("source"))
 }
 
-pub fn source_documents(app: &App, p: &Principal, id: &str, cursor: Option<String>, limit: usize) -> Result<DocumentPage> {
+pub fn source_documents(
+    app: &App,
+    p: &Principal,
+    id: &str,
+    cursor: Option<String>,
+    limit: usize,
+) -> Result<DocumentPage> {
     p.require(Perm::DocumentsRead)?;
     load_source(app, &p.workspace_id, id)?;
     let before = cursor.as_deref().map(decode_cursor).transpose()?;
@@ -59,17 +65,34 @@ pub fn source_documents(app: &App, p: &Principal, id: &str, cursor: Option<Strin
 }
 
 /// Sets the source's enrichment override (`inherit`, `on`, `off`).
-pub fn patch_source(app: &App, p: &Principal, actor: &Actor, id: &str, enrichment_override: &str) -> Result<SourceView> {
+pub fn patch_source(
+    app: &App,
+    p: &Principal,
+    actor: &Actor,
+    id: &str,
+    enrichment_override: &str,
+) -> Result<SourceView> {
     p.require(Perm::DocumentsManage)?;
     if !["inherit", "on", "off"].contains(&enrichment_override) {
-        return Err(Error::invalid_field("documentEnrichmentOverride", "documentEnrichmentOverride must be inherit, on or off"));
+        return Err(Error::invalid_field(
+            "documentEnrichmentOverride",
+            "documentEnrichmentOverride must be inherit, on or off",
+        ));
     }
     let now = rfc3339(app.clock.now());
     let ws = p.workspace_id.clone();
     app.db.write(|tx| {
         store::source(tx, &ws, id)?.ok_or_else(|| Error::not_found("source"))?;
         store::set_source_override(tx, id, enrichment_override, &now)?;
-        audit::record(tx, &now, actor, Event::new("source.updated").workspace(&ws).target("source", id).meta(json!({"documentEnrichmentOverride": enrichment_override})))
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("source.updated")
+                .workspace(&ws)
+                .target("source", id)
+                .meta(json!({"documentEnrichmentOverride": enrichment_override})),
+        )
     })?;
     Ok(SourceView::from(&load_source(app, &ws, id)?))
 }
@@ -81,7 +104,12 @@ pub fn delete_source(app: &App, p: &Principal, actor: &Actor, id: &str) -> Resul
     let ws = p.workspace_id.clone();
     let blobs_used = app.db.write(|tx| {
         store::source(tx, &ws, id)?.ok_or_else(|| Error::not_found("source"))?;
-        let docs = store::list_documents(tx, &ws, &store::ListFilter { source_id: Some(id.to_string()), status: None, before: None, limit: usize::MAX / 2 })?.0;
+        let docs = store::list_documents(
+            tx,
+            &ws,
+            &store::ListFilter { source_id: Some(id.to_string()), status: None, before: None, limit: 1 << 40 },
+        )?
+        .0;
         let mut shas = Vec::new();
         for d in &docs {
             delete_in_tx(tx, d)?;
@@ -90,7 +118,12 @@ pub fn delete_source(app: &App, p: &Principal, actor: &Actor, id: &str) -> Resul
             }
         }
         store::delete_source(tx, id)?;
-        audit::record(tx, &now, actor, Event::new("source.deleted").workspace(&ws).target("source", id).meta(json!({"documents": docs.len()})))?;
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("source.deleted").workspace(&ws).target("source", id).meta(json!({"documents": docs.len()})),
+        )?;
         Ok(shas)
     })?;
     app.search()?.sync(&app.db)?;
@@ -102,7 +135,13 @@ pub fn delete_source(app: &App, p: &Principal, actor: &Actor, id: &str) -> Resul
     Ok(())
 }
 
-pub fn reprocess_source(app: &App, p: &Principal, actor: &Actor, id: &str, over: Option<String>) -> Result<ReprocessOutcome> {
+pub fn reprocess_source(
+    app: &App,
+    p: &Principal,
+    actor: &Actor,
+    id: &str,
+    over: Option<String>,
+) -> Result<ReprocessOutcome> {
     p.require(Perm::DocumentsManage)?;
     load_source(app, &p.workspace_id, id)?;
     reprocess_scope(app, &p.workspace_id, actor, Some(id), over, "source.reprocess")
@@ -112,6 +151,9 @@ pub fn reprocess_source(app: &App, p: &Principal, actor: &Actor, id: &str, over:
 pub fn crawl_control(app: &App, p: &Principal, id: &str, action: &str) -> Result<()> {
     p.require(Perm::DocumentsManage)?;
     let s = load_source(app, &p.workspace_id, id)?;
-    Err(Error::conflict(format!("this source ({}) is not a website crawl source; {action} applies only to crawl sources", s.kind))
-        .with_details(json!({"code": "not_a_crawl_source", "sourceKind": s.kind})))
+    Err(Error::conflict(format!(
+        "this source ({}) is not a website crawl source; {action} applies only to crawl sources",
+        s.kind
+    ))
+    .with_details(json!({"code": "not_a_crawl_source", "sourceKind": s.kind})))
 }

@@ -33,14 +33,20 @@ fn source_row(r: &rusqlite::Row) -> rusqlite::Result<Source> {
 }
 
 pub fn sources(c: &Connection, ws: &WorkspaceId) -> Result<Vec<Source>> {
-    let mut stmt = c.prepare(&format!("SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 ORDER BY s.created_at, s.id"))?;
+    let mut stmt = c.prepare(&format!(
+        "SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 ORDER BY s.created_at, s.id"
+    ))?;
     let rows = stmt.query_map([ws], source_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 pub fn source(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Source>> {
-    Ok(c.query_row(&format!("SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 AND s.id = ?2"), params![ws, id], source_row)
-        .optional()?)
+    Ok(c.query_row(
+        &format!("SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 AND s.id = ?2"),
+        params![ws, id],
+        source_row,
+    )
+    .optional()?)
 }
 
 pub fn builtin_source(c: &Connection, ws: &WorkspaceId, kind: &str) -> Result<Option<Source>> {
@@ -136,8 +142,12 @@ pub fn document(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Doc
 
 /// Any workspace's document (for jobs, which carry the id).
 pub fn document_any(c: &Connection, id: &str) -> Result<Option<Document>> {
-    Ok(c.query_row(&format!("SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE d.id = ?1"), [id], doc_row)
-        .optional()?)
+    Ok(c.query_row(
+        &format!("SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE d.id = ?1"),
+        [id],
+        doc_row,
+    )
+    .optional()?)
 }
 
 pub fn content(c: &Connection, id: &str) -> Result<Option<String>> {
@@ -250,7 +260,9 @@ pub fn delete_document(tx: &Tx, id: &str) -> Result<()> {
 }
 
 pub fn blob_in_use(c: &Connection, sha: &str) -> Result<bool> {
-    Ok(c.query_row("SELECT 1 FROM documents WHERE blob_sha256 = ?1 LIMIT 1", [sha], |_| Ok(true)).optional()?.unwrap_or(false))
+    Ok(c.query_row("SELECT 1 FROM documents WHERE blob_sha256 = ?1 LIMIT 1", [sha], |_| Ok(true))
+        .optional()?
+        .unwrap_or(false))
 }
 
 /// Marks processing started if the revision is current; false when a newer revision exists.
@@ -297,7 +309,10 @@ pub fn list_documents(c: &Connection, ws: &WorkspaceId, f: &ListFilter) -> Resul
         cond.push_str(" AND d.status = ?");
         args.push(SqlValue::Text(s.clone()));
     }
-    let total: i64 = c.query_row(&format!("SELECT count(*) FROM documents d WHERE {cond}"), params_from_iter(args.iter()), |r| r.get(0))?;
+    let total: i64 =
+        c.query_row(&format!("SELECT count(*) FROM documents d WHERE {cond}"), params_from_iter(args.iter()), |r| {
+            r.get(0)
+        })?;
     if let Some((t, id)) = &f.before {
         cond.push_str(" AND (d.created_at < ? OR (d.created_at = ? AND d.id < ?))");
         args.push(SqlValue::Text(t.clone()));
@@ -406,7 +421,9 @@ pub fn pending_chunks(c: &Connection, limit: usize) -> Result<Vec<PendingChunk>>
         "SELECT c.rowid, c.document_id, c.content, d.title FROM chunks c JOIN documents d ON d.id = c.document_id
          WHERE c.embedding IS NULL AND c.revision = d.revision ORDER BY c.rowid LIMIT ?1",
     )?;
-    let rows = stmt.query_map([limit as i64], |r| Ok(PendingChunk { key: r.get(0)?, document_id: r.get(1)?, content: r.get(2)?, title: r.get(3)? }))?;
+    let rows = stmt.query_map([limit as i64], |r| {
+        Ok(PendingChunk { key: r.get(0)?, document_id: r.get(1)?, content: r.get(2)?, title: r.get(3)? })
+    })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
@@ -506,7 +523,8 @@ pub fn mark_ready(tx: &Tx, docs: &[(String, i64)], now: &str) -> Result<usize> {
 /// Documents stuck in `processing` whose revision is already live (a crash between indexing and
 /// marking them ready).
 pub fn live_but_processing(c: &Connection) -> Result<Vec<(String, i64)>> {
-    let mut stmt = c.prepare("SELECT id, revision FROM documents WHERE status = 'processing' AND indexed_revision = revision")?;
+    let mut stmt =
+        c.prepare("SELECT id, revision FROM documents WHERE status = 'processing' AND indexed_revision = revision")?;
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -535,4 +553,26 @@ pub fn chunk_summaries(c: &Connection, doc: &str) -> Result<Vec<Value>> {
         }))
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// (queued, processing, ready, failed, chunks waiting for an embedding) in the workspace.
+pub fn progress(c: &Connection, ws: &WorkspaceId) -> Result<(i64, i64, i64, i64, i64)> {
+    let (q, p, r, f): (i64, i64, i64, i64) = c.query_row(
+        "SELECT coalesce(sum(status = 'queued'), 0), coalesce(sum(status = 'processing'), 0), coalesce(sum(status = 'ready'), 0),
+                coalesce(sum(status = 'failed'), 0) FROM documents WHERE workspace_id = ?1",
+        [ws],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    let pending: i64 =
+        c.query_row("SELECT count(*) FROM chunks WHERE workspace_id = ?1 AND embedding IS NULL", [ws], |r| r.get(0))?;
+    Ok((q, p, r, f, pending))
+}
+
+/// Live chunks of the workspace.
+pub fn live_chunks(c: &Connection, ws: &WorkspaceId) -> Result<i64> {
+    Ok(c.query_row(
+        "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.workspace_id = ?1 AND c.revision = d.indexed_revision",
+        [ws],
+        |r| r.get(0),
+    )?)
 }

@@ -31,9 +31,10 @@ impl IntoResponse for Error {
         let mut resp = (status, axum::Json(body)).into_response();
         if (self.code == ErrorCode::RateLimitExceeded || self.code == ErrorCode::UsageLimitExceeded)
             && let Some(secs) = self.details.as_ref().and_then(|d| d.get("retryAfterSeconds")).and_then(|v| v.as_u64())
-                && let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
-                    resp.headers_mut().insert(header::RETRY_AFTER, v);
-                }
+            && let Ok(v) = HeaderValue::from_str(&secs.to_string())
+        {
+            resp.headers_mut().insert(header::RETRY_AFTER, v);
+        }
         resp
     }
 }

@@ -100,9 +100,11 @@ fn cookie(parts: &Parts, name: &str) -> Option<String> {
         let Ok(s) = v.to_str() else { continue };
         for pair in s.split(';') {
             if let Some((k, val)) = pair.trim().split_once('=')
-                && k == name && !val.is_empty() {
-                    return Some(val.to_string());
-                }
+                && k == name
+                && !val.is_empty()
+            {
+                return Some(val.to_string());
+            }
         }
     }
     None

@@ -59,6 +59,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         // documents, sources, search
         .route("/api/v1/document", get(documents::list).post(documents::create))
         .route("/api/v1/document/", get(documents::list).post(documents::create))
+        .route("/api/v1/document/progress", get(documents::progress))
         .route("/api/v1/document/sources", get(documents::sources))
         .route("/api/v1/document/sources/{id}", patch(documents::patch_source).delete(documents::delete_source))
         .route("/api/v1/document/sources/{id}/documents", get(documents::source_documents))

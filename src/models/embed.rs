@@ -91,7 +91,8 @@ fn session(env: &ort::environment::Environment, onnx: &Path, threads: usize) -> 
 impl Embedder {
     /// Loads the model (cached per file, thread count and length limit).
     pub fn load(files: &EmbeddingFiles, threads: usize, max_tokens: usize) -> Result<Arc<Embedder>, EmbedError> {
-        static CACHE: OnceLock<Mutex<HashMap<(PathBuf, usize, usize), Arc<Embedder>>>> = OnceLock::new();
+        type Cache = Mutex<HashMap<(PathBuf, usize, usize), Arc<Embedder>>>;
+        static CACHE: OnceLock<Cache> = OnceLock::new();
         let key = (files.onnx.clone(), threads, max_tokens);
         let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
         let mut cache = cache.lock();
@@ -116,7 +117,10 @@ impl Embedder {
             .map(|o| o.name().to_string())
             .find(|n| n == "last_hidden_state" || n == "token_embeddings")
             .or_else(|| first.outputs().first().map(|o| o.name().to_string()))
-            .ok_or_else(|| EmbedError::Model { path: files.onnx.clone(), message: "the model has no outputs".into() })?;
+            .ok_or_else(|| EmbedError::Model {
+                path: files.onnx.clone(),
+                message: "the model has no outputs".into(),
+            })?;
         let e = Arc::new(Embedder {
             tokenizer,
             sessions: sessions.into_iter().map(Mutex::new).collect(),
@@ -172,7 +176,8 @@ impl Embedder {
         }
         // Parallel: each worker owns a session and takes the next batch.
         let next = std::sync::atomic::AtomicUsize::new(0);
-        let results: Vec<Result<Vec<(usize, Vec<Vec<f32>>)>, EmbedError>> = std::thread::scope(|scope| {
+        type BatchOut = Result<Vec<(usize, Vec<Vec<f32>>)>, EmbedError>;
+        let results: Vec<BatchOut> = std::thread::scope(|scope| {
             let handles: Vec<_> = self
                 .sessions
                 .iter()
@@ -191,7 +196,10 @@ impl Embedder {
                     })
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(EmbedError::Inference("an embedding thread crashed".into())))).collect()
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err(EmbedError::Inference("an embedding thread crashed".into()))))
+                .collect()
         });
         for r in results {
             for (bi, vs) in r? {

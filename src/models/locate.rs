@@ -69,10 +69,11 @@ pub fn candidate_dirs(config: &Config) -> Vec<PathBuf> {
     }
     let mut dirs = Vec::new();
     if let Ok(exe) = std::env::current_exe()
-        && let Some(bin_dir) = exe.parent() {
-            dirs.push(bin_dir.join("models"));
-            dirs.push(bin_dir.join("../share/steward/models"));
-        }
+        && let Some(bin_dir) = exe.parent()
+    {
+        dirs.push(bin_dir.join("models"));
+        dirs.push(bin_dir.join("../share/steward/models"));
+    }
     if let Some(p) = directories::ProjectDirs::from("", "", "steward") {
         dirs.push(p.data_dir().join("models"));
     }

@@ -34,7 +34,10 @@ impl Models {
             tracing::info!(model = %files.onnx.display(), ms = started.elapsed().as_millis() as u64, "embedding model loaded");
             Ok(e)
         });
-        r.clone().map_err(|m| Error::unavailable(format!("the embedding model is not available: {m}")).with_details(serde_json::json!({"code": "embedding_model_unavailable"})))
+        r.clone().map_err(|m| {
+            Error::unavailable(format!("the embedding model is not available: {m}"))
+                .with_details(serde_json::json!({"code": "embedding_model_unavailable"}))
+        })
     }
 
     /// The embedder's state without loading it: `None` before the first attempt.

@@ -101,11 +101,17 @@ fn parse_at(v: &Value, path: &str, depth: usize) -> Result<Filter> {
                 if items.is_empty() {
                     return Err(bad(&p, "expected at least one filter"));
                 }
-                let fs = items.iter().enumerate().map(|(i, f)| parse_at(f, &format!("{p}[{i}]"), depth + 1)).collect::<Result<Vec<_>>>()?;
+                let fs = items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| parse_at(f, &format!("{p}[{i}]"), depth + 1))
+                    .collect::<Result<Vec<_>>>()?;
                 clauses.push(if k == "$and" { Filter::And(fs) } else { Filter::Or(fs) });
             }
             "$not" => clauses.push(Filter::Not(Box::new(parse_at(val, &p, depth + 1)?))),
-            other if other.starts_with('$') => return Err(bad(&p, format!("unknown operator {other}; use $and, $or, $not or a field name"))),
+            other if other.starts_with('$') => {
+                return Err(bad(&p, format!("unknown operator {other}; use $and, $or, $not or a field name")));
+            }
             field => {
                 if !valid_field(field) {
                     return Err(bad(&p, "field names use letters, digits, '_', '-' and '.'"));
@@ -117,7 +123,10 @@ fn parse_at(v: &Value, path: &str, depth: usize) -> Result<Filter> {
                             return Err(bad(&p, "expected at least one operator"));
                         }
                         for (op, arg) in ops {
-                            clauses.push(Filter::Field { path: fpath.clone(), op: parse_op(op, arg, &format!("{p}.{op}"))? });
+                            clauses.push(Filter::Field {
+                                path: fpath.clone(),
+                                op: parse_op(op, arg, &format!("{p}.{op}"))?,
+                            });
                         }
                     }
                     Value::Array(_) => return Err(bad(&p, "use {\"$in\": [...]} to match one of several values")),
@@ -156,7 +165,9 @@ fn parse_op(op: &str, arg: &Value, p: &str) -> Result<Op> {
             };
             let b = match arg {
                 Value::Number(n) => Bound::Number(n.as_f64().unwrap_or(f64::NAN)),
-                Value::String(s) => Bound::Date(parse_date(s).ok_or_else(|| bad(p, "expected a number or a date (YYYY-MM-DD or RFC 3339)"))?),
+                Value::String(s) => Bound::Date(
+                    parse_date(s).ok_or_else(|| bad(p, "expected a number or a date (YYYY-MM-DD or RFC 3339)"))?,
+                ),
                 _ => return Err(bad(p, "expected a number or a date (YYYY-MM-DD or RFC 3339)")),
             };
             Op::Range(r, b)
@@ -165,7 +176,12 @@ fn parse_op(op: &str, arg: &Value, p: &str) -> Result<Op> {
             Value::Bool(b) => Op::Exists(*b),
             _ => return Err(bad(p, "expected true or false")),
         },
-        other => return Err(bad(p, format!("unknown operator {other}; use $eq, $ne, $in, $nin, $gt, $gte, $lt, $lte or $exists"))),
+        other => {
+            return Err(bad(
+                p,
+                format!("unknown operator {other}; use $eq, $ne, $in, $nin, $gt, $gte, $lt, $lte or $exists"),
+            ));
+        }
     })
 }
 
@@ -247,7 +263,9 @@ mod tests {
 
     #[test]
     fn the_grammar_matches_as_documented() {
-        let doc = m(json!({"lang": "en", "price": 12.5, "published": "2026-03-01", "tags": ["a", "b"], "author": {"name": "Ada"}, "draft": false}));
+        let doc = m(
+            json!({"lang": "en", "price": 12.5, "published": "2026-03-01", "tags": ["a", "b"], "author": {"name": "Ada"}, "draft": false}),
+        );
         let yes = [
             json!({}),
             json!({"lang": "en"}),

@@ -73,6 +73,9 @@ pub struct Tuning {
     pub lexical_k: usize,
     pub vector_k: usize,
     pub rrf_k: f32,
+    /// Vector candidates below this cosine similarity are dropped (unrelated text scores near 0
+    /// with this model; the original product's default threshold is 0.2).
+    pub min_similarity: f32,
     pub lexical_weight: f32,
     pub vector_weight: f32,
     pub boosts: Boosts,
@@ -80,7 +83,15 @@ pub struct Tuning {
 
 impl Default for Tuning {
     fn default() -> Self {
-        Tuning { lexical_k: 100, vector_k: 100, rrf_k: 60.0, lexical_weight: 1.0, vector_weight: 1.0, boosts: Boosts::default() }
+        Tuning {
+            lexical_k: 100,
+            vector_k: 100,
+            rrf_k: 60.0,
+            min_similarity: 0.2,
+            lexical_weight: 1.0,
+            vector_weight: 1.0,
+            boosts: Boosts::default(),
+        }
     }
 }
 
@@ -97,12 +108,14 @@ pub struct Candidate {
 pub fn fuse(lexical: &[(u64, f32)], vector: &[(u64, f32)], t: &Tuning) -> Vec<Candidate> {
     let mut by_key: HashMap<u64, Candidate> = HashMap::new();
     for (rank, (key, _)) in lexical.iter().enumerate() {
-        let c = by_key.entry(*key).or_insert(Candidate { key: *key, score: 0.0, lexical_rank: None, vector_rank: None });
+        let c =
+            by_key.entry(*key).or_insert(Candidate { key: *key, score: 0.0, lexical_rank: None, vector_rank: None });
         c.score += t.lexical_weight / (t.rrf_k + rank as f32 + 1.0);
         c.lexical_rank = Some(rank);
     }
     for (rank, (key, _)) in vector.iter().enumerate() {
-        let c = by_key.entry(*key).or_insert(Candidate { key: *key, score: 0.0, lexical_rank: None, vector_rank: None });
+        let c =
+            by_key.entry(*key).or_insert(Candidate { key: *key, score: 0.0, lexical_rank: None, vector_rank: None });
         c.score += t.vector_weight / (t.rrf_k + rank as f32 + 1.0);
         c.vector_rank = Some(rank);
     }
@@ -121,15 +134,21 @@ impl SearchIndex {
         let min_seq = db.read(store::min_seq)?;
         let valid = |p: Option<Position>, schema: u32| -> Option<i64> {
             let p = p?;
-            (p.schema == schema && p.db == db_id && p.seq <= max_seq && (min_seq.is_none() || p.seq >= min_seq.unwrap_or(0) - 1)).then_some(p.seq)
+            (p.schema == schema
+                && p.db == db_id
+                && p.seq <= max_seq
+                && (min_seq.is_none() || p.seq >= min_seq.unwrap_or(0) - 1))
+                .then_some(p.seq)
         };
 
         let text_dir = dir.join("text");
-        let mut text = TextIndex::open(&text_dir).or_else(|e| {
-            tracing::warn!(error = %e, "the text index cannot be opened; rebuilding it");
-            let _ = std::fs::remove_dir_all(&text_dir);
-            TextIndex::open(&text_dir)
-        }).map_err(tantivy_err)?;
+        let mut text = TextIndex::open(&text_dir)
+            .or_else(|e| {
+                tracing::warn!(error = %e, "the text index cannot be opened; rebuilding it");
+                let _ = std::fs::remove_dir_all(&text_dir);
+                TextIndex::open(&text_dir)
+            })
+            .map_err(tantivy_err)?;
         let text_pos = valid(text.payload().and_then(|p| serde_json::from_str(&p).ok()), text::SCHEMA_VERSION);
         if text_pos.is_none() && text.num_docs() > 0 {
             drop(text);
@@ -139,7 +158,10 @@ impl SearchIndex {
         let writer = text.writer().map_err(tantivy_err)?;
 
         let vec_dir = dir.join("vectors");
-        let vec_pos = valid(std::fs::read_to_string(vec_dir.join("vectors.json")).ok().and_then(|s| serde_json::from_str(&s).ok()), vectors::SCHEMA_VERSION);
+        let vec_pos = valid(
+            std::fs::read_to_string(vec_dir.join("vectors.json")).ok().and_then(|s| serde_json::from_str(&s).ok()),
+            vectors::SCHEMA_VERSION,
+        );
         let vectors = match vec_pos {
             Some(_) => VectorIndex::open(&vec_dir).unwrap_or_else(|e| {
                 tracing::warn!(error = %e, "the vector index cannot be loaded; rebuilding it");
@@ -153,14 +175,20 @@ impl SearchIndex {
                 v
             }
         };
-        let vec_pos = if vec_pos.is_some() && vectors.is_empty() && db.read(store::live_count)? > 0 { None } else { vec_pos };
+        let vec_pos =
+            if vec_pos.is_some() && vectors.is_empty() && db.read(store::live_count)? > 0 { None } else { vec_pos };
 
         let idx = SearchIndex {
             dir: dir.to_path_buf(),
             text,
             writer: Mutex::new(writer),
             vectors,
-            state: Mutex::new(SyncState { applied: 0, vectors_saved: 0, vectors_dirty: false, last_save: Instant::now() }),
+            state: Mutex::new(SyncState {
+                applied: 0,
+                vectors_saved: 0,
+                vectors_dirty: false,
+                last_save: Instant::now(),
+            }),
             db_id,
         };
         let started = Instant::now();
@@ -178,7 +206,13 @@ impl SearchIndex {
         }
         let replayed = idx.sync(db)?;
         if rebuilt_text || rebuilt_vectors || replayed > 0 {
-            tracing::info!(rebuilt_text, rebuilt_vectors, replayed_ops = replayed, ms = started.elapsed().as_millis() as u64, "search indexes ready");
+            tracing::info!(
+                rebuilt_text,
+                rebuilt_vectors,
+                replayed_ops = replayed,
+                ms = started.elapsed().as_millis() as u64,
+                "search indexes ready"
+            );
         }
         idx.save_vectors(db)?;
         Ok(idx)
@@ -202,13 +236,21 @@ impl SearchIndex {
             store::for_each_live(c, |ch| {
                 if text {
                     self.text
-                        .add(&w, &TextDoc { key: ch.key, workspace: &ch.workspace_id, document: &ch.document_id, title: &ch.title, heading: &ch.heading, body: &ch.content })
+                        .add(
+                            &w,
+                            &TextDoc {
+                                key: ch.key,
+                                workspace: &ch.workspace_id,
+                                document: &ch.document_id,
+                                title: &ch.title,
+                                heading: &ch.heading,
+                                body: &ch.content,
+                            },
+                        )
                         .map_err(tantivy_err)?;
                 }
-                if vectors {
-                    if let Some(v) = &ch.embedding {
-                        self.vectors.add(&ch.workspace_id, ch.key, v).map_err(Error::internal_msg)?;
-                    }
+                if vectors && let Some(v) = &ch.embedding {
+                    self.vectors.add(&ch.workspace_id, ch.key, v).map_err(Error::internal_msg)?;
                 }
                 n += 1;
                 Ok(())
@@ -252,7 +294,8 @@ impl SearchIndex {
                 break;
             }
             let add_keys: Vec<u64> = ops.iter().filter(|o| o.add).map(|o| o.key).collect();
-            let chunks: HashMap<u64, LiveChunk> = db.read(|c| store::chunks_by_keys(c, &add_keys))?.into_iter().map(|c| (c.key, c)).collect();
+            let chunks: HashMap<u64, LiveChunk> =
+                db.read(|c| store::chunks_by_keys(c, &add_keys))?.into_iter().map(|c| (c.key, c)).collect();
             let w = self.writer.lock();
             let mut last = st.applied;
             for op in &ops {
@@ -260,7 +303,17 @@ impl SearchIndex {
                 if op.add {
                     if let Some(ch) = chunks.get(&op.key) {
                         self.text
-                            .add(&w, &TextDoc { key: ch.key, workspace: &ch.workspace_id, document: &ch.document_id, title: &ch.title, heading: &ch.heading, body: &ch.content })
+                            .add(
+                                &w,
+                                &TextDoc {
+                                    key: ch.key,
+                                    workspace: &ch.workspace_id,
+                                    document: &ch.document_id,
+                                    title: &ch.title,
+                                    heading: &ch.heading,
+                                    body: &ch.content,
+                                },
+                            )
                             .map_err(tantivy_err)?;
                         if let Some(v) = &ch.embedding {
                             self.vectors.add(&ch.workspace_id, ch.key, v).map_err(Error::internal_msg)?;
@@ -309,12 +362,25 @@ impl SearchIndex {
     }
 
     /// BM25 candidates.
-    pub fn lexical(&self, workspace: &str, query: &str, k: usize, documents: Option<&HashSet<String>>, boosts: Boosts) -> Result<Vec<(u64, f32)>> {
+    pub fn lexical(
+        &self,
+        workspace: &str,
+        query: &str,
+        k: usize,
+        documents: Option<&HashSet<String>>,
+        boosts: Boosts,
+    ) -> Result<Vec<(u64, f32)>> {
         self.text.search(workspace, query, k, documents, boosts).map_err(tantivy_err)
     }
 
     /// Vector candidates (cosine similarity).
-    pub fn semantic(&self, workspace: &str, query: &[f32], k: usize, allowed: Option<&HashSet<u64>>) -> Result<Vec<(u64, f32)>> {
+    pub fn semantic(
+        &self,
+        workspace: &str,
+        query: &[f32],
+        k: usize,
+        allowed: Option<&HashSet<u64>>,
+    ) -> Result<Vec<(u64, f32)>> {
         self.vectors.search(workspace, query, k, allowed).map_err(Error::internal_msg)
     }
 
@@ -334,6 +400,6 @@ impl SearchIndex {
 }
 
 pub use store::{
-    HistoryEntry, HistoryPage, Hydrated, decode_vector, documents_metadata, encode_vector, history_page, hydrate, insert_search,
-    live_keys_of_documents, search_record,
+    HistoryEntry, HistoryPage, Hydrated, decode_vector, documents_metadata, encode_vector, history_page, hydrate,
+    insert_search, live_keys_of_documents, search_record,
 };

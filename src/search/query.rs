@@ -85,14 +85,20 @@ pub fn retrieve_tuned(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> 
     if allowed.as_ref().is_some_and(|a| a.is_empty()) {
         return Ok(Vec::new());
     }
-    let lexical = if r.mode != Mode::Vector { index.lexical(&ws.0, &r.query, t.lexical_k, allowed.as_ref(), t.boosts)? } else { Vec::new() };
+    let lexical = if r.mode != Mode::Vector {
+        index.lexical(&ws.0, &r.query, t.lexical_k, allowed.as_ref(), t.boosts)?
+    } else {
+        Vec::new()
+    };
     let vector = if r.mode != Mode::Bm25 {
         let q = app.models.embedder()?.embed_query(&r.query).map_err(Error::internal)?;
         let keys = match &allowed {
             Some(docs) => Some(app.db.read(|c| store::live_keys_of_documents(c, &ws.0, docs))?),
             None => None,
         };
-        index.semantic(&ws.0, &q, t.vector_k, keys.as_ref())?
+        let mut v = index.semantic(&ws.0, &q, t.vector_k, keys.as_ref())?;
+        v.retain(|(_, sim)| *sim >= t.min_similarity);
+        v
     } else {
         Vec::new()
     };
@@ -210,24 +216,25 @@ pub fn history(app: &App, p: &Principal, cursor: Option<&str>, limit: usize) -> 
     p.require(Perm::RetrievalQuery)?;
     let before = cursor.map(crate::documents::decode_cursor).transpose()?;
     let (searches, total, more) = app.db.read(|c| store::history_page(c, &p.workspace_id.0, before, limit))?;
-    let next_cursor = if more { searches.last().map(|s| crate::documents::encode_cursor(&s.created_at, &s.search_id)) } else { None };
+    let next_cursor =
+        if more { searches.last().map(|s| crate::documents::encode_cursor(&s.created_at, &s.search_id)) } else { None };
     Ok(store::HistoryPage { searches, total, next_cursor, has_more: more })
 }
 
 /// One past search with exactly the results it returned then.
 pub fn replay(app: &App, p: &Principal, id: &str) -> Result<Value> {
     p.require(Perm::RetrievalQuery)?;
-    let (query, mode, filter, results, created_at, took_ms) =
+    let s =
         app.db.read(|c| store::search_record(c, &p.workspace_id.0, id))?.ok_or_else(|| Error::not_found("search"))?;
-    let count = results.as_array().map(|a| a.len()).unwrap_or(0);
+    let count = s.results.as_array().map(|a| a.len()).unwrap_or(0);
     Ok(json!({
         "searchId": id,
-        "query": query,
-        "mode": mode,
-        "metadataFilter": filter,
-        "results": results,
+        "query": s.query,
+        "mode": s.mode,
+        "metadataFilter": s.metadata_filter,
+        "results": s.results,
         "resultCount": count,
-        "tookMs": (took_ms * 100.0).round() / 100.0,
-        "createdAt": created_at,
+        "tookMs": (s.took_ms * 100.0).round() / 100.0,
+        "createdAt": s.created_at,
     }))
 }

@@ -20,7 +20,9 @@ fn escape(s: &str, out: &mut String) {
 
 fn matches_term(word: &str, terms: &[String]) -> bool {
     let w = word.to_lowercase();
-    terms.iter().any(|t| w == *t || (t.len() >= 3 && w.starts_with(t.as_str())) || (w.len() >= 4 && t.starts_with(w.as_str())))
+    terms
+        .iter()
+        .any(|t| w == *t || (t.len() >= 3 && w.starts_with(t.as_str())) || (w.len() >= 4 && t.starts_with(w.as_str())))
 }
 
 /// The snippet of `content` for analyzed query `terms` (lowercase stems).
@@ -100,9 +102,16 @@ mod tests {
 
     #[test]
     fn marks_terms_in_the_densest_window() {
-        let text = format!("{} The wing in a propeller slipstream shows lift increase. {}", "filler words here. ".repeat(20), "more filler. ".repeat(20));
+        let text = format!(
+            "{} The wing in a propeller slipstream shows lift increase. {}",
+            "filler words here. ".repeat(20),
+            "more filler. ".repeat(20)
+        );
         let s = snippet(&text, &["slipstream".into(), "wing".into(), "lift".into()]);
-        assert!(s.contains("<mark>wing</mark>") && s.contains("<mark>slipstream</mark>") && s.contains("<mark>lift</mark>"), "{s}");
+        assert!(
+            s.contains("<mark>wing</mark>") && s.contains("<mark>slipstream</mark>") && s.contains("<mark>lift</mark>"),
+            "{s}"
+        );
         assert!(s.starts_with('…') && s.ends_with('…'), "{s}");
         assert!(s.replace("<mark>", "").replace("</mark>", "").chars().count() <= SNIPPET_CHARS + 2);
     }

@@ -23,7 +23,9 @@ pub fn decode_vector(b: &[u8]) -> Vec<f32> {
 
 /// A random identity of this database, so an index built for another one is recognised.
 pub fn database_id(tx: &Tx) -> Result<i64> {
-    if let Some(id) = tx.query_row("SELECT applied_seq FROM index_state WHERE name = 'database'", [], |r| r.get(0)).optional()? {
+    if let Some(id) =
+        tx.query_row("SELECT applied_seq FROM index_state WHERE name = 'database'", [], |r| r.get(0)).optional()?
+    {
         return Ok(id);
     }
     let id: i64 = rand::random::<i64>().abs().max(1);
@@ -33,7 +35,9 @@ pub fn database_id(tx: &Tx) -> Result<i64> {
 
 /// The highest op sequence ever issued (survives pruning).
 pub fn max_seq(c: &Connection) -> Result<i64> {
-    Ok(c.query_row("SELECT seq FROM sqlite_sequence WHERE name = 'index_ops'", [], |r| r.get(0)).optional()?.unwrap_or(0))
+    Ok(c.query_row("SELECT seq FROM sqlite_sequence WHERE name = 'index_ops'", [], |r| r.get(0))
+        .optional()?
+        .unwrap_or(0))
 }
 
 pub fn min_seq(c: &Connection) -> Result<Option<i64>> {
@@ -52,9 +56,16 @@ pub struct Op {
 }
 
 pub fn ops_after(c: &Connection, seq: i64, limit: usize) -> Result<Vec<Op>> {
-    let mut stmt = c.prepare_cached("SELECT seq, op, chunk_rowid, workspace_id FROM index_ops WHERE seq > ?1 ORDER BY seq LIMIT ?2")?;
+    let mut stmt = c.prepare_cached(
+        "SELECT seq, op, chunk_rowid, workspace_id FROM index_ops WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+    )?;
     let rows = stmt.query_map(params![seq, limit as i64], |r| {
-        Ok(Op { seq: r.get(0)?, add: r.get::<_, String>(1)? == "add", key: r.get::<_, i64>(2)? as u64, workspace_id: r.get(3)? })
+        Ok(Op {
+            seq: r.get(0)?,
+            add: r.get::<_, String>(1)? == "add",
+            key: r.get::<_, i64>(2)? as u64,
+            workspace_id: r.get(3)?,
+        })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
@@ -89,7 +100,9 @@ pub fn chunks_by_keys(c: &Connection, keys: &[u64]) -> Result<Vec<LiveChunk>> {
     let mut out = Vec::with_capacity(keys.len());
     for part in keys.chunks(500) {
         let marks = vec!["?"; part.len()].join(",");
-        let sql = format!("SELECT {LIVE_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.rowid IN ({marks})");
+        let sql = format!(
+            "SELECT {LIVE_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.rowid IN ({marks})"
+        );
         let mut stmt = c.prepare(&sql)?;
         let rows = stmt.query_map(params_from_iter(part.iter().map(|k| *k as i64)), live_row)?;
         for r in rows {
@@ -253,7 +266,12 @@ pub struct HistoryPage {
 }
 
 /// Newest first; `before` is the (created_at, id) of the last entry of the previous page.
-pub fn history_page(c: &Connection, workspace: &str, before: Option<(String, String)>, limit: usize) -> Result<(Vec<HistoryEntry>, i64, bool)> {
+pub fn history_page(
+    c: &Connection,
+    workspace: &str,
+    before: Option<(String, String)>,
+    limit: usize,
+) -> Result<(Vec<HistoryEntry>, i64, bool)> {
     let total: i64 = c.query_row("SELECT count(*) FROM searches WHERE workspace_id = ?1", [workspace], |r| r.get(0))?;
     let (cond, args): (&str, Vec<SqlValue>) = match &before {
         Some((t, id)) => (
@@ -295,15 +313,31 @@ pub fn history_page(c: &Connection, workspace: &str, before: Option<(String, Str
     Ok((entries, total, more))
 }
 
-/// The stored record of one search: (query, mode, filter, results, created_at).
-pub fn search_record(c: &Connection, workspace: &str, id: &str) -> Result<Option<(String, String, Option<Value>, Value, String, f64)>> {
+/// A saved search.
+pub struct StoredSearch {
+    pub query: String,
+    pub mode: String,
+    pub metadata_filter: Option<Value>,
+    pub results: Value,
+    pub created_at: String,
+    pub took_ms: f64,
+}
+
+pub fn search_record(c: &Connection, workspace: &str, id: &str) -> Result<Option<StoredSearch>> {
     Ok(c.query_row(
         "SELECT query, mode, metadata_filter, results, created_at, took_ms FROM searches WHERE workspace_id = ?1 AND id = ?2",
         params![workspace, id],
         |r| {
             let f: Option<String> = r.get(2)?;
             let res: String = r.get(3)?;
-            Ok((r.get(0)?, r.get(1)?, f.and_then(|f| serde_json::from_str(&f).ok()), serde_json::from_str(&res).unwrap_or(Value::Null), r.get(4)?, r.get(5)?))
+            Ok(StoredSearch {
+                query: r.get(0)?,
+                mode: r.get(1)?,
+                metadata_filter: f.and_then(|f| serde_json::from_str(&f).ok()),
+                results: serde_json::from_str(&res).unwrap_or(Value::Null),
+                created_at: r.get(4)?,
+                took_ms: r.get(5)?,
+            })
         },
     )
     .optional()?)
@@ -311,7 +345,8 @@ pub fn search_record(c: &Connection, workspace: &str, id: &str) -> Result<Option
 
 /// (document id, metadata) of the workspace's searchable documents, optionally of some sources.
 pub fn documents_metadata(c: &Connection, workspace: &str, sources: Option<&[String]>) -> Result<Vec<(String, Value)>> {
-    let mut sql = String::from("SELECT id, metadata FROM documents WHERE workspace_id = ? AND indexed_revision IS NOT NULL");
+    let mut sql =
+        String::from("SELECT id, metadata FROM documents WHERE workspace_id = ? AND indexed_revision IS NOT NULL");
     let mut args: Vec<SqlValue> = vec![SqlValue::Text(workspace.to_string())];
     if let Some(s) = sources {
         sql.push_str(&format!(" AND source_id IN ({})", vec!["?"; s.len().max(1)].join(",")));

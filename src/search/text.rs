@@ -7,8 +7,12 @@ use std::path::Path;
 
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery, TermSetQuery};
-use tantivy::schema::{FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions};
-use tantivy::tokenizer::{LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer, Language};
+use tantivy::schema::{
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+};
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 /// Bump when the schema or analysis changes: a mismatch rebuilds the index.
@@ -48,8 +52,9 @@ pub struct TextIndex {
 
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
-    let text = TextOptions::default()
-        .set_indexing_options(TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqsAndPositions));
+    let text = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqsAndPositions),
+    );
     let fields = Fields {
         key: b.add_u64_field("chunk_key", INDEXED | FAST | STORED),
         workspace: b.add_text_field("workspace", STRING),
@@ -138,7 +143,14 @@ impl TextIndex {
     }
 
     /// BM25 top `k` chunk keys in `workspace`, limited to `documents` when given.
-    pub fn search(&self, workspace: &str, query: &str, k: usize, documents: Option<&HashSet<String>>, boosts: Boosts) -> tantivy::Result<Vec<(u64, f32)>> {
+    pub fn search(
+        &self,
+        workspace: &str,
+        query: &str,
+        k: usize,
+        documents: Option<&HashSet<String>>,
+        boosts: Boosts,
+    ) -> tantivy::Result<Vec<(u64, f32)>> {
         let terms = self.terms(query);
         if terms.is_empty() || k == 0 {
             return Ok(Vec::new());
@@ -150,13 +162,18 @@ impl TextIndex {
                 if boost <= 0.0 {
                     continue;
                 }
-                let q: Box<dyn Query> = Box::new(TermQuery::new(Term::from_field_text(field, t), IndexRecordOption::WithFreqs));
-                let q: Box<dyn Query> = if (boost - 1.0).abs() > f32::EPSILON { Box::new(BoostQuery::new(q, boost)) } else { q };
+                let q: Box<dyn Query> =
+                    Box::new(TermQuery::new(Term::from_field_text(field, t), IndexRecordOption::WithFreqs));
+                let q: Box<dyn Query> =
+                    if (boost - 1.0).abs() > f32::EPSILON { Box::new(BoostQuery::new(q, boost)) } else { q };
                 should.push((Occur::Should, q));
             }
         }
         let mut must: Vec<(Occur, Box<dyn Query>)> = vec![
-            (Occur::Must, Box::new(TermQuery::new(Term::from_field_text(f.workspace, workspace), IndexRecordOption::Basic))),
+            (
+                Occur::Must,
+                Box::new(TermQuery::new(Term::from_field_text(f.workspace, workspace), IndexRecordOption::Basic)),
+            ),
             (Occur::Must, Box::new(BooleanQuery::new(should))),
         ];
         if let Some(docs) = documents {

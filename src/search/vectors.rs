@@ -55,7 +55,9 @@ impl VectorIndex {
             }
             let Some(ws) = path.file_stem().and_then(|s| s.to_str()).map(|s| s.to_string()) else { continue };
             let index = Index::new(&options()).map_err(err)?;
-            index.load(path.to_str().ok_or("non-UTF-8 path")?).map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+            index
+                .load(path.to_str().ok_or("non-UTF-8 path")?)
+                .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
             spaces.insert(ws, Arc::new(RwLock::new(WorkspaceVectors { index })));
         }
         Ok(VectorIndex { dir: dir.to_path_buf(), spaces: RwLock::new(spaces) })
@@ -105,7 +107,13 @@ impl VectorIndex {
     }
 
     /// Nearest `k` chunk keys with cosine similarity, limited to `allowed` when given.
-    pub fn search(&self, ws: &str, query: &[f32], k: usize, allowed: Option<&HashSet<u64>>) -> Result<Vec<(u64, f32)>, String> {
+    pub fn search(
+        &self,
+        ws: &str,
+        query: &[f32],
+        k: usize,
+        allowed: Option<&HashSet<u64>>,
+    ) -> Result<Vec<(u64, f32)>, String> {
         let Some(space) = self.spaces.read().get(ws).cloned() else { return Ok(Vec::new()) };
         let s = space.read();
         if s.index.size() == 0 || k == 0 {
@@ -125,7 +133,8 @@ impl VectorIndex {
 
     /// Saves every workspace index (to a temporary file, then renamed).
     pub fn save(&self) -> Result<(), String> {
-        let spaces: Vec<(String, Arc<RwLock<WorkspaceVectors>>)> = self.spaces.read().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let spaces: Vec<(String, Arc<RwLock<WorkspaceVectors>>)> =
+            self.spaces.read().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         for (ws, space) in spaces {
             let path = self.dir.join(format!("{ws}.usearch"));
             let tmp = self.dir.join(format!("{ws}.usearch.tmp"));

@@ -105,7 +105,8 @@ mod tests {
         d.validate().unwrap();
         let p: IngestionPatch = serde_json::from_str(r#"{"fixedWindowChunkSize": 50}"#).unwrap();
         assert!(d.apply(p).unwrap_err().message.contains("fixedWindowChunkSize"));
-        let p: IngestionPatch = serde_json::from_str(r#"{"fixedWindowChunkSize": 200, "fixedWindowChunkOverlap": 200}"#).unwrap();
+        let p: IngestionPatch =
+            serde_json::from_str(r#"{"fixedWindowChunkSize": 200, "fixedWindowChunkOverlap": 200}"#).unwrap();
         assert!(d.apply(p).is_err());
         let p: IngestionPatch = serde_json::from_str(r#"{"structuredMinChunkSize": 300}"#).unwrap();
         assert!(d.apply(p).is_err());

@@ -1,10 +1,15 @@
 //! One integration-test binary (one link step), a module per area.
 
+mod fixtures;
 mod support;
 
 mod accounts;
-mod e2e;
+mod documents;
+pub mod e2e;
 mod errors;
+mod formats;
 mod jobs;
 mod migrations;
+mod recovery;
+mod search;
 mod tokens;

@@ -68,6 +68,9 @@ pub fn test_config(dir: &std::path::Path) -> Config {
     let mut c = Config::with_data_dir(dir.join("data"));
     c.workers = 2;
     c.log_level = "warn".into();
+    c.embed_threads = 1;
+    // uploaded PDF/DOCX/XLSX are parsed by the real binary, in a child process, as in production
+    c.extractor_exe = Some(env!("CARGO_BIN_EXE_steward").into());
     c
 }
 
@@ -209,6 +212,84 @@ impl TestApp {
     /// Runs due jobs on this thread until none is left.
     pub fn run_jobs(&self) -> usize {
         steward::jobs::run_until_idle(&self.app).unwrap()
+    }
+
+    /// Runs jobs and the embedding pipeline on this thread until both are idle.
+    pub fn drain(&self) {
+        loop {
+            let jobs = steward::jobs::run_until_idle(&self.app).unwrap();
+            let steps = steward::documents::pipeline::run_until_idle(&self.app).unwrap();
+            if jobs == 0 && steps == 0 {
+                break;
+            }
+        }
+    }
+
+    /// Creates an inline document; returns its id.
+    pub async fn doc(&self, auth: &Auth, title: &str, content: &str, metadata: Value) -> String {
+        let r = self
+            .post("/api/v1/document/", auth, json!({"title": title, "content": content, "metadata": metadata}))
+            .await;
+        r.assert_status(202);
+        r.json()["id"].as_str().unwrap().to_string()
+    }
+
+    pub async fn search(&self, auth: &Auth, body: Value) -> Value {
+        let r = self.post("/api/v1/document/search", auth, body).await;
+        r.assert_status(200);
+        r.json()
+    }
+
+    /// Titles of the results of `query`, best first.
+    pub async fn titles(&self, auth: &Auth, query: &str) -> Vec<String> {
+        let v = self.search(auth, json!({"query": query})).await;
+        v["results"].as_array().unwrap().iter().map(|h| h["title"].as_str().unwrap().to_string()).collect()
+    }
+
+    /// Titles of the BM25-only results (exact term presence).
+    pub async fn titles_bm25(&self, auth: &Auth, query: &str) -> Vec<String> {
+        let v = self.search(auth, json!({"query": query, "mode": "bm25"})).await;
+        v["results"].as_array().unwrap().iter().map(|h| h["title"].as_str().unwrap().to_string()).collect()
+    }
+
+    pub async fn document(&self, auth: &Auth, id: &str) -> Value {
+        let r = self.get(&format!("/api/v1/document/{id}"), auth).await;
+        r.assert_status(200);
+        r.json()
+    }
+
+    /// Uploads `bytes` as `filename` with extra form fields.
+    pub async fn upload(&self, auth: &Auth, filename: &str, bytes: &[u8], fields: &[(&str, &str)]) -> Resp {
+        let boundary = "----stewardtestboundary7MA4YWxkTrZu0gW";
+        let mut body: Vec<u8> = Vec::new();
+        for (k, v) in fields {
+            body.extend_from_slice(
+                format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n").as_bytes(),
+            );
+        }
+        body.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\nContent-Type: application/octet-stream\r\n\r\n").as_bytes(),
+        );
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        let mut b = Request::builder()
+            .method(Method::POST)
+            .uri("/api/v1/document/import")
+            .header(header::CONTENT_TYPE, format!("multipart/form-data; boundary={boundary}"));
+        match auth {
+            Auth::None => {}
+            Auth::Cookie(c) => b = b.header(header::COOKIE, c),
+            Auth::Bearer(t) => b = b.header(header::AUTHORIZATION, format!("Bearer {t}")),
+        }
+        self.raw(b.body(Body::from(body)).unwrap()).await
+    }
+
+    /// The default workspace's id.
+    pub fn get_ws(&self) -> String {
+        self.app
+            .db
+            .read(|c| Ok(c.query_row("SELECT id FROM workspaces ORDER BY created_at LIMIT 1", [], |r| r.get(0))?))
+            .unwrap()
     }
 
     pub fn db_bytes(&self) -> Vec<u8> {

@@ -3,11 +3,19 @@
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum BlockKind {
-    Heading { level: usize, text: String },
+    Heading {
+        level: usize,
+        text: String,
+    },
     Paragraph,
-    Code { language: Option<String> },
+    Code {
+        language: Option<String>,
+    },
     /// A table: the header line(s) and the body rows, as Markdown lines.
-    Table { header: Vec<String>, rows: Vec<(usize, usize, String)> },
+    Table {
+        header: Vec<String>,
+        rows: Vec<(usize, usize, String)>,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +49,10 @@ fn fence(line: &str) -> Option<(String, Option<String>)> {
         if let Some(rest) = t.strip_prefix(marker) {
             let n = marker.len() + rest.bytes().take_while(|b| *b == marker.as_bytes()[0]).count();
             let info = t[n..].trim();
-            let lang = info.split_whitespace().next().map(|s| s.trim_matches('{').trim_matches('}').trim_start_matches('.').to_ascii_lowercase());
+            let lang = info
+                .split_whitespace()
+                .next()
+                .map(|s| s.trim_matches('{').trim_matches('}').trim_start_matches('.').to_ascii_lowercase());
             return Some((t[..n].to_string(), lang.filter(|l| !l.is_empty())));
         }
     }
@@ -93,7 +104,12 @@ pub fn parse(text: &str) -> Vec<Block> {
         }
         if let Some((level, htext)) = heading(line) {
             flush(&mut blocks, &mut para, &ls);
-            blocks.push(Block { kind: BlockKind::Heading { level, text: htext }, text: line.trim().to_string(), start: off, end: off + line.len() });
+            blocks.push(Block {
+                kind: BlockKind::Heading { level, text: htext },
+                text: line.trim().to_string(),
+                start: off,
+                end: off + line.len(),
+            });
             i += 1;
             continue;
         }
@@ -173,7 +189,11 @@ fn strip_tags(s: &str) -> String {
             _ => {}
         }
     }
-    out.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&nbsp;", " ").replace("&quot;", "\"")
+    out.replace("&amp;", "&")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&nbsp;", " ")
+        .replace("&quot;", "\"")
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")

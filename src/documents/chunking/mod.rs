@@ -218,7 +218,8 @@ pub fn chunk(doc: &Extracted, format: &Format, settings: &IngestionSettings) -> 
         strategy => {
             let min = settings.structured_min_chunk_size as usize;
             let max = settings.structured_max_chunk_size.max(1) as usize;
-            structured(&doc.text, format, strategy == ChunkingStrategy::StructuredSemantic, min, max)
+            let boundaries: Vec<usize> = doc.segments.iter().map(|s| s.start).collect();
+            structured(&doc.text, format, strategy == ChunkingStrategy::StructuredSemantic, min, max, &boundaries)
         }
     };
     out.retain(|c| !c.content.trim().is_empty());
@@ -244,7 +245,9 @@ pub fn fixed_window(text: &str, size: usize, overlap: usize) -> Vec<ChunkDraft> 
         let mut end = (start + size).min(nchars);
         if end < nchars {
             let floor = end - size / 5;
-            if let Some(ws) = (floor.max(start + 1)..end).rev().find(|&k| text[idx[k]..idx[k + 1]].chars().all(char::is_whitespace)) {
+            if let Some(ws) =
+                (floor.max(start + 1)..end).rev().find(|&k| text[idx[k]..idx[k + 1]].chars().all(char::is_whitespace))
+            {
                 end = ws;
             }
         }
@@ -275,21 +278,43 @@ struct Packer {
 }
 
 impl Packer {
+    /// Before a table or code block: a pending chunk that is only heading lines is dropped (the
+    /// heading travels in the block's heading path instead of as a chunk of its own).
+    fn flush_before_block(&mut self) {
+        if self
+            .cur
+            .as_ref()
+            .is_some_and(|(c, ..)| c.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')))
+        {
+            self.cur = None;
+        }
+        self.flush();
+    }
+
     fn flush(&mut self) {
         if let Some((content, start, end, heading_path)) = self.cur.take() {
-            self.out.push(ChunkDraft { content, start, end, heading_path, page: None, sheet: None, kind: ChunkKind::Text, language: None });
+            self.out.push(ChunkDraft {
+                content,
+                start,
+                end,
+                heading_path,
+                page: None,
+                sheet: None,
+                kind: ChunkKind::Text,
+                language: None,
+            });
         }
     }
 
     fn push_prose(&mut self, text: &str, start: usize, end: usize, heading: &Option<String>) {
         let t = approx_tokens(text);
-        if let Some((content, _, cend, _)) = self.cur.as_mut() {
-            if approx_tokens(content) + t <= self.max {
-                content.push_str("\n\n");
-                content.push_str(text);
-                *cend = end;
-                return;
-            }
+        if let Some((content, _, cend, _)) = self.cur.as_mut()
+            && approx_tokens(content) + t <= self.max
+        {
+            content.push_str("\n\n");
+            content.push_str(text);
+            *cend = end;
+            return;
         }
         self.flush();
         if t <= self.max {
@@ -312,8 +337,15 @@ impl Packer {
         }
     }
 
-    fn push_table(&mut self, header: &[String], rows: &[(usize, usize, String)], start: usize, end: usize, heading: &Option<String>) {
-        self.flush();
+    fn push_table(
+        &mut self,
+        header: &[String],
+        rows: &[(usize, usize, String)],
+        start: usize,
+        end: usize,
+        heading: &Option<String>,
+    ) {
+        self.flush_before_block();
         let head = header.join("\n");
         let head_tokens = approx_tokens(&head);
         if rows.is_empty() {
@@ -350,11 +382,20 @@ impl Packer {
     }
 
     fn table_chunk(&self, content: String, start: usize, end: usize, heading: &Option<String>) -> ChunkDraft {
-        ChunkDraft { content, start, end, heading_path: heading.clone(), page: None, sheet: None, kind: ChunkKind::Table, language: None }
+        ChunkDraft {
+            content,
+            start,
+            end,
+            heading_path: heading.clone(),
+            page: None,
+            sheet: None,
+            kind: ChunkKind::Table,
+            language: None,
+        }
     }
 
     fn push_code(&mut self, code: &str, start: usize, language: Option<&str>, heading: &Option<String>) {
-        self.flush();
+        self.flush_before_block();
         let cfg = || ChunkConfig::new(self.min.min(self.max)..self.max).with_sizer(Tokens);
         let code_splitter = language.and_then(code::grammar).and_then(|g| CodeSplitter::new(g, cfg()).ok());
         let text_splitter = TextSplitter::new(cfg());
@@ -380,7 +421,19 @@ impl Packer {
     }
 }
 
-fn structured(text: &str, format: &Format, respect_headings: bool, min: usize, max: usize) -> Vec<ChunkDraft> {
+/// Which segment (page, sheet) byte `pos` falls in.
+fn segment_of(boundaries: &[usize], pos: usize) -> usize {
+    boundaries.iter().filter(|b| **b <= pos).count()
+}
+
+fn structured(
+    text: &str,
+    format: &Format,
+    respect_headings: bool,
+    min: usize,
+    max: usize,
+    boundaries: &[usize],
+) -> Vec<ChunkDraft> {
     let mut p = Packer { out: Vec::new(), cur: None, min, max };
     if let Format::Code(lang) = format {
         p.push_code(text, 0, Some(lang), &None);
@@ -388,9 +441,17 @@ fn structured(text: &str, format: &Format, respect_headings: bool, min: usize, m
     }
     let mut stack: Vec<(usize, String)> = Vec::new();
     let path = |stack: &Vec<(usize, String)>| {
-        if stack.is_empty() { None } else { Some(stack.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>().join(" > ")) }
+        if stack.is_empty() {
+            None
+        } else {
+            Some(stack.iter().map(|(_, t)| t.as_str()).collect::<Vec<_>>().join(" > "))
+        }
     };
     for Block { kind, text: btext, start, end } in blocks::parse(text) {
+        // pages and sheets are hard boundaries: a chunk never spans two
+        if p.cur.as_ref().is_some_and(|(_, cs, _, _)| segment_of(boundaries, *cs) != segment_of(boundaries, start)) {
+            p.flush();
+        }
         match kind {
             BlockKind::Heading { level, text: h } => {
                 while stack.last().is_some_and(|(l, _)| *l >= level) {
@@ -419,12 +480,12 @@ fn structured(text: &str, format: &Format, respect_headings: bool, min: usize, m
         }
     }
     p.flush();
-    merge_small(p.out, min, max)
+    merge_small(p.out, min, max, boundaries)
 }
 
 /// Merges prose chunks below `min` tokens into their neighbour in the same section when the
 /// result stays within `max`.
-fn merge_small(chunks: Vec<ChunkDraft>, min: usize, max: usize) -> Vec<ChunkDraft> {
+fn merge_small(chunks: Vec<ChunkDraft>, min: usize, max: usize, boundaries: &[usize]) -> Vec<ChunkDraft> {
     let mut out: Vec<ChunkDraft> = Vec::new();
     for c in chunks {
         if let Some(prev) = out.last_mut() {
@@ -433,6 +494,7 @@ fn merge_small(chunks: Vec<ChunkDraft>, min: usize, max: usize) -> Vec<ChunkDraf
                 && prev.kind == ChunkKind::Text
                 && c.kind == ChunkKind::Text
                 && prev.heading_path == c.heading_path
+                && segment_of(boundaries, prev.start) == segment_of(boundaries, c.start)
                 && approx_tokens(&prev.content) + approx_tokens(&c.content) <= max
             {
                 prev.content.push_str("\n\n");
@@ -452,7 +514,12 @@ mod tests {
     use crate::documents::extract::Segment;
 
     fn settings(strategy: ChunkingStrategy, min: u32, max: u32) -> IngestionSettings {
-        IngestionSettings { chunking_strategy: strategy, structured_min_chunk_size: min, structured_max_chunk_size: max, ..Default::default() }
+        IngestionSettings {
+            chunking_strategy: strategy,
+            structured_min_chunk_size: min,
+            structured_max_chunk_size: max,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -479,7 +546,11 @@ mod tests {
         assert!(chunks.len() > 10_000);
         eprintln!("fixed {:?}", t.elapsed());
         let t = std::time::Instant::now();
-        let s = chunk(&Extracted::plain("abcdefgh ".repeat(1_200_000)), &Format::Text, &settings(ChunkingStrategy::RecursiveText, 24, 220));
+        let s = chunk(
+            &Extracted::plain("abcdefgh ".repeat(1_200_000)),
+            &Format::Text,
+            &settings(ChunkingStrategy::RecursiveText, 24, 220),
+        );
         assert!(s.len() > 1000);
         eprintln!("recursive {:?}", t.elapsed());
         let t = std::time::Instant::now();
@@ -491,13 +562,21 @@ mod tests {
     #[test]
     fn structured_sections_do_not_cross_headings_and_carry_their_path() {
         let text = "# Billing\n\nPay monthly.\n\n## Refunds\n\nWithin 30 days.\n\n# Shipping\n\nTwo days.\n";
-        let chunks = chunk(&Extracted::plain(text.into()), &Format::Markdown, &settings(ChunkingStrategy::StructuredSemantic, 1, 200));
+        let chunks = chunk(
+            &Extracted::plain(text.into()),
+            &Format::Markdown,
+            &settings(ChunkingStrategy::StructuredSemantic, 1, 200),
+        );
         let paths: Vec<Option<&str>> = chunks.iter().map(|c| c.heading_path.as_deref()).collect();
         assert_eq!(paths, vec![Some("Billing"), Some("Billing > Refunds"), Some("Shipping")]);
         assert!(chunks[1].content.contains("## Refunds") && chunks[1].content.contains("Within 30 days."));
         assert_eq!(&text[chunks[2].start..chunks[2].end], "# Shipping\n\nTwo days.");
         // recursive_text packs across headings
-        let chunks = chunk(&Extracted::plain(text.into()), &Format::Markdown, &settings(ChunkingStrategy::RecursiveText, 1, 200));
+        let chunks = chunk(
+            &Extracted::plain(text.into()),
+            &Format::Markdown,
+            &settings(ChunkingStrategy::RecursiveText, 1, 200),
+        );
         assert_eq!(chunks.len(), 1);
     }
 
@@ -507,7 +586,11 @@ mod tests {
         for i in 0..60 {
             text.push_str(&format!("| plan {i} | {i}0 EUR | includes feature number {i} and support |\n"));
         }
-        let chunks = chunk(&Extracted::plain(text.clone()), &Format::Markdown, &settings(ChunkingStrategy::StructuredSemantic, 10, 80));
+        let chunks = chunk(
+            &Extracted::plain(text.clone()),
+            &Format::Markdown,
+            &settings(ChunkingStrategy::StructuredSemantic, 10, 80),
+        );
         assert!(chunks.len() > 3);
         for c in &chunks {
             assert_eq!(c.kind, ChunkKind::Table);
@@ -519,7 +602,11 @@ mod tests {
             assert!(all.contains(&format!("| plan {i} |")));
         }
         // fixed_window is not table-aware
-        let fw = chunk(&Extracted::plain(text), &Format::Markdown, &IngestionSettings { fixed_window_chunk_size: 300, ..Default::default() });
+        let fw = chunk(
+            &Extracted::plain(text),
+            &Format::Markdown,
+            &IngestionSettings { fixed_window_chunk_size: 300, ..Default::default() },
+        );
         assert!(fw.iter().skip(1).any(|c| !c.content.starts_with("| Plan")));
     }
 
@@ -529,7 +616,11 @@ mod tests {
         for i in 0..30 {
             src.push_str(&format!("fn function_{i}(x: u32) -> u32 {{\n    let y = x + {i};\n    y * 2\n}}\n\n"));
         }
-        let chunks = chunk(&Extracted::plain(src.clone()), &Format::Code("rust".into()), &settings(ChunkingStrategy::StructuredSemantic, 10, 60));
+        let chunks = chunk(
+            &Extracted::plain(src.clone()),
+            &Format::Code("rust".into()),
+            &settings(ChunkingStrategy::StructuredSemantic, 10, 60),
+        );
         assert!(chunks.len() > 3);
         for c in &chunks {
             assert_eq!(c.kind, ChunkKind::Code);
@@ -538,10 +629,13 @@ mod tests {
         }
         // fenced code inside Markdown
         let md = format!("# API\n\nIntro text.\n\n```python\n{}```\n", "def f():\n    return 1\n\n".repeat(40));
-        let chunks = chunk(&Extracted::plain(md), &Format::Markdown, &settings(ChunkingStrategy::StructuredSemantic, 5, 40));
+        let chunks =
+            chunk(&Extracted::plain(md), &Format::Markdown, &settings(ChunkingStrategy::StructuredSemantic, 5, 40));
         let code: Vec<_> = chunks.iter().filter(|c| c.kind == ChunkKind::Code).collect();
         assert!(code.len() > 1);
-        assert!(code.iter().all(|c| c.language.as_deref() == Some("python") && c.content.trim_start().starts_with("def f")));
+        assert!(
+            code.iter().all(|c| c.language.as_deref() == Some("python") && c.content.trim_start().starts_with("def f"))
+        );
         assert!(code.iter().all(|c| c.heading_path.as_deref() == Some("API")));
     }
 
@@ -549,7 +643,10 @@ mod tests {
     fn chunks_know_their_page_and_sheet() {
         let doc = Extracted {
             text: "Page one text.\n\nPage two text.\n\n".into(),
-            segments: vec![Segment { start: 0, page: Some(1), sheet: None }, Segment { start: 16, page: Some(2), sheet: None }],
+            segments: vec![
+                Segment { start: 0, page: Some(1), sheet: None },
+                Segment { start: 16, page: Some(2), sheet: None },
+            ],
         };
         let chunks = chunk(&doc, &Format::Pdf, &settings(ChunkingStrategy::StructuredSemantic, 1, 4));
         assert_eq!(chunks.iter().map(|c| c.page).collect::<Vec<_>>(), vec![Some(1), Some(2)]);

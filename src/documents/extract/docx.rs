@@ -43,7 +43,9 @@ fn to_markdown(xml: &[u8]) -> Result<String, ExtractError> {
     let mut cell: Option<String> = None;
     let mut in_text = false;
     loop {
-        let ev = reader.read_event_into(&mut buf).map_err(|e| ExtractError(format!("the Word document is damaged ({e})")))?;
+        let ev = reader
+            .read_event_into(&mut buf)
+            .map_err(|e| ExtractError(format!("the Word document is damaged ({e})")))?;
         match ev {
             Event::Eof => break,
             Event::Start(e) | Event::Empty(e) => {

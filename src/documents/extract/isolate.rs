@@ -21,7 +21,12 @@ enum ChildResult {
 
 /// Extracts `path` (of `format`) with `exe internal extract` when `exe` is given, else in this
 /// process behind `catch_unwind`.
-pub fn extract_isolated(exe: Option<&Path>, path: &Path, format: &Format, timeout: Duration) -> Result<Extracted, ExtractError> {
+pub fn extract_isolated(
+    exe: Option<&Path>,
+    path: &Path,
+    format: &Format,
+    timeout: Duration,
+) -> Result<Extracted, ExtractError> {
     let Some(exe) = exe else {
         let bytes = std::fs::read(path).map_err(|e| ExtractError(format!("the stored file cannot be read ({e})")))?;
         return std::panic::catch_unwind(|| extract_in_process(&bytes, format))
@@ -62,9 +67,9 @@ pub fn extract_isolated(exe: Option<&Path>, path: &Path, format: &Format, timeou
     match serde_json::from_slice::<ChildResult>(&out) {
         Ok(ChildResult::Ok(x)) => Ok(x),
         Ok(ChildResult::Error(reason)) => Err(ExtractError(reason)),
-        Err(_) if !status.success() => Err(ExtractError(
-            "the file could not be read: the reader ran out of memory or crashed on it".into(),
-        )),
+        Err(_) if !status.success() => {
+            Err(ExtractError("the file could not be read: the reader ran out of memory or crashed on it".into()))
+        }
         Err(e) => Err(ExtractError(format!("the file reader answered nonsense ({e})"))),
     }
 }

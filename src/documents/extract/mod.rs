@@ -142,7 +142,11 @@ pub fn code_language(ext: &str) -> Option<&'static str> {
 }
 
 fn extension(filename: &str) -> String {
-    std::path::Path::new(filename).extension().and_then(|e| e.to_str()).map(|e| e.to_ascii_lowercase()).unwrap_or_default()
+    std::path::Path::new(filename)
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(|e| e.to_ascii_lowercase())
+        .unwrap_or_default()
 }
 
 /// Detects the format from the content first and the name second. An empty file, an unsupported
@@ -160,7 +164,9 @@ pub fn detect(bytes: &[u8], filename: &str) -> Result<Format, Error> {
         return match zipguard::office_kind(bytes) {
             Some(zipguard::OfficeKind::Docx) => Ok(Format::Docx),
             Some(zipguard::OfficeKind::Xlsx) => Ok(Format::Xlsx),
-            None => Err(unsupported(format!("{filename} is a ZIP archive but not a Word (.docx) or Excel (.xlsx) file"))),
+            None => {
+                Err(unsupported(format!("{filename} is a ZIP archive but not a Word (.docx) or Excel (.xlsx) file")))
+            }
         };
     }
     if bytes.starts_with(b"\xD0\xCF\x11\xE0") {
@@ -218,7 +224,8 @@ mod tests {
 
     #[test]
     fn format_names_round_trip() {
-        for f in [Format::Pdf, Format::Docx, Format::Xlsx, Format::Markdown, Format::Text, Format::Code("rust".into())] {
+        for f in [Format::Pdf, Format::Docx, Format::Xlsx, Format::Markdown, Format::Text, Format::Code("rust".into())]
+        {
             assert_eq!(Format::parse(&f.name()), Some(f));
         }
     }

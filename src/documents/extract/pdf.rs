@@ -14,7 +14,9 @@ pub fn extract(bytes: &[u8]) -> Result<Extracted, ExtractError> {
                 // An owner password alone (no user password) still lets the text be read.
                 match pdf_extract::extract_text_from_mem_by_pages_encrypted(bytes, "") {
                     Ok(p) => p,
-                    Err(_) => return Err(ExtractError("the PDF is password-protected; upload an unprotected copy".into())),
+                    Err(_) => {
+                        return Err(ExtractError("the PDF is password-protected; upload an unprotected copy".into()));
+                    }
                 }
             } else {
                 return Err(ExtractError(format!("the PDF cannot be read; it may be damaged ({e})")));
@@ -37,7 +39,9 @@ pub fn extract(bytes: &[u8]) -> Result<Extracted, ExtractError> {
         if is_encrypted(bytes) {
             return Err(ExtractError("the PDF is password-protected; upload an unprotected copy".into()));
         }
-        return Err(ExtractError("the PDF has no text layer (it may be scanned images); no text could be extracted".into()));
+        return Err(ExtractError(
+            "the PDF has no text layer (it may be scanned images); no text could be extracted".into(),
+        ));
     }
     Ok(Extracted { text, segments })
 }

@@ -34,7 +34,10 @@ pub fn extract(bytes: &[u8]) -> Result<Extracted, ExtractError> {
         let Some(first) = first else { continue };
         segments.push(Segment { start: text.len(), page: None, sheet: Some(name.clone()) });
         text.push_str(&format!("## {name}\n\n"));
-        let rows: Vec<Vec<String>> = rows[first..].iter().map(|r| r.iter().map(|c| c.replace('|', "\\|").replace('\n', " ")).collect()).collect();
+        let rows: Vec<Vec<String>> = rows[first..]
+            .iter()
+            .map(|r| r.iter().map(|c| c.replace('|', "\\|").replace('\n', " ")).collect())
+            .collect();
         text.push_str(&markdown_table(&rows));
     }
     if cells >= MAX_CELLS {

@@ -33,8 +33,8 @@ pub fn office_kind(bytes: &[u8]) -> Option<OfficeKind> {
 
 /// Checks the archive's directory; returns it opened.
 pub fn open_checked(bytes: &[u8]) -> Result<ZipArchive<Cursor<&[u8]>>, ExtractError> {
-    let mut archive =
-        ZipArchive::new(Cursor::new(bytes)).map_err(|e| ExtractError(format!("the file is not a valid Office document ({e})")))?;
+    let mut archive = ZipArchive::new(Cursor::new(bytes))
+        .map_err(|e| ExtractError(format!("the file is not a valid Office document ({e})")))?;
     if archive.len() > MAX_ENTRIES {
         return Err(ExtractError(format!("the document has {} parts; the limit is {MAX_ENTRIES}", archive.len())));
     }
@@ -68,7 +68,9 @@ pub fn read_entry(archive: &mut ZipArchive<Cursor<&[u8]>>, name: &str) -> Result
         Err(e) => return Err(ExtractError(format!("the document is damaged ({e})"))),
     };
     let mut out = Vec::new();
-    f.take(MAX_ENTRY_UNCOMPRESSED + 1).read_to_end(&mut out).map_err(|e| ExtractError(format!("the document is damaged ({e})")))?;
+    f.take(MAX_ENTRY_UNCOMPRESSED + 1)
+        .read_to_end(&mut out)
+        .map_err(|e| ExtractError(format!("the document is damaged ({e})")))?;
     if out.len() as u64 > MAX_ENTRY_UNCOMPRESSED {
         return Err(ExtractError("a part of the document is larger than its header says; it was not opened".into()));
     }

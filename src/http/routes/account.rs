@@ -268,9 +268,10 @@ pub async fn audit_events(
     ctx.require(Perm::AuditRead)?;
     for (name, v) in [("since", &q.since), ("until", &q.until)] {
         if let Some(v) = v
-            && crate::clock::parse_rfc3339(v).is_none() {
-                return Err(Error::invalid_field(name, format!("{name} must be an RFC 3339 timestamp")));
-            }
+            && crate::clock::parse_rfc3339(v).is_none()
+        {
+            return Err(Error::invalid_field(name, format!("{name} must be an RFC 3339 timestamp")));
+        }
     }
     let filter = crate::audit::Filter {
         workspace_id: q.workspace_id,

@@ -29,7 +29,11 @@ pub struct ListQuery {
 pub async fn list(State(app): State<Arc<App>>, ctx: Ctx, Query(q): Query<ListQuery>) -> Result<impl IntoResponse> {
     let limit = page_limit(q.limit)?;
     let before = q.cursor.as_deref().map(documents::decode_cursor).transpose()?;
-    let page = app.blocking(move |app| documents::list(app, &ctx.p, ListFilter { source_id: q.source_id, status: q.status, before, limit })).await?;
+    let page = app
+        .blocking(move |app| {
+            documents::list(app, &ctx.p, ListFilter { source_id: q.source_id, status: q.status, before, limit })
+        })
+        .await?;
     Ok(axum::Json(page))
 }
 
@@ -104,7 +108,10 @@ pub async fn import(State(app): State<Arc<App>>, ctx: Ctx, mut mp: Multipart) ->
             "title" => title = Some(text_field(field, limit).await?),
             "metadata" => {
                 let t = text_field(field, limit).await?;
-                metadata = Some(serde_json::from_str::<Value>(&t).map_err(|e| Error::invalid_field("metadata", format!("metadata must be a JSON object: {e}")))?);
+                metadata =
+                    Some(serde_json::from_str::<Value>(&t).map_err(|e| {
+                        Error::invalid_field("metadata", format!("metadata must be a JSON object: {e}"))
+                    })?);
             }
             "externalDocumentId" => external = Some(text_field(field, limit).await?),
             "documentEnrichmentOverride" => over = Some(text_field(field, limit).await?),
@@ -115,10 +122,17 @@ pub async fn import(State(app): State<Arc<App>>, ctx: Ctx, mut mp: Multipart) ->
             }
         }
     }
-    let Some((filename, bytes)) = file else { return Err(Error::invalid_field("file", "attach the document as the form part named file")) };
+    let Some((filename, bytes)) = file else {
+        return Err(Error::invalid_field("file", "attach the document as the form part named file"));
+    };
     let doc = app
         .blocking(move |app| {
-            documents::import(app, &ctx.p, &ctx.actor(), Upload { filename, bytes, title, metadata, external_document_id: external, enrichment_override: over })
+            documents::import(
+                app,
+                &ctx.p,
+                &ctx.actor(),
+                Upload { filename, bytes, title, metadata, external_document_id: external, enrichment_override: over },
+            )
         })
         .await?;
     Ok((StatusCode::ACCEPTED, axum::Json(doc.view())))
@@ -131,8 +145,17 @@ pub struct GetQuery {
     include_chunks: Option<bool>,
 }
 
-pub async fn get(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, Query(q): Query<GetQuery>) -> Result<impl IntoResponse> {
-    let view = app.blocking(move |app| documents::get(app, &ctx.p, &id, q.include_content.unwrap_or(true), q.include_chunks.unwrap_or(false))).await?;
+pub async fn get(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Query(q): Query<GetQuery>,
+) -> Result<impl IntoResponse> {
+    let view = app
+        .blocking(move |app| {
+            documents::get(app, &ctx.p, &id, q.include_content.unwrap_or(true), q.include_chunks.unwrap_or(false))
+        })
+        .await?;
     Ok(axum::Json(view))
 }
 
@@ -145,7 +168,12 @@ pub struct UpdateBody {
     document_enrichment_override: Option<String>,
 }
 
-pub async fn update(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, Json(b): Json<UpdateBody>) -> Result<impl IntoResponse> {
+pub async fn update(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<UpdateBody>,
+) -> Result<impl IntoResponse> {
     let doc = app
         .blocking(move |app| {
             documents::update(
@@ -153,7 +181,12 @@ pub async fn update(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String
                 &ctx.p,
                 &ctx.actor(),
                 &id,
-                DocumentUpdate { title: b.title, content: b.content, metadata: b.metadata, enrichment_override: b.document_enrichment_override },
+                DocumentUpdate {
+                    title: b.title,
+                    content: b.content,
+                    metadata: b.metadata,
+                    enrichment_override: b.document_enrichment_override,
+                },
             )
         })
         .await?;
@@ -171,12 +204,20 @@ fn optional_body(body: axum::body::Bytes) -> Result<OverrideBody> {
     if body.iter().all(|b| b.is_ascii_whitespace()) {
         return Ok(OverrideBody::default());
     }
-    serde_json::from_slice(&body).map_err(|e| Error::new(ErrorCode::InvalidRequest, format!("the request body is not valid: {e}")))
+    serde_json::from_slice(&body)
+        .map_err(|e| Error::new(ErrorCode::InvalidRequest, format!("the request body is not valid: {e}")))
 }
 
-pub async fn reprocess(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, body: axum::body::Bytes) -> Result<impl IntoResponse> {
+pub async fn reprocess(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse> {
     let b = optional_body(body)?;
-    let doc = app.blocking(move |app| documents::reprocess(app, &ctx.p, &ctx.actor(), &id, b.document_enrichment_override)).await?;
+    let doc = app
+        .blocking(move |app| documents::reprocess(app, &ctx.p, &ctx.actor(), &id, b.document_enrichment_override))
+        .await?;
     Ok((StatusCode::ACCEPTED, axum::Json(doc.view())))
 }
 
@@ -199,7 +240,12 @@ pub struct PageQuery {
     cursor: Option<String>,
 }
 
-pub async fn source_documents(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, Query(q): Query<PageQuery>) -> Result<impl IntoResponse> {
+pub async fn source_documents(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> Result<impl IntoResponse> {
     let limit = page_limit(q.limit)?;
     let page = app.blocking(move |app| documents::source_documents(app, &ctx.p, &id, q.cursor, limit)).await?;
     Ok(axum::Json(page))
@@ -211,8 +257,15 @@ pub struct PatchSourceBody {
     document_enrichment_override: String,
 }
 
-pub async fn patch_source(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, Json(b): Json<PatchSourceBody>) -> Result<impl IntoResponse> {
-    let s = app.blocking(move |app| documents::patch_source(app, &ctx.p, &ctx.actor(), &id, &b.document_enrichment_override)).await?;
+pub async fn patch_source(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<PatchSourceBody>,
+) -> Result<impl IntoResponse> {
+    let s = app
+        .blocking(move |app| documents::patch_source(app, &ctx.p, &ctx.actor(), &id, &b.document_enrichment_override))
+        .await?;
     Ok(axum::Json(json!({ "source": s })))
 }
 
@@ -221,9 +274,18 @@ pub async fn delete_source(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path
     Ok(StatusCode::NO_CONTENT)
 }
 
-pub async fn reprocess_source(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>, body: axum::body::Bytes) -> Result<impl IntoResponse> {
+pub async fn reprocess_source(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse> {
     let b = optional_body(body)?;
-    let out = app.blocking(move |app| documents::reprocess_source(app, &ctx.p, &ctx.actor(), &id, b.document_enrichment_override)).await?;
+    let out = app
+        .blocking(move |app| {
+            documents::reprocess_source(app, &ctx.p, &ctx.actor(), &id, b.document_enrichment_override)
+        })
+        .await?;
     Ok(axum::Json(out))
 }
 
@@ -261,14 +323,24 @@ pub async fn search(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<SearchB
                 app,
                 &ctx.p,
                 &ctx.actor(),
-                SearchRequest { query: b.query, metadata_filter: b.metadata_filter, mode: b.mode, limit: b.limit, source_ids: b.source_ids },
+                SearchRequest {
+                    query: b.query,
+                    metadata_filter: b.metadata_filter,
+                    mode: b.mode,
+                    limit: b.limit,
+                    source_ids: b.source_ids,
+                },
             )
         })
         .await?;
     Ok(axum::Json(out))
 }
 
-pub async fn search_history(State(app): State<Arc<App>>, ctx: Ctx, Query(q): Query<PageQuery>) -> Result<impl IntoResponse> {
+pub async fn search_history(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Query(q): Query<PageQuery>,
+) -> Result<impl IntoResponse> {
     let limit = page_limit(q.limit)?;
     let page = app.blocking(move |app| query::history(app, &ctx.p, q.cursor.as_deref(), limit)).await?;
     Ok(axum::Json(page))
@@ -286,18 +358,59 @@ pub async fn ingestion_settings(State(app): State<Arc<App>>, ctx: Ctx) -> Result
     Ok(axum::Json(s))
 }
 
-pub async fn put_ingestion_settings(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<IngestionPatch>) -> Result<impl IntoResponse> {
+pub async fn put_ingestion_settings(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Json(b): Json<IngestionPatch>,
+) -> Result<impl IntoResponse> {
     let s = app.blocking(move |app| documents::update_ingestion_settings(app, &ctx.p, &ctx.actor(), b)).await?;
     Ok(axum::Json(s))
 }
 
-pub async fn reprocess_all(State(app): State<Arc<App>>, ctx: Ctx, body: axum::body::Bytes) -> Result<impl IntoResponse> {
+pub async fn reprocess_all(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    body: axum::body::Bytes,
+) -> Result<impl IntoResponse> {
     let b = optional_body(body)?;
-    let out = app.blocking(move |app| documents::reprocess_workspace(app, &ctx.p, &ctx.actor(), b.document_enrichment_override)).await?;
+    let out = app
+        .blocking(move |app| documents::reprocess_workspace(app, &ctx.p, &ctx.actor(), b.document_enrichment_override))
+        .await?;
     Ok(axum::Json(out))
 }
 
 pub async fn usage(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let u = app.blocking(move |app| documents::usage(app, &ctx.p)).await?;
     Ok(axum::Json(u))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ProgressQuery {
+    wait_ms: Option<u64>,
+}
+
+/// `GET /api/v1/document/progress?waitMs=N`: processing counts; with `waitMs` the call waits (up
+/// to 60 s) until nothing is queued or processing.
+pub async fn progress(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Query(q): Query<ProgressQuery>,
+) -> Result<impl IntoResponse> {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(q.wait_ms.unwrap_or(0).min(60_000));
+    let p = Arc::new(ctx.p);
+    loop {
+        let notified = app.document_events.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let pp = p.clone();
+        let prog = app.blocking(move |app| documents::progress(app, &pp)).await?;
+        if prog.idle || tokio::time::Instant::now() >= deadline {
+            return Ok(axum::Json(prog));
+        }
+        // Wake on the next finished document, or re-check every second (jobs can also fail).
+        let wait =
+            deadline.saturating_duration_since(tokio::time::Instant::now()).min(std::time::Duration::from_secs(1));
+        let _ = tokio::time::timeout(wait, notified).await;
+    }
 }
