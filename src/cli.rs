@@ -113,6 +113,15 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// Score retrieval settings on Cranfield in-process (used to choose the defaults).
+    #[command(hide = true)]
+    Tune {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Ingestion settings as JSON, e.g. '{"chunkingStrategy":"fixed_window","fixedWindowChunkSize":4000}'.
+        #[arg(long, default_value = "{}")]
+        ingestion: String,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -395,6 +404,11 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 r.texts as f64 / med,
                 r.tokens as f64 / med
             );
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Tune { cranfield, ingestion } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            bench::tune::run(&c, serde_json::from_str(&ingestion)?, config)?;
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -2,6 +2,7 @@
 
 pub mod cranfield;
 pub mod embed;
+pub mod tune;
 
 use std::path::PathBuf;
 

@@ -85,35 +85,54 @@ pub fn retrieve_tuned(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> 
     if allowed.as_ref().is_some_and(|a| a.is_empty()) {
         return Ok(Vec::new());
     }
-    let lexical = if r.mode != Mode::Vector {
-        index.lexical(&ws.0, &r.query, t.lexical_k, allowed.as_ref(), t.boosts)?
-    } else {
-        Vec::new()
+    let allowed_keys = match (&allowed, r.mode) {
+        (Some(docs), Mode::Hybrid | Mode::Vector) => {
+            Some(app.db.read(|c| store::live_keys_of_documents(c, &ws.0, docs))?)
+        }
+        _ => None,
     };
-    let vector = if r.mode != Mode::Bm25 {
-        let q = app.models.embedder()?.embed_query(&r.query).map_err(Error::internal)?;
-        let keys = match &allowed {
-            Some(docs) => Some(app.db.read(|c| store::live_keys_of_documents(c, &ws.0, docs))?),
-            None => None,
-        };
-        let mut v = index.semantic(&ws.0, &q, t.vector_k, keys.as_ref())?;
+    let terms: Vec<(String, f32)> = index.analyzed_terms(&r.query).into_iter().map(|t| (t, 1.0)).collect();
+    let query_vector = match r.mode {
+        Mode::Bm25 => None,
+        _ => Some(app.models.embedder()?.embed_query(&r.query).map_err(Error::internal)?),
+    };
+    let lexical_pass = |terms: &[(String, f32)]| -> Result<Vec<(u64, f32)>> {
+        if r.mode == Mode::Vector {
+            Ok(Vec::new())
+        } else {
+            index.lexical_terms(&ws.0, terms, t.lexical_k, allowed.as_ref(), t.boosts)
+        }
+    };
+    let vector_pass = |q: Option<&Vec<f32>>| -> Result<Vec<(u64, f32)>> {
+        let Some(q) = q else { return Ok(Vec::new()) };
+        let mut v = index.semantic(&ws.0, q, t.vector_k, allowed_keys.as_ref())?;
         v.retain(|(_, sim)| *sim >= t.min_similarity);
-        v
-    } else {
-        Vec::new()
+        Ok(v)
     };
-    let max_score = match r.mode {
-        Mode::Hybrid => (t.lexical_weight + t.vector_weight) / (t.rrf_k + 1.0),
-        Mode::Bm25 => t.lexical_weight / (t.rrf_k + 1.0),
-        Mode::Vector => t.vector_weight / (t.rrf_k + 1.0),
+    let mut fused = fuse(&lexical_pass(&terms)?, &vector_pass(query_vector.as_ref())?, t);
+    if let Some(fb) = t.feedback {
+        let fb_keys: Vec<u64> = fused.iter().take(fb.docs).map(|c| c.key).collect();
+        if !fb_keys.is_empty() {
+            let rows = app.db.read(|c| store::feedback_rows(c, &fb_keys))?;
+            let contents: Vec<&str> = rows.iter().map(|(_, c, _)| c.as_str()).collect();
+            let expanded = expand_terms(index, &terms, &contents, fb);
+            let vecs: Vec<&Vec<f32>> = rows.iter().filter_map(|(_, _, v)| v.as_ref()).collect();
+            let moved = query_vector.as_ref().map(|q| rocchio(q, &vecs, fb.vector_weight));
+            fused = fuse(&lexical_pass(&expanded)?, &vector_pass(moved.as_ref())?, t);
+        }
+    }
+    let max_score = match (r.mode, t.fusion) {
+        (_, super::Fusion::Convex { .. }) => 1.0,
+        (Mode::Hybrid, _) => (t.lexical_weight + t.vector_weight) / (t.rrf_k + 1.0),
+        (Mode::Bm25, _) => t.lexical_weight / (t.rrf_k + 1.0),
+        (Mode::Vector, _) => t.vector_weight / (t.rrf_k + 1.0),
     };
-    let fused = fuse(&lexical, &vector, t);
     let want = if r.collapse { (r.limit * 6).max(50) } else { r.limit * 2 };
     let top: Vec<&super::Candidate> = fused.iter().take(want).collect();
     let keys: Vec<u64> = top.iter().map(|c| c.key).collect();
     let mut rows: std::collections::HashMap<u64, store::Hydrated> =
         app.db.read(|c| store::hydrate(c, &ws.0, &keys))?.into_iter().map(|h| (h.key, h)).collect();
-    let terms = index.analyzed_terms(&r.query);
+    let terms: Vec<String> = terms.into_iter().map(|(t, _)| t).collect();
     let mut seen_docs = HashSet::new();
     let mut out = Vec::new();
     for c in top {
@@ -141,6 +160,53 @@ pub fn retrieve_tuned(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> 
         }
     }
     Ok(out)
+}
+
+/// RM3-style query expansion: the query terms plus the `fb.terms` terms that make up the largest
+/// share of the feedback documents, weighted relative to the strongest (numbers and terms of two
+/// letters or fewer are left out).
+fn expand_terms(
+    index: &super::SearchIndex,
+    original: &[(String, f32)],
+    feedback: &[&str],
+    fb: super::Feedback,
+) -> Vec<(String, f32)> {
+    if fb.terms == 0 || fb.term_weight <= 0.0 {
+        return original.to_vec();
+    }
+    let mut weights: std::collections::HashMap<String, f32> = std::collections::HashMap::new();
+    for content in feedback {
+        let terms = index.document_terms(content);
+        let n = terms.len().max(1) as f32;
+        for term in terms {
+            if term.len() > 2 && !term.chars().all(|c| c.is_ascii_digit()) {
+                *weights.entry(term).or_default() += 1.0 / n;
+            }
+        }
+    }
+    let mut expansion: Vec<(String, f32)> =
+        weights.into_iter().filter(|(t, _)| !original.iter().any(|(o, _)| o == t)).collect();
+    expansion.sort_by(|a, b| b.1.partial_cmp(&a.1).unwrap_or(std::cmp::Ordering::Equal).then(a.0.cmp(&b.0)));
+    expansion.truncate(fb.terms);
+    let top = expansion.first().map(|e| e.1).unwrap_or(1.0);
+    let mut q = original.to_vec();
+    q.extend(expansion.into_iter().map(|(t, w)| (t, fb.term_weight * w / top)));
+    q
+}
+
+/// Rocchio: the query vector moved toward the centroid of the feedback vectors, re-normalized.
+fn rocchio(q: &[f32], feedback: &[&Vec<f32>], weight: f32) -> Vec<f32> {
+    let mut out = q.to_vec();
+    if feedback.is_empty() || weight <= 0.0 {
+        return out;
+    }
+    for v in feedback {
+        for (a, x) in out.iter_mut().zip(v.iter()) {
+            *a += weight * x / feedback.len() as f32;
+        }
+    }
+    crate::models::embed::normalize(&mut out);
+    out
 }
 
 /// A search request from the API.

@@ -362,3 +362,16 @@ pub fn documents_metadata(c: &Connection, workspace: &str, sources: Option<&[Str
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
+
+/// (key, content, embedding) of chunks, for relevance feedback.
+pub fn feedback_rows(c: &Connection, keys: &[u64]) -> Result<Vec<(u64, String, Option<Vec<f32>>)>> {
+    let marks = vec!["?"; keys.len().max(1)].join(",");
+    let sql = format!("SELECT rowid, content, embedding FROM chunks WHERE rowid IN ({marks})");
+    let mut stmt = c.prepare_cached(&sql)?;
+    let args: Vec<i64> = if keys.is_empty() { vec![-1] } else { keys.iter().map(|k| *k as i64).collect() };
+    let rows = stmt.query_map(params_from_iter(args.iter()), |r| {
+        let e: Option<Vec<u8>> = r.get(2)?;
+        Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, e.map(|b| decode_vector(&b))))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}

@@ -39,7 +39,7 @@ pub struct Boosts {
 
 impl Default for Boosts {
     fn default() -> Self {
-        Boosts { title: 1.5, heading: 1.0, body: 1.0 }
+        Boosts { title: 1.0, heading: 1.0, body: 1.0 }
     }
 }
 
@@ -48,6 +48,7 @@ pub struct TextIndex {
     pub reader: IndexReader,
     pub fields: Fields,
     analyzer: TextAnalyzer,
+    query_analyzer: TextAnalyzer,
 }
 
 fn schema() -> (Schema, Fields) {
@@ -66,12 +67,163 @@ fn schema() -> (Schema, Fields) {
     (b.build(), fields)
 }
 
+/// Words that carry no topic in a question: dropped from queries (not from documents), on top of
+/// the index's own stop words.
+const QUERY_STOP_WORDS: &[&str] = &[
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "also",
+    "am",
+    "any",
+    "anyone",
+    "anything",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "can",
+    "cannot",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "done",
+    "down",
+    "during",
+    "each",
+    "either",
+    "else",
+    "etc",
+    "ever",
+    "every",
+    "few",
+    "from",
+    "further",
+    "get",
+    "give",
+    "given",
+    "gives",
+    "go",
+    "got",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "him",
+    "his",
+    "how",
+    "however",
+    "i",
+    "im",
+    "its",
+    "itself",
+    "just",
+    "know",
+    "let",
+    "like",
+    "made",
+    "make",
+    "many",
+    "may",
+    "me",
+    "might",
+    "more",
+    "most",
+    "much",
+    "must",
+    "my",
+    "need",
+    "nor",
+    "now",
+    "off",
+    "once",
+    "one",
+    "only",
+    "other",
+    "others",
+    "otherwise",
+    "our",
+    "ours",
+    "out",
+    "over",
+    "own",
+    "please",
+    "same",
+    "she",
+    "should",
+    "so",
+    "some",
+    "something",
+    "still",
+    "than",
+    "them",
+    "themselves",
+    "therefore",
+    "thing",
+    "things",
+    "those",
+    "though",
+    "through",
+    "thus",
+    "too",
+    "under",
+    "until",
+    "up",
+    "upon",
+    "us",
+    "use",
+    "used",
+    "using",
+    "very",
+    "want",
+    "we",
+    "were",
+    "what",
+    "whatever",
+    "when",
+    "where",
+    "whether",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "would",
+    "yet",
+    "you",
+    "your",
+    "yours",
+];
+
 fn analyzer() -> TextAnalyzer {
     let stop = StopWordFilter::new(Language::English).expect("English stop words");
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser)
         .filter(stop)
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+fn query_analyzer() -> TextAnalyzer {
+    let stop = StopWordFilter::new(Language::English).expect("English stop words");
+    TextAnalyzer::builder(SimpleTokenizer::default())
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(stop)
+        .filter(StopWordFilter::remove(QUERY_STOP_WORDS.iter().map(|s| s.to_string())))
         .filter(Stemmer::new(Language::English))
         .build()
 }
@@ -98,7 +250,7 @@ impl TextIndex {
         let analyzer = analyzer();
         index.tokenizers().register(ANALYZER, analyzer.clone());
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        Ok(TextIndex { index, reader, fields, analyzer })
+        Ok(TextIndex { index, reader, fields, analyzer, query_analyzer: query_analyzer() })
     }
 
     pub fn writer(&self) -> tantivy::Result<IndexWriter> {
@@ -129,9 +281,15 @@ impl TextIndex {
         w.delete_term(Term::from_field_u64(self.fields.key, key));
     }
 
-    /// Analyzed terms of `text` (lowercased, stop words removed, stemmed), deduplicated.
+    /// Analyzed query terms of `text` (lowercased, stop words and question words removed, stemmed),
+    /// deduplicated. Falls back to the document analysis when only question words remain.
     pub fn terms(&self, text: &str) -> Vec<String> {
-        let mut a = self.analyzer.clone();
+        let q = Self::analyze(&self.query_analyzer, text);
+        if q.is_empty() { Self::analyze(&self.analyzer, text) } else { q }
+    }
+
+    fn analyze(a: &TextAnalyzer, text: &str) -> Vec<String> {
+        let mut a = a.clone();
         let mut stream = a.token_stream(text);
         let mut out: Vec<String> = Vec::new();
         while let Some(t) = stream.next() {
@@ -151,14 +309,39 @@ impl TextIndex {
         documents: Option<&HashSet<String>>,
         boosts: Boosts,
     ) -> tantivy::Result<Vec<(u64, f32)>> {
-        let terms = self.terms(query);
+        let terms: Vec<(String, f32)> = self.terms(query).into_iter().map(|t| (t, 1.0)).collect();
+        self.search_terms(workspace, &terms, k, documents, boosts)
+    }
+
+    /// Every analyzed term of a document text, with repetitions (for relevance feedback).
+    pub fn document_terms(&self, text: &str) -> Vec<String> {
+        let mut a = self.analyzer.clone();
+        let mut stream = a.token_stream(text);
+        let mut out = Vec::new();
+        while let Some(t) = stream.next() {
+            out.push(t.text.clone());
+        }
+        out
+    }
+
+    /// BM25 over analyzed `terms`, each with its own weight.
+    pub fn search_terms(
+        &self,
+        workspace: &str,
+        weighted: &[(String, f32)],
+        k: usize,
+        documents: Option<&HashSet<String>>,
+        boosts: Boosts,
+    ) -> tantivy::Result<Vec<(u64, f32)>> {
+        let terms: Vec<String> = weighted.iter().map(|(t, _)| t.clone()).collect();
         if terms.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
         let f = self.fields;
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
-        for t in &terms {
+        for (t, w) in weighted {
             for (field, boost) in [(f.title, boosts.title), (f.heading, boosts.heading), (f.body, boosts.body)] {
+                let boost = boost * w;
                 if boost <= 0.0 {
                     continue;
                 }
