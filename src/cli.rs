@@ -113,6 +113,24 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// Cranfield through the HTTP API (ingestion, search latency and quality, memory), plus a
+    /// synthetic corpus of 50,000+ chunks.
+    Knowledge {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Ingestion repetitions (fresh server each); medians are reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Concurrent document uploads.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Chunks in the synthetic corpus (0 skips it).
+        #[arg(long, default_value_t = 50_000)]
+        synthetic_chunks: usize,
+        /// Also write the results as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Score retrieval settings on Cranfield in-process (used to choose the defaults).
     #[command(hide = true)]
     Tune {
@@ -406,10 +424,103 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Knowledge { cranfield, runs, concurrency, synthetic_chunks, out } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report =
+                rt.block_on(knowledge_report(&config, &c, runs.max(1), concurrency.max(1), synthetic_chunks))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if let Some(path) = out {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::Tune { cranfield, ingestion } => {
             let c = bench::cranfield::Collection::load(&cranfield)?;
             bench::tune::run(&c, serde_json::from_str(&ingestion)?, config)?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+async fn knowledge_report(
+    config: &Config,
+    c: &crate::bench::cranfield::Collection,
+    runs: usize,
+    concurrency: usize,
+    synthetic_chunks: usize,
+) -> anyhow::Result<serde_json::Value> {
+    use crate::bench::{self, knowledge};
+    let settings = knowledge::cranfield_ingestion();
+    let mut ingests = Vec::new();
+    let mut last = None;
+    for run in 0..runs {
+        let (r, server) = knowledge::ingest_cranfield(c, &settings, concurrency).await?;
+        eprintln!(
+            "run {}: {} docs, {} chunks in {:.2} s ({:.1} docs/s), peak RSS {:.0} MiB",
+            run + 1,
+            r.docs,
+            r.chunks,
+            r.seconds,
+            r.docs as f64 / r.seconds,
+            r.peak_rss_mib
+        );
+        ingests.push(r);
+        if let Some(old) = last.replace(server) {
+            knowledge_stop(old);
+        }
+    }
+    let server = last.expect("at least one run");
+    let modes = knowledge::evaluate(&server, c).await?;
+    let peak_after_queries = server.rss().0;
+    knowledge_stop(server);
+    let secs: Vec<f64> = ingests.iter().map(|r| r.seconds).collect();
+    let med = bench::median(&secs);
+    let docs = ingests[0].docs;
+    let chunks = ingests[0].chunks;
+    let texts: Vec<String> = c.docs.iter().filter(|d| !d.body.trim().is_empty()).map(|d| d.body.clone()).collect();
+    let raw = bench::embed::run(config, &texts, 3)?;
+    let raw_med = bench::median(&raw.runs_secs);
+    let synthetic = if synthetic_chunks > 0 {
+        let s = knowledge::synthetic(c, synthetic_chunks, concurrency).await?;
+        Some(serde_json::json!({
+            "documents": s.docs, "chunks": s.chunks, "ingestSeconds": s.ingest_seconds, "chunksPerSecond": s.chunks as f64 / s.ingest_seconds,
+            "hybridP50Ms": s.p50_ms, "hybridP95Ms": s.p95_ms, "hybridServerP50Ms": s.server_p50_ms, "hybridServerP95Ms": s.server_p95_ms,
+            "peakRssMiB": s.peak_rss_mib, "rssAfterQueriesMiB": s.rss_after_mib,
+        }))
+    } else {
+        None
+    };
+    Ok(serde_json::json!({
+        "machine": {"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)},
+        "cranfield": {
+            "documents": docs,
+            "chunks": chunks,
+            "ingestion": {
+                "runs": secs,
+                "medianSeconds": med,
+                "documentsPerSecond": docs as f64 / med,
+                "chunksPerSecond": chunks as f64 / med,
+                "peakRssMiB": ingests.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max),
+                "settings": settings,
+            },
+            "rawEmbedding": {
+                "texts": raw.texts, "tokens": raw.tokens, "medianSeconds": raw_med, "textsPerSecond": raw.texts as f64 / raw_med,
+                "pipelineOverheadRatio": med / raw_med,
+            },
+            "search": modes.iter().map(|m| serde_json::json!({
+                "mode": m.mode, "ndcg10": m.ndcg10, "ndcg10OddQueries": m.ndcg10_odd, "ndcg10EvenQueries": m.ndcg10_even, "recall100": m.recall100,
+                "p50Ms": m.p50_ms, "p95Ms": m.p95_ms, "serverP50Ms": m.server_p50_ms, "serverP95Ms": m.server_p95_ms,
+            })).collect::<Vec<_>>(),
+            "peakRssMiBAfterQueries": peak_after_queries,
+        },
+        "synthetic": synthetic,
+    }))
+}
+
+fn knowledge_stop(s: crate::bench::server::ChildServer) {
+    s.stop();
 }

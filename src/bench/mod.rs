@@ -2,6 +2,8 @@
 
 pub mod cranfield;
 pub mod embed;
+pub mod knowledge;
+pub mod server;
 pub mod tune;
 
 use std::path::PathBuf;

@@ -3,6 +3,7 @@
 //! that only fits one half shows. Used to pick the defaults in `search::Tuning`.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::json;
 
@@ -117,29 +118,45 @@ pub fn run(c: &Collection, ingestion: serde_json::Value, config: Config) -> anyh
     let started = std::time::Instant::now();
     let (app, p) = ingest(dir.path(), c, ingestion, Some(config))?;
     println!("ingested {} docs in {:.1} s", c.docs.len(), started.elapsed().as_secs_f64());
-    use crate::search::{Feedback, Fusion};
+    use crate::search::{Feedback, FeedbackSource, Fusion};
     let base = Tuning::default();
     let mut variants: Vec<(String, Tuning)> = vec![
         ("default".into(), base),
         ("no feedback".into(), Tuning { feedback: None, ..base }),
         ("rrf k60, no feedback".into(), Tuning { feedback: None, fusion: Fusion::Rrf, ..base }),
     ];
-    for (docs, terms, tw, vw, alpha) in [
-        (3, 5, 0.5, 0.5, 0.5),
-        (3, 10, 0.3, 0.5, 0.5),
-        (3, 10, 0.7, 0.5, 0.5),
-        (3, 10, 0.5, 0.3, 0.5),
-        (3, 10, 0.5, 0.7, 0.5),
-        (3, 10, 0.5, 0.5, 0.4),
-        (3, 10, 0.5, 0.5, 0.6),
-        (2, 10, 0.5, 0.5, 0.5),
-        (4, 10, 0.5, 0.5, 0.5),
-    ] {
-        let fb = Some(Feedback { docs, terms, term_weight: tw, vector_weight: vw });
-        variants.push((
-            format!("fb d{docs} t{terms} w{tw} v{vw} a{alpha}"),
-            Tuning { feedback: fb, fusion: Fusion::Convex { alpha }, ..base },
-        ));
+    for (docs, terms, tw, vw, alpha) in [(3, 10, 0.5, 0.5, 0.5), (3, 10, 0.7, 0.5, 0.5), (5, 10, 0.5, 0.5, 0.5)] {
+        for src in [FeedbackSource::Fused, FeedbackSource::Lexical] {
+            let fb = Some(Feedback { docs, terms, term_weight: tw, vector_weight: vw, lexical_source: src });
+            variants.push((
+                format!("fb d{docs} t{terms} w{tw} v{vw} a{alpha} {src:?}"),
+                Tuning { feedback: fb, fusion: Fusion::Convex { alpha }, ..base },
+            ));
+        }
+    }
+    if std::env::var("TUNE_LATENCY").is_ok() {
+        // Latency per mode, interleaved over several rounds; medians of per-query times.
+        let embedder = app.models.embedder().map_err(|e| anyhow::anyhow!("{e}"))?;
+        println!("text segments: {}", app.search().map(|s| s.text_segments()).unwrap_or(0));
+        let mut times: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+        for _round in 0..3 {
+            for q in &c.queries {
+                let t0 = Instant::now();
+                embedder.embed_query(&q.text)?;
+                times.entry("query embedding".into()).or_default().push(t0.elapsed().as_secs_f64() * 1000.0);
+                for (name, t) in [("default", base), ("no feedback", Tuning { feedback: None, ..base })] {
+                    for mode in [Mode::Bm25, Mode::Vector, Mode::Hybrid] {
+                        let t0 = Instant::now();
+                        ranked(&app, &p, &q.text, mode, &t, 10)?;
+                        times.entry(format!("{name} {mode:?}")).or_default().push(t0.elapsed().as_secs_f64() * 1000.0);
+                    }
+                }
+            }
+        }
+        for (k, v) in &times {
+            println!("{k:<24} p50 {:.3} ms  p95 {:.3} ms", crate::bench::median(v), crate::bench::percentile(v, 95.0));
+        }
+        return Ok(());
     }
     println!(
         "{:<28} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",

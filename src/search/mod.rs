@@ -106,6 +106,16 @@ pub struct Feedback {
     pub term_weight: f32,
     /// Weight of the feedback centroid added to the query vector (Rocchio).
     pub vector_weight: f32,
+    /// Which first-pass ranking feeds the lexical expansion.
+    pub lexical_source: FeedbackSource,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeedbackSource {
+    /// The fused ranking of pass one (needs the vector search first).
+    Fused,
+    /// The lexical ranking of pass one (its second pass overlaps the query embedding).
+    Lexical,
 }
 
 impl Default for Tuning {
@@ -121,7 +131,13 @@ impl Default for Tuning {
             vector_weight: 1.0,
             boosts: Boosts::default(),
             fusion: Fusion::Convex { alpha: 0.5 },
-            feedback: Some(Feedback { docs: 3, terms: 10, term_weight: 0.5, vector_weight: 0.5 }),
+            feedback: Some(Feedback {
+                docs: 3,
+                terms: 10,
+                term_weight: 0.5,
+                vector_weight: 0.5,
+                lexical_source: FeedbackSource::Fused,
+            }),
         }
     }
 }
@@ -474,6 +490,11 @@ impl SearchIndex {
     /// (chunks in the text index, vectors in the vector index).
     pub fn counts(&self) -> (u64, usize) {
         (self.text.num_docs(), self.vectors.len())
+    }
+
+    /// Segments in the lexical index.
+    pub fn text_segments(&self) -> usize {
+        self.text.reader.searcher().segment_readers().len()
     }
 
     pub fn vector_memory_bytes(&self) -> usize {

@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Mode, Tuning, filter, fuse, store};
+use super::{FeedbackSource, Mode, Tuning, filter, fuse, store};
 use crate::app::App;
 use crate::audit::Actor;
 use crate::auth::{Perm, Principal};
@@ -52,6 +52,9 @@ pub struct Hit {
     pub vector_rank: Option<usize>,
 }
 
+/// Chunk keys with scores, best first.
+type Ranked = Vec<(u64, f32)>;
+
 /// Document ids allowed by the filter and source scope; `None` when nothing restricts.
 fn allowed_documents(app: &App, ws: &WorkspaceId, r: &Retrieve) -> Result<Option<HashSet<String>>> {
     let has_filter = r.filter.as_ref().is_some_and(|f| !f.is_empty());
@@ -71,19 +74,52 @@ fn allowed_documents(app: &App, ws: &WorkspaceId, r: &Retrieve) -> Result<Option
     ))
 }
 
+/// What a retrieval did, for traces and `includeDebug`: candidate counts and stage timings. No
+/// query or document text.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetrievalTrace {
+    pub mode: Mode,
+    pub lexical_candidates: usize,
+    pub vector_candidates: usize,
+    pub feedback_documents: usize,
+    pub expansion_terms: usize,
+    pub filtered_documents: Option<usize>,
+    /// Chunk keys of the final candidates, best first.
+    pub result_keys: Vec<u64>,
+    /// Milliseconds per stage.
+    pub timings_ms: Vec<(String, f64)>,
+}
+
+impl RetrievalTrace {
+    fn mark(&mut self, stage: &str, since: &mut Instant) {
+        let now = Instant::now();
+        self.timings_ms.push((stage.to_string(), ((now - *since).as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0));
+        *since = now;
+    }
+}
+
 /// Retrieves with the default tuning.
 pub fn retrieve(app: &App, ws: &WorkspaceId, r: &Retrieve) -> Result<Vec<Hit>> {
     retrieve_tuned(app, ws, r, &Tuning::default())
 }
 
 pub fn retrieve_tuned(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> Result<Vec<Hit>> {
+    retrieve_traced(app, ws, r, t).map(|(hits, _)| hits)
+}
+
+/// Retrieves and reports what it did.
+pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> Result<(Vec<Hit>, RetrievalTrace)> {
+    let mut trace = RetrievalTrace { mode: r.mode, ..Default::default() };
+    let mut clock = Instant::now();
     let index = app.search()?;
     if r.query.trim().is_empty() || r.limit == 0 {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), trace));
     }
     let allowed = allowed_documents(app, ws, r)?;
+    trace.filtered_documents = allowed.as_ref().map(|a| a.len());
     if allowed.as_ref().is_some_and(|a| a.is_empty()) {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), trace));
     }
     let allowed_keys = match (&allowed, r.mode) {
         (Some(docs), Mode::Hybrid | Mode::Vector) => {
@@ -92,10 +128,7 @@ pub fn retrieve_tuned(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> 
         _ => None,
     };
     let terms: Vec<(String, f32)> = index.analyzed_terms(&r.query).into_iter().map(|t| (t, 1.0)).collect();
-    let query_vector = match r.mode {
-        Mode::Bm25 => None,
-        _ => Some(app.models.embedder()?.embed_query(&r.query).map_err(Error::internal)?),
-    };
+    let embedder = if r.mode == Mode::Bm25 { None } else { Some(app.models.embedder()?) };
     let lexical_pass = |terms: &[(String, f32)]| -> Result<Vec<(u64, f32)>> {
         if r.mode == Mode::Vector {
             Ok(Vec::new())
@@ -109,17 +142,61 @@ pub fn retrieve_tuned(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> 
         v.retain(|(_, sim)| *sim >= t.min_similarity);
         Ok(v)
     };
-    let mut fused = fuse(&lexical_pass(&terms)?, &vector_pass(query_vector.as_ref())?, t);
+    let expand_from = |keys: &[u64]| -> Result<Vec<(String, f32)>> {
+        let Some(fb) = t.feedback.filter(|_| r.mode != Mode::Vector) else { return Ok(terms.clone()) };
+        let rows = app.db.read(|c| store::feedback_rows(c, keys))?;
+        let contents: Vec<&str> = rows.iter().map(|(_, c, _)| c.as_str()).collect();
+        Ok(expand_terms(index, &terms, &contents, fb))
+    };
+    let lexical_feedback_first = t.feedback.is_some_and(|f| f.lexical_source == FeedbackSource::Lexical);
+    // Pass one. The query embedding (the slowest step) runs beside the lexical search; when the
+    // lexical feedback comes from the lexical ranking, its second pass runs there too.
+    let (query_vector, first_vector, lexical, early_lexical2) = std::thread::scope(|scope| {
+        let semantic = scope.spawn(|| -> Result<(Option<Vec<f32>>, Ranked)> {
+            let Some(e) = &embedder else { return Ok((None, Vec::new())) };
+            let q = e.embed_query(&r.query).map_err(Error::internal)?;
+            let v = vector_pass(Some(&q))?;
+            Ok((Some(q), v))
+        });
+        let lexical = lexical_pass(&terms)?;
+        let early = if lexical_feedback_first && r.mode != Mode::Vector {
+            let fb = t.feedback.expect("feedback");
+            let keys: Vec<u64> = lexical.iter().take(fb.docs).map(|c| c.0).collect();
+            Some(lexical_pass(&expand_from(&keys)?)?)
+        } else {
+            None
+        };
+        let (q, v) = semantic.join().map_err(|_| Error::internal_msg("the vector retrieval thread panicked"))??;
+        Ok::<_, Error>((q, v, lexical, early))
+    })?;
+    trace.lexical_candidates = lexical.len();
+    trace.vector_candidates = first_vector.len();
+    let mut fused = fuse(&lexical, &first_vector, t);
+    trace.mark("firstPass", &mut clock);
+    // Pass two (relevance feedback): the best documents of pass one move the query vector
+    // (Rocchio) and expand the lexical query (RM3); the searches run again, side by side.
     if let Some(fb) = t.feedback {
         let fb_keys: Vec<u64> = fused.iter().take(fb.docs).map(|c| c.key).collect();
         if !fb_keys.is_empty() {
             let rows = app.db.read(|c| store::feedback_rows(c, &fb_keys))?;
-            let contents: Vec<&str> = rows.iter().map(|(_, c, _)| c.as_str()).collect();
-            let expanded = expand_terms(index, &terms, &contents, fb);
             let vecs: Vec<&Vec<f32>> = rows.iter().filter_map(|(_, _, v)| v.as_ref()).collect();
             let moved = query_vector.as_ref().map(|q| rocchio(q, &vecs, fb.vector_weight));
-            fused = fuse(&lexical_pass(&expanded)?, &vector_pass(moved.as_ref())?, t);
+            trace.feedback_documents = rows.len();
+            let (lexical2, vector2) = std::thread::scope(|scope| {
+                let vector = scope.spawn(|| vector_pass(moved.as_ref()));
+                let lexical = match early_lexical2 {
+                    Some(l) => Ok(l),
+                    None if r.mode == Mode::Vector => Ok(Vec::new()),
+                    None => expand_from(&fb_keys).and_then(|q| lexical_pass(&q)),
+                };
+                let vector = vector.join().map_err(|_| Error::internal_msg("the vector search thread panicked"))?;
+                Ok::<_, Error>((lexical?, vector?))
+            })?;
+            trace.lexical_candidates = lexical2.len();
+            trace.vector_candidates = vector2.len();
+            fused = fuse(&lexical2, &vector2, t);
         }
+        trace.mark("feedback", &mut clock);
     }
     let max_score = match (r.mode, t.fusion) {
         (_, super::Fusion::Convex { .. }) => 1.0,
@@ -127,19 +204,33 @@ pub fn retrieve_tuned(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> 
         (Mode::Bm25, _) => t.lexical_weight / (t.rrf_k + 1.0),
         (Mode::Vector, _) => t.vector_weight / (t.rrf_k + 1.0),
     };
+    // Two steps: which candidates are still live (and, collapsing, the best per document) from a
+    // light query, then the full rows of the final few.
     let want = if r.collapse { (r.limit * 6).max(50) } else { r.limit * 2 };
     let top: Vec<&super::Candidate> = fused.iter().take(want).collect();
     let keys: Vec<u64> = top.iter().map(|c| c.key).collect();
-    let mut rows: std::collections::HashMap<u64, store::Hydrated> =
-        app.db.read(|c| store::hydrate(c, &ws.0, &keys))?.into_iter().map(|h| (h.key, h)).collect();
-    let terms: Vec<String> = terms.into_iter().map(|(t, _)| t).collect();
+    let owners: std::collections::HashMap<u64, String> =
+        app.db.read(|c| store::live_owners(c, &ws.0, &keys))?.into_iter().collect();
     let mut seen_docs = HashSet::new();
-    let mut out = Vec::new();
+    let mut chosen: Vec<&super::Candidate> = Vec::new();
     for c in top {
-        let Some(h) = rows.remove(&c.key) else { continue }; // deleted or replaced since indexed
-        if r.collapse && !seen_docs.insert(h.document_id.clone()) {
+        let Some(doc) = owners.get(&c.key) else { continue }; // deleted or replaced since indexed
+        if r.collapse && !seen_docs.insert(doc.as_str()) {
             continue;
         }
+        chosen.push(c);
+        if chosen.len() >= r.limit {
+            break;
+        }
+    }
+    let final_keys: Vec<u64> = chosen.iter().map(|c| c.key).collect();
+    let mut rows: std::collections::HashMap<u64, store::Hydrated> =
+        app.db.read(|c| store::hydrate(c, &ws.0, &final_keys))?.into_iter().map(|h| (h.key, h)).collect();
+    trace.mark("hydrate", &mut clock);
+    let terms: Vec<String> = terms.into_iter().map(|(t, _)| t).collect();
+    let mut out = Vec::new();
+    for c in chosen {
+        let Some(h) = rows.remove(&c.key) else { continue };
         out.push(Hit {
             snippet: super::snippet(&h.content, &terms),
             document_id: h.document_id,
@@ -155,11 +246,10 @@ pub fn retrieve_tuned(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> 
             lexical_rank: c.lexical_rank,
             vector_rank: c.vector_rank,
         });
-        if out.len() >= r.limit {
-            break;
-        }
     }
-    Ok(out)
+    trace.mark("snippets", &mut clock);
+    trace.result_keys = final_keys;
+    Ok((out, trace))
 }
 
 /// RM3-style query expansion: the query terms plus the `fb.terms` terms that make up the largest
@@ -216,6 +306,8 @@ pub struct SearchRequest {
     pub mode: Option<Mode>,
     pub limit: Option<usize>,
     pub source_ids: Option<Vec<String>>,
+    /// Add a `debug` object (candidate counts, stage timings) to the response.
+    pub include_debug: bool,
 }
 
 pub const MAX_QUERY_CHARS: usize = 2000;
@@ -231,16 +323,17 @@ pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Re
         return Err(Error::invalid_field("query", format!("query must be at most {MAX_QUERY_CHARS} characters")));
     }
     let limit = req.limit.unwrap_or(10);
-    if !(1..=50).contains(&limit) {
-        return Err(Error::invalid_field("limit", "limit must be between 1 and 50"));
+    if !(1..=100).contains(&limit) {
+        return Err(Error::invalid_field("limit", "limit must be between 1 and 100"));
     }
     let filter = req.metadata_filter.as_ref().map(filter::parse).transpose()?;
     let mode = req.mode.unwrap_or_default();
     let started = Instant::now();
-    let hits = retrieve(
+    let (hits, trace) = retrieve_traced(
         app,
         &p.workspace_id,
         &Retrieve { query: query.clone(), filter, source_ids: req.source_ids.clone(), mode, limit, collapse: true },
+        &Tuning::default(),
     )?;
     let took_ms = started.elapsed().as_secs_f64() * 1000.0;
     let results = serde_json::to_value(&hits)?;
@@ -265,7 +358,7 @@ pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Re
             },
         )
     })?;
-    Ok(json!({
+    let mut out = json!({
         "searchId": id,
         "query": query,
         "mode": mode_s,
@@ -274,7 +367,18 @@ pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Re
         "resultCount": hits.len(),
         "tookMs": (took_ms * 100.0).round() / 100.0,
         "createdAt": now,
-    }))
+    });
+    if req.include_debug {
+        out["debug"] = json!({
+            "lexicalCandidates": trace.lexical_candidates,
+            "vectorCandidates": trace.vector_candidates,
+            "feedbackDocuments": trace.feedback_documents,
+            "expansionTerms": trace.expansion_terms,
+            "filteredDocuments": trace.filtered_documents,
+            "timingsMs": trace.timings_ms.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
+        });
+    }
+    Ok(out)
 }
 
 /// Past searches, newest first.

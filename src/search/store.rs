@@ -154,6 +154,26 @@ pub fn live_keys_of_documents(c: &Connection, workspace: &str, documents: &HashS
     Ok(out)
 }
 
+/// (key, document id) of the chunks among `keys` that are live in `workspace`.
+pub fn live_owners(c: &Connection, workspace: &str, keys: &[u64]) -> Result<Vec<(u64, String)>> {
+    let mut out = Vec::with_capacity(keys.len());
+    for part in keys.chunks(500) {
+        let marks = vec!["?"; part.len()].join(",");
+        let sql = format!(
+            "SELECT c.rowid, c.document_id FROM chunks c JOIN documents d ON d.id = c.document_id
+             WHERE +c.workspace_id = ? AND c.revision = d.indexed_revision AND c.rowid IN ({marks})"
+        );
+        let mut args: Vec<SqlValue> = vec![SqlValue::Text(workspace.to_string())];
+        args.extend(part.iter().map(|k| SqlValue::Integer(*k as i64)));
+        let mut stmt = c.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args.iter()), |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
+        for r in rows {
+            out.push(r?);
+        }
+    }
+    Ok(out)
+}
+
 /// A result chunk with its document.
 #[derive(Debug, Clone)]
 pub struct Hydrated {
@@ -179,7 +199,7 @@ pub fn hydrate(c: &Connection, workspace: &str, keys: &[u64]) -> Result<Vec<Hydr
         let sql = format!(
             "SELECT c.rowid, c.id, c.document_id, d.source_id, d.title, c.content, c.heading_path, c.page, c.sheet, c.chunk_index, d.metadata
              FROM chunks c JOIN documents d ON d.id = c.document_id
-             WHERE c.workspace_id = ? AND c.revision = d.indexed_revision AND c.rowid IN ({marks})"
+             WHERE +c.workspace_id = ? AND c.revision = d.indexed_revision AND c.rowid IN ({marks})"
         );
         let mut args: Vec<SqlValue> = vec![SqlValue::Text(workspace.to_string())];
         args.extend(part.iter().map(|k| SqlValue::Integer(*k as i64)));
@@ -364,7 +384,10 @@ pub fn documents_metadata(c: &Connection, workspace: &str, sources: Option<&[Str
 }
 
 /// (key, content, embedding) of chunks, for relevance feedback.
-pub fn feedback_rows(c: &Connection, keys: &[u64]) -> Result<Vec<(u64, String, Option<Vec<f32>>)>> {
+/// A feedback chunk: its key, content and stored embedding.
+pub type FeedbackRow = (u64, String, Option<Vec<f32>>);
+
+pub fn feedback_rows(c: &Connection, keys: &[u64]) -> Result<Vec<FeedbackRow>> {
     let marks = vec!["?"; keys.len().max(1)].join(",");
     let sql = format!("SELECT rowid, content, embedding FROM chunks WHERE rowid IN ({marks})");
     let mut stmt = c.prepare_cached(&sql)?;

@@ -254,7 +254,13 @@ impl TextIndex {
     }
 
     pub fn writer(&self) -> tantivy::Result<IndexWriter> {
-        self.index.writer_with_num_threads(1, 50_000_000)
+        let w = self.index.writer_with_num_threads(1, 50_000_000)?;
+        // Frequent small commits (every embedding batch) would leave many small segments, and
+        // every query pays per segment: merge as soon as two are alike in size.
+        let mut policy = tantivy::indexer::LogMergePolicy::default();
+        policy.set_min_num_segments(2);
+        w.set_merge_policy(Box::new(policy));
+        Ok(w)
     }
 
     /// The commit payload (our replay position), if any.
@@ -340,7 +346,13 @@ impl TextIndex {
         let f = self.fields;
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (t, w) in weighted {
-            for (field, boost) in [(f.title, boosts.title), (f.heading, boosts.heading), (f.body, boosts.body)] {
+            // expansion terms (weight below 1) only score the body: cheaper, and as good
+            let fields: &[(Field, f32)] = if *w < 1.0 {
+                &[(f.body, boosts.body)]
+            } else {
+                &[(f.title, boosts.title), (f.heading, boosts.heading), (f.body, boosts.body)]
+            };
+            for &(field, boost) in fields {
                 let boost = boost * w;
                 if boost <= 0.0 {
                     continue;

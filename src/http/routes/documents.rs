@@ -314,6 +314,7 @@ pub struct SearchBody {
     mode: Option<Mode>,
     limit: Option<usize>,
     source_ids: Option<Vec<String>>,
+    include_debug: Option<bool>,
 }
 
 pub async fn search(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<SearchBody>) -> Result<impl IntoResponse> {
@@ -329,6 +330,7 @@ pub async fn search(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<SearchB
                     mode: b.mode,
                     limit: b.limit,
                     source_ids: b.source_ids,
+                    include_debug: b.include_debug.unwrap_or(false),
                 },
             )
         })
