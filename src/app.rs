@@ -54,6 +54,7 @@ impl Default for Options {
 fn handlers() -> HashMap<&'static str, Handler> {
     let mut h: HashMap<&'static str, Handler> = HashMap::new();
     h.insert(crate::documents::PROCESS_JOB, crate::documents::process::run);
+    h.insert(crate::documents::enrich::JOB, crate::documents::enrich::run);
     h
 }
 

@@ -131,6 +131,15 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The local GGUF chat model (load, prompt and generation speed, time to first token,
+    /// memory) and the built-in extractive answerer's latency.
+    Models {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Repetitions; medians are reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// Score retrieval settings on Cranfield in-process (used to choose the defaults).
     #[command(hide = true)]
     Tune {
@@ -436,6 +445,12 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 }
                 std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Models { cranfield, runs } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let report = bench::models::run(&config, &c, runs.max(1))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Tune { cranfield, ingestion } => {

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod crypto;
 pub mod documents;
 pub mod error;
 pub mod http;

@@ -3,6 +3,7 @@
 pub mod cranfield;
 pub mod embed;
 pub mod knowledge;
+pub mod models;
 pub mod server;
 pub mod tune;
 

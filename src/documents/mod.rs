@@ -11,6 +11,7 @@
 
 pub mod blobs;
 pub mod chunking;
+pub mod enrich;
 pub mod extract;
 pub mod pipeline;
 pub mod process;

@@ -25,7 +25,8 @@ pub fn run(app: &App, ctx: &JobCtx, payload: &Value) -> Outcome {
     let (Some(id), Some(rev)) = (payload["documentId"].as_str(), payload["revision"].as_i64()) else {
         return Outcome::Fail(format!("malformed payload: {payload}"));
     };
-    match process(app, ctx, id, rev) {
+    let over = payload["documentEnrichmentOverride"].as_str();
+    match process(app, ctx, id, rev, over) {
         Ok(()) => Outcome::Done,
         Err(e) => Outcome::retry(e.to_string()),
     }
@@ -42,7 +43,7 @@ fn fail(app: &App, id: &str, rev: i64, reason: &str) -> Result<()> {
     Ok(())
 }
 
-fn process(app: &App, ctx: &JobCtx, id: &str, rev: i64) -> Result<()> {
+fn process(app: &App, ctx: &JobCtx, id: &str, rev: i64, enrichment_override: Option<&str>) -> Result<()> {
     let Some(doc) = app.db.read(|c| store::document_any(c, id))? else { return Ok(()) }; // deleted
     if doc.revision != rev || (doc.indexed_revision == Some(rev) && doc.status == "ready") {
         return Ok(()); // a newer revision exists, or this one is already done
@@ -102,6 +103,16 @@ fn process(app: &App, ctx: &JobCtx, id: &str, rev: i64) -> Result<()> {
             return Ok(false);
         }
         store::delete_unlive_chunks(tx, id)?;
+        // enrichment: the request's override, else the source's, else the workspace setting
+        let source_override: String = tx
+            .query_row("SELECT enrichment_override FROM sources WHERE id = ?1", [&doc.source_id], |r| r.get(0))
+            .unwrap_or_else(|_| "inherit".into());
+        let enrich = match (enrichment_override, source_override.as_str()) {
+            (Some("on"), _) | (None, "on") => true,
+            (Some("off"), _) | (None, "off") => false,
+            _ => settings.document_enrichment_enabled,
+        };
+        super::enrich::mark_pending(tx, id, rev, enrich)?;
         if doc.source_kind == "uploaded_file" {
             store::set_extracted(tx, id, &extracted.text, &content_hash(&extracted.text), &format.name())?;
         }

@@ -347,6 +347,13 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, u: DocumentUpda
             &now,
         )?;
         enqueue_process(tx, app, &ws, id, rev, over.as_deref())?;
+        if let Some(e) = super::enrich::transfer_ownership(
+            doc.enrichment.as_ref().map(|e| e.to_string()).as_deref(),
+            &doc.metadata,
+            &metadata,
+        ) {
+            tx.execute("UPDATE documents SET enrichment = ?2 WHERE id = ?1", rusqlite::params![id, e])?;
+        }
         audit::record(
             tx,
             &now,

@@ -14,7 +14,7 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, patch, post};
+use axum::routing::{delete, get, patch, post, put};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tracing::Instrument;
@@ -76,6 +76,14 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .route("/api/v1/settings/ingestion", get(documents::ingestion_settings).put(documents::put_ingestion_settings))
         .route("/api/v1/settings/ingestion/reprocess", post(documents::reprocess_all))
         .route("/api/v1/usage", get(documents::usage))
+        .route("/api/v1/settings/credentials", get(settings::list_credentials))
+        .route(
+            "/api/v1/settings/credentials/{provider}",
+            put(settings::put_credential).delete(settings::delete_credential),
+        )
+        .route("/api/v1/settings/llm-models", get(settings::llm_models).put(settings::put_llm_models))
+        .route("/api/v1/settings/document-types", get(settings::document_types).put(settings::put_document_types))
+        .route("/api/v1/settings/retrieval-defaults", get(settings::retrieval_defaults))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 

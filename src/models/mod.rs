@@ -1,8 +1,11 @@
-//! Models: where their files are, the local sentence embedder (ONNX Runtime) and, in later
-//! modules, chat models behind one trait.
+//! Models: where their files are, the local sentence embedder (ONNX Runtime), chat models behind
+//! one trait (`chat`), which model serves a job (`resolve`), and the built-in extractive answerer.
 
+pub mod chat;
 pub mod embed;
+pub mod extractive;
 pub mod locate;
+pub mod resolve;
 
 /// Chat-model provider ids, as the API writes them.
 pub const PROVIDERS: &[&str] = &["openai", "openai-compatible", "claude", "gemini", "local"];
@@ -17,11 +20,13 @@ use embed::Embedder;
 pub struct Models {
     config: Config,
     embedder: OnceLock<std::result::Result<Arc<Embedder>, String>>,
+    /// The local GGUF chat model, loaded on first use and kept.
+    local: parking_lot::Mutex<Option<Arc<dyn chat::ChatModel>>>,
 }
 
 impl Models {
     pub fn new(config: &Config) -> Models {
-        Models { config: config.clone(), embedder: OnceLock::new() }
+        Models { config: config.clone(), embedder: OnceLock::new(), local: parking_lot::Mutex::new(None) }
     }
 
     /// The sentence embedder, loading it on first call. A missing or broken model is a 503 with a
@@ -43,5 +48,34 @@ impl Models {
     /// The embedder's state without loading it: `None` before the first attempt.
     pub fn embedder_status(&self) -> Option<std::result::Result<(), String>> {
         self.embedder.get().map(|r| r.as_ref().map(|_| ()).map_err(|e| e.clone()))
+    }
+
+    /// The local GGUF chat model (`local` provider), loaded once and shared.
+    pub fn local(&self) -> std::result::Result<Arc<dyn chat::ChatModel>, chat::LlmError> {
+        let mut slot = self.local.lock();
+        if let Some(m) = slot.as_ref() {
+            return Ok(m.clone());
+        }
+        #[cfg(feature = "llama")]
+        {
+            let path = resolve::local_model_path(&self.config).ok_or_else(|| {
+                chat::LlmError::new(
+                    chat::ErrorKind::Misconfigured,
+                    format!("no local GGUF model file is installed; set STEWARD_LOCAL_MODEL or {}", locate::FETCH_HINT),
+                )
+            })?;
+            let m = chat::local::LocalModel::load(&path, self.config.llm.local_threads, self.config.llm.local_context)?;
+            tracing::info!(model = %path.display(), ms = m.load_ms, "local chat model loaded");
+            let m: Arc<dyn chat::ChatModel> = Arc::new(m);
+            *slot = Some(m.clone());
+            Ok(m)
+        }
+        #[cfg(not(feature = "llama"))]
+        {
+            Err(chat::LlmError::new(
+                chat::ErrorKind::Misconfigured,
+                "this build has no local model support (feature `llama`)",
+            ))
+        }
     }
 }

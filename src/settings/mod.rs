@@ -1,7 +1,11 @@
 //! Workspace settings: one JSON value per (workspace, namespace), defaults in code. Typed
 //! settings live in submodules; each validates its own ranges.
 
+pub mod credentials;
+pub mod document_types;
 pub mod ingestion;
+pub mod llm_models;
+pub mod retrieval;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;

@@ -1,5 +1,6 @@
 //! One integration-test binary (one link step), a module per area.
 
+mod fake_llm;
 mod fixtures;
 mod support;
 
@@ -10,6 +11,7 @@ mod errors;
 mod formats;
 mod jobs;
 mod migrations;
+mod models;
 mod recovery;
 mod search;
 mod tokens;

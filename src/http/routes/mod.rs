@@ -1,3 +1,4 @@
 pub mod account;
 pub mod documents;
 pub mod ops;
+pub mod settings;

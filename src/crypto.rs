@@ -1,0 +1,66 @@
+//! Secrets at rest: AES-256-GCM with the deployment key (`CONNECTOR_ENCRYPTION_KEY`). Each value
+//! gets a fresh 96-bit nonce; the associated data binds a ciphertext to what it belongs to (for
+//! example `credential:<workspace>:<provider>`), so a row copied elsewhere does not decrypt.
+
+use aes_gcm::aead::{Aead, Generate, KeyInit, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
+
+use crate::error::{Error, ErrorCode, Result};
+
+/// The label stored beside ciphertexts, naming the key that made them.
+pub const KEY_ID: &str = "connector";
+
+pub struct Sealed {
+    pub nonce: Vec<u8>,
+    pub ciphertext: Vec<u8>,
+}
+
+pub fn not_configured() -> Error {
+    Error::new(
+        ErrorCode::EncryptionNotConfigured,
+        "secrets cannot be stored: set CONNECTOR_ENCRYPTION_KEY (32 bytes as 64 hex characters or base64) and restart",
+    )
+}
+
+fn cipher(key: Option<&[u8; 32]>) -> Result<Aes256Gcm> {
+    let key = key.ok_or_else(not_configured)?;
+    Aes256Gcm::new_from_slice(key).map_err(|_| Error::internal_msg("bad encryption key length"))
+}
+
+pub fn seal(key: Option<&[u8; 32]>, plaintext: &[u8], aad: &str) -> Result<Sealed> {
+    let c = cipher(key)?;
+    let nonce = Nonce::generate();
+    let ciphertext = c
+        .encrypt(&nonce, Payload { msg: plaintext, aad: aad.as_bytes() })
+        .map_err(|_| Error::internal_msg("encryption failed"))?;
+    Ok(Sealed { nonce: nonce.to_vec(), ciphertext })
+}
+
+pub fn open(key: Option<&[u8; 32]>, sealed: &Sealed, aad: &str) -> Result<Vec<u8>> {
+    let c = cipher(key)?;
+    let nonce =
+        Nonce::try_from(sealed.nonce.as_slice()).map_err(|_| Error::internal_msg("a stored nonce is malformed"))?;
+    c.decrypt(&nonce, Payload { msg: &sealed.ciphertext, aad: aad.as_bytes() }).map_err(|_| {
+        Error::unavailable(
+            "a stored secret cannot be decrypted: CONNECTOR_ENCRYPTION_KEY differs from the key it was stored with",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_binds_associated_data_and_key() {
+        let k = [7u8; 32];
+        let s = seal(Some(&k), b"sk-secret", "credential:w:openai").unwrap();
+        assert!(!s.ciphertext.windows(9).any(|w| w == b"sk-secret"));
+        assert_eq!(open(Some(&k), &s, "credential:w:openai").unwrap(), b"sk-secret");
+        assert!(open(Some(&k), &s, "credential:w:claude").is_err());
+        assert!(open(Some(&[8u8; 32]), &s, "credential:w:openai").is_err());
+        assert_eq!(seal(None, b"x", "a").err().unwrap().code, ErrorCode::EncryptionNotConfigured);
+        // fresh nonce each time
+        assert_ne!(seal(Some(&k), b"sk-secret", "a").unwrap().nonce, seal(Some(&k), b"sk-secret", "a").unwrap().nonce);
+    }
+}

@@ -1,0 +1,68 @@
+//! Settings routes: provider credentials, model preferences, the document type catalog and
+//! retrieval defaults. (Ingestion settings live with the documents routes.)
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::app::App;
+use crate::error::Result;
+use crate::http::extract::{Ctx, Json, Path, SessionCtx};
+use crate::settings::{credentials, document_types, llm_models, retrieval};
+
+pub async fn list_credentials(State(app): State<Arc<App>>, SessionCtx(ctx): SessionCtx) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| credentials::list(app, &ctx.p)).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CredentialBody {
+    api_key: String,
+}
+
+pub async fn put_credential(
+    State(app): State<Arc<App>>,
+    SessionCtx(ctx): SessionCtx,
+    Path(provider): Path<String>,
+    Json(b): Json<CredentialBody>,
+) -> Result<impl IntoResponse> {
+    app.blocking(move |app| credentials::put(app, &ctx.p, &ctx.actor(), &provider, &b.api_key)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn delete_credential(
+    State(app): State<Arc<App>>,
+    SessionCtx(ctx): SessionCtx,
+    Path(provider): Path<String>,
+) -> Result<impl IntoResponse> {
+    app.blocking(move |app| credentials::delete(app, &ctx.p, &ctx.actor(), &provider)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn llm_models(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| llm_models::get(app, &ctx.p)).await?))
+}
+
+pub async fn put_llm_models(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<Value>) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| llm_models::put(app, &ctx.p, &ctx.actor(), b)).await?))
+}
+
+pub async fn document_types(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| document_types::get(app, &ctx.p)).await?))
+}
+
+pub async fn put_document_types(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Json(b): Json<document_types::PutBody>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| document_types::put(app, &ctx.p, &ctx.actor(), b)).await?))
+}
+
+pub async fn retrieval_defaults(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| retrieval::get(app, &ctx.p)).await?))
+}

@@ -1,0 +1,240 @@
+//! `local`: a GGUF chat model run in-process by llama.cpp (llama-cpp-2). The model is loaded once
+//! and shared; each call makes its own context (KV cache) and generations run one at a time on the
+//! calling thread (a worker or blocking thread, never the async runtime). The chat template comes
+//! from the GGUF file.
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::llama_backend::LlamaBackend;
+use llama_cpp_2::llama_batch::LlamaBatch;
+use llama_cpp_2::model::params::LlamaModelParams;
+use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
+use llama_cpp_2::sampling::LlamaSampler;
+use parking_lot::Mutex;
+
+use super::{Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, Finish, LlmError, Usage};
+
+/// Tokens decoded per batch while reading the prompt.
+const PROMPT_BATCH: usize = 512;
+
+fn backend() -> Result<&'static LlamaBackend, LlmError> {
+    static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
+    BACKEND
+        .get_or_init(|| {
+            // llama.cpp's own logging is verbose; route it to tracing (debug level).
+            llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+            LlamaBackend::init().map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| LlmError::new(ErrorKind::Misconfigured, format!("llama.cpp cannot start: {e}")))
+}
+
+pub struct LocalModel {
+    name: String,
+    path: PathBuf,
+    model: LlamaModel,
+    template: Option<LlamaChatTemplate>,
+    threads: i32,
+    context: u32,
+    /// One generation at a time: two would only halve each other's speed on a small machine.
+    busy: Mutex<()>,
+    pub load_ms: u64,
+}
+
+/// Timings of the last generation, for the benchmark.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GenStats {
+    pub prompt_tokens: usize,
+    pub prompt_ms: f64,
+    pub generated_tokens: usize,
+    pub generate_ms: f64,
+    pub first_token_ms: f64,
+}
+
+impl LocalModel {
+    pub fn load(path: &Path, threads: usize, context: u32) -> Result<LocalModel, LlmError> {
+        if !path.is_file() {
+            return Err(LlmError::new(
+                ErrorKind::Misconfigured,
+                format!(
+                    "the local model file {} does not exist ({})",
+                    path.display(),
+                    crate::models::locate::FETCH_HINT
+                ),
+            ));
+        }
+        let backend = backend()?;
+        let started = Instant::now();
+        let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default()).map_err(|e| {
+            LlmError::new(ErrorKind::Misconfigured, format!("cannot load the GGUF file {}: {e}", path.display()))
+        })?;
+        let template = model.chat_template(None).ok();
+        let name = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "local".into());
+        Ok(LocalModel {
+            name,
+            path: path.to_path_buf(),
+            model,
+            template,
+            threads: threads.max(1) as i32,
+            context: context.max(512),
+            busy: Mutex::new(()),
+            load_ms: started.elapsed().as_millis() as u64,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The prompt the model sees: the GGUF's chat template applied to the messages, or a plain
+    /// transcript when the file has none.
+    pub fn prompt(&self, req: &ChatRequest) -> Result<String, LlmError> {
+        if let Some(t) = &self.template {
+            let msgs: Vec<LlamaChatMessage> = req
+                .messages
+                .iter()
+                .map(|m| LlamaChatMessage::new(m.role.as_str().to_string(), m.content.replace('\0', "")))
+                .collect::<Result<_, _>>()
+                .map_err(|e| LlmError::new(ErrorKind::BadRequest, format!("bad message: {e}")))?;
+            if let Ok(p) = self.model.apply_chat_template(t, &msgs, true) {
+                return Ok(p);
+            }
+        }
+        let mut p = String::new();
+        for m in &req.messages {
+            p.push_str(&format!("{}: {}\n", m.role.as_str(), m.content));
+        }
+        p.push_str("assistant: ");
+        Ok(p)
+    }
+
+    /// Generates, reporting timings.
+    pub fn generate(
+        &self,
+        req: &ChatRequest,
+        on_token: &mut dyn FnMut(&str),
+        cancel: &Cancel,
+    ) -> Result<(ChatOutput, GenStats), LlmError> {
+        let err = |what: &str, e: &dyn std::fmt::Display| {
+            LlmError::new(ErrorKind::Unavailable, format!("local model: {what}: {e}"))
+        };
+        let _turn = self.busy.lock();
+        let backend = backend()?;
+        let prompt = self.prompt(req)?;
+        let started = Instant::now();
+        let vocab = self.model.vocab();
+        // the template already wrote the special tokens as text: parse them, add BOS if the model wants it
+        let mut tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+        if tokens.is_empty() {
+            return Err(LlmError::new(ErrorKind::BadRequest, "local model: the prompt is empty"));
+        }
+        let budget = self.context as usize;
+        let max_new = (req.max_tokens as usize).min(budget / 2).max(1);
+        if tokens.len() + max_new > budget {
+            // keep the start (system prompt) and the end (the question); drop the middle
+            let keep = budget - max_new;
+            let head = keep / 4;
+            let tail = keep - head;
+            let mut cut = tokens[..head].to_vec();
+            cut.extend_from_slice(&tokens[tokens.len() - tail..]);
+            tokens = cut;
+        }
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(self.context))
+            .with_n_batch(PROMPT_BATCH as u32)
+            .with_n_threads(self.threads)
+            .with_n_threads_batch(self.threads);
+        let mut ctx = self.model.new_context(backend, params).map_err(|e| err("creating a context", &e))?;
+        let mut batch = LlamaBatch::new(PROMPT_BATCH, 1);
+        let n_prompt = tokens.len();
+        for (c, piece) in tokens.chunks(PROMPT_BATCH).enumerate() {
+            if cancel.is_cancelled() {
+                return Ok((
+                    ChatOutput { text: String::new(), usage: Usage::default(), finish: Finish::Cancelled },
+                    GenStats::default(),
+                ));
+            }
+            batch.clear();
+            for (i, t) in piece.iter().enumerate() {
+                let pos = c * PROMPT_BATCH + i;
+                batch.add(*t, pos as i32, &[0], pos == n_prompt - 1).map_err(|e| err("batching", &e))?;
+            }
+            ctx.decode(&mut batch).map_err(|e| err("reading the prompt", &e))?;
+        }
+        let prompt_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let mut sampler = if req.temperature <= 0.0 {
+            LlamaSampler::greedy()
+        } else {
+            LlamaSampler::chain_simple([
+                LlamaSampler::top_k(40),
+                LlamaSampler::top_p(0.9, 1),
+                LlamaSampler::temp(req.temperature),
+                LlamaSampler::dist(0x5eed),
+            ])
+        };
+        let mut decoder = encoding_rs::UTF_8.new_decoder();
+        let mut text = String::new();
+        let mut finish = Finish::Length;
+        let mut pos = n_prompt as i32;
+        let mut generated = 0usize;
+        let mut first_token_ms = 0.0;
+        let gen_started = Instant::now();
+        let mut piece_buf = Vec::new();
+        while generated < max_new {
+            if cancel.is_cancelled() {
+                finish = Finish::Cancelled;
+                break;
+            }
+            let token = sampler.sample(&ctx, batch.n_tokens() - 1);
+            sampler.accept(token);
+            if vocab.is_eog(token) {
+                finish = Finish::Stop;
+                break;
+            }
+            generated += 1;
+            piece_buf.clear();
+            vocab.token_to_piece_into(token, &mut piece_buf, false, None);
+            let mut piece = String::with_capacity(piece_buf.len() + 4);
+            let _ = decoder.decode_to_string(&piece_buf, &mut piece, false);
+            if generated == 1 {
+                first_token_ms = started.elapsed().as_secs_f64() * 1000.0;
+            }
+            if !piece.is_empty() {
+                text.push_str(&piece);
+                on_token(&piece);
+            }
+            batch.clear();
+            batch.add(token, pos, &[0], true).map_err(|e| err("batching", &e))?;
+            pos += 1;
+            ctx.decode(&mut batch).map_err(|e| err("generating", &e))?;
+        }
+        let stats = GenStats {
+            prompt_tokens: n_prompt,
+            prompt_ms,
+            generated_tokens: generated,
+            generate_ms: gen_started.elapsed().as_secs_f64() * 1000.0,
+            first_token_ms,
+        };
+        let usage = Usage { prompt_tokens: n_prompt as u64, completion_tokens: generated as u64 };
+        Ok((ChatOutput { text, usage, finish }, stats))
+    }
+}
+
+impl ChatModel for LocalModel {
+    fn provider(&self) -> &str {
+        "local"
+    }
+    fn model(&self) -> &str {
+        &self.name
+    }
+    fn native_schema(&self) -> bool {
+        false
+    }
+    fn chat(&self, req: &ChatRequest, on_token: &mut dyn FnMut(&str), cancel: &Cancel) -> Result<ChatOutput, LlmError> {
+        self.generate(req, on_token, cancel).map(|(o, _)| o)
+    }
+}
