@@ -1,5 +1,6 @@
 //! Steward: a self-hosted AI agent appliance in one binary. See docs/ARCHITECTURE.md for the map.
 
+pub mod agents;
 pub mod app;
 pub mod audit;
 pub mod auth;

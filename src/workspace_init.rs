@@ -5,6 +5,8 @@ use crate::auth::Workspace;
 use crate::error::Result;
 use crate::storage::Tx;
 
-pub fn initialize(_tx: &Tx, _now: &str, _ws: &Workspace) -> Result<()> {
+/// Every workspace starts with its default agent (published as v1).
+pub fn initialize(tx: &Tx, now: &str, ws: &Workspace) -> Result<()> {
+    crate::agents::ensure_default(tx, &ws.id, now)?;
     Ok(())
 }

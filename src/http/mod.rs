@@ -84,6 +84,40 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .route("/api/v1/settings/llm-models", get(settings::llm_models).put(settings::put_llm_models))
         .route("/api/v1/settings/document-types", get(settings::document_types).put(settings::put_document_types))
         .route("/api/v1/settings/retrieval-defaults", get(settings::retrieval_defaults))
+        .route("/api/v1/agents", get(agents::list).post(agents::create))
+        .route("/api/v1/agents/{id}", get(agents::get).put(agents::update))
+        .route(
+            "/api/v1/agents/{id}/assistant-logo",
+            get(agents::get_logo).post(agents::put_logo).delete(agents::delete_logo),
+        )
+        .route("/api/v1/agents/{id}/default", post(agents::make_default))
+        .route("/api/v1/agents/{id}/revision-state", get(agents::revision_state))
+        .route("/api/v1/agents/{id}/revisions", get(agents::list_revisions))
+        .route("/api/v1/agents/{id}/revisions/candidates", post(agents::candidates))
+        .route("/api/v1/agents/{id}/revisions/{rid}", get(agents::get_revision))
+        .route("/api/v1/agents/{id}/revisions/{rid}/publish", post(agents::publish))
+        .route("/api/v1/agents/{id}/directives", get(agents::list_directives).post(agents::create_directive))
+        .route("/api/v1/agents/{id}/directives/draft", post(agents::draft_directive))
+        .route("/api/v1/agents/{id}/directives/{did}", patch(agents::update_directive).delete(agents::delete_directive))
+        .route("/api/v1/agents/{id}/skill-capabilities", get(agents::skill_capabilities))
+        .route("/api/v1/agents/{id}/skills", get(agents::list_skills).post(agents::create_skill))
+        .route("/api/v1/agents/{id}/skills/{sid}", patch(agents::update_skill).delete(agents::delete_skill))
+        .route("/api/v1/agents/{id}/context-variables", get(agents::list_enablements))
+        .route(
+            "/api/v1/agents/{id}/context-variables/{vid}",
+            put(agents::put_enablement).delete(agents::delete_enablement),
+        )
+        .route("/api/v1/context-variables", get(agents::list_variables).post(agents::create_variable))
+        .route(
+            "/api/v1/context-variables/{id}",
+            get(agents::get_variable).patch(agents::update_variable).delete(agents::delete_variable),
+        )
+        .route(
+            "/api/v1/context-variables/{id}/values",
+            get(agents::list_values).put(agents::put_value).delete(agents::delete_value),
+        )
+        .route("/api/v1/skills", get(agents::skills_catalog))
+        .route("/api/v1/skills/{name}", get(agents::skills_catalog_entry))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 

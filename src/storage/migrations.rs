@@ -20,8 +20,12 @@ macro_rules! migration {
 }
 
 /// Every migration, in order. Append only: never edit or reorder an entry that has shipped.
-pub const MIGRATIONS: &[Migration] =
-    &[migration!(1, "0001_foundation"), migration!(2, "0002_knowledge"), migration!(3, "0003_models")];
+pub const MIGRATIONS: &[Migration] = &[
+    migration!(1, "0001_foundation"),
+    migration!(2, "0002_knowledge"),
+    migration!(3, "0003_models"),
+    migration!(4, "0004_agents"),
+];
 
 fn checksum(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))

@@ -5,6 +5,7 @@ mod fixtures;
 mod support;
 
 mod accounts;
+mod agents;
 mod documents;
 pub mod e2e;
 mod errors;

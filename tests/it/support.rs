@@ -142,6 +142,24 @@ impl TestApp {
         self.raw(req).await
     }
 
+    /// Sends raw bytes with a content type.
+    pub async fn send_bytes(
+        &self,
+        method: Method,
+        path: &str,
+        auth: &Auth,
+        bytes: Vec<u8>,
+        content_type: &str,
+    ) -> Resp {
+        let mut b = Request::builder().method(method).uri(path).header(header::CONTENT_TYPE, content_type);
+        match auth {
+            Auth::None => {}
+            Auth::Cookie(c) => b = b.header(header::COOKIE, c),
+            Auth::Bearer(t) => b = b.header(header::AUTHORIZATION, format!("Bearer {t}")),
+        }
+        self.raw(b.body(Body::from(bytes)).unwrap()).await
+    }
+
     pub async fn raw(&self, req: Request<Body>) -> Resp {
         let resp = self.router.clone().oneshot(req).await.unwrap();
         let status = resp.status();

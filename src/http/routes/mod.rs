@@ -1,4 +1,5 @@
 pub mod account;
+pub mod agents;
 pub mod documents;
 pub mod ops;
 pub mod settings;

@@ -1,0 +1,692 @@
+//! Agent skills: what an agent can do beyond answering (retrieve with its own scope, call an MCP
+//! tool, send email, post to Slack, call a webhook, notify a person). The capability registry
+//! says, per capability, its target, inputs, outcomes and invocation modes; each skill is checked
+//! against it. Also the read-only catalog of built-in skills (`GET /skills`).
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::{get_in, touch};
+use crate::app::App;
+use crate::audit::{self, Actor, Event};
+use crate::auth::{Perm, Principal};
+use crate::clock::rfc3339;
+use crate::error::{Error, Result};
+
+pub const CAPABILITIES: [&str; 6] = ["retrieve", "mcp_tool", "email", "slack_post", "webhook_call", "notify"];
+pub const MODES: [&str; 3] = ["default_answer", "routine_named", "agent_selectable"];
+
+struct Capability {
+    id: &'static str,
+    target_kind: &'static str,
+    target_required: bool,
+    modes: &'static [&'static str],
+    default_mode: &'static str,
+    outcomes: &'static [&'static str],
+}
+
+const REGISTRY: [Capability; 6] = [
+    Capability {
+        id: "retrieve",
+        target_kind: "source_scope",
+        target_required: false,
+        modes: &["default_answer", "routine_named", "agent_selectable"],
+        default_mode: "default_answer",
+        outcomes: &["found", "empty"],
+    },
+    Capability {
+        id: "mcp_tool",
+        target_kind: "mcp_connection",
+        target_required: true,
+        modes: &["routine_named", "agent_selectable"],
+        default_mode: "routine_named",
+        outcomes: &["completed", "failed"],
+    },
+    Capability {
+        id: "email",
+        target_kind: "customer_email_connection",
+        target_required: true,
+        modes: &["routine_named", "agent_selectable"],
+        default_mode: "routine_named",
+        outcomes: &["drafted", "sent", "failed"],
+    },
+    Capability {
+        id: "slack_post",
+        target_kind: "slack_connection",
+        target_required: true,
+        modes: &["routine_named", "agent_selectable"],
+        default_mode: "routine_named",
+        outcomes: &["posted", "failed"],
+    },
+    Capability {
+        id: "webhook_call",
+        target_kind: "webhook_destination",
+        target_required: true,
+        modes: &["routine_named", "agent_selectable"],
+        default_mode: "routine_named",
+        outcomes: &["delivered", "missing_input", "destination_not_found", "failed"],
+    },
+    Capability {
+        id: "notify",
+        target_kind: "notify_delivery",
+        target_required: false,
+        modes: &["routine_named", "agent_selectable"],
+        default_mode: "routine_named",
+        outcomes: &["delivered", "failed"],
+    },
+];
+
+fn capability(id: &str) -> Option<&'static Capability> {
+    REGISTRY.iter().find(|c| c.id == id)
+}
+
+/// Retrieval config keys, their kinds and ranges (unset = the inherited default).
+const RETRIEVAL_KEYS: [(&str, &str); 14] = [
+    ("retrievalStrategy", "strategy"),
+    ("vectorTopK", "int:1:300"),
+    ("rerankEnabled", "bool"),
+    ("rerankTopK", "int:1:100"),
+    ("queryRewriteEnabled", "bool"),
+    ("semanticRewriteInstructions", "text:2000"),
+    ("lexicalRewriteInstructions", "text:2000"),
+    ("suggestedQuestionsEnabled", "bool"),
+    ("suggestedQuestionsCount", "int:1:4"),
+    ("temporalStructuredLookupEnabled", "bool"),
+    ("temporalBoostUpcomingEnabled", "bool"),
+    ("temporalDeterministicSortEnabled", "bool"),
+    ("instruction", "text:2000"),
+    ("sourceScope", "scope"),
+];
+
+/// Checks a retrieval override object: known keys only, each in range.
+pub fn check_retrieval_config(v: &Value, at: &str) -> Result<()> {
+    let Some(m) = v.as_object() else { return Err(Error::invalid_field(at, "must be an object")) };
+    for (k, val) in m {
+        let Some((_, kind)) = RETRIEVAL_KEYS.iter().find(|(n, _)| n == k) else {
+            return Err(Error::invalid_field(&format!("{at}.{k}"), format!("unknown retrieval setting `{k}`")));
+        };
+        let field = format!("{at}.{k}");
+        let ok = match *kind {
+            "bool" => val.is_boolean(),
+            "strategy" => matches!(val.as_str(), Some("fixed" | "reasoning" | "auto")),
+            "scope" => serde_json::from_value::<super::SourceScope>(val.clone()).is_ok(),
+            k if k.starts_with("int:") => {
+                let p: Vec<i64> = k[4..].split(':').filter_map(|x| x.parse().ok()).collect();
+                val.as_i64().is_some_and(|n| n >= p[0] && n <= p[1])
+            }
+            k if k.starts_with("text:") => {
+                val.as_str().is_some_and(|s| s.chars().count() <= k[5..].parse::<usize>().unwrap_or(0))
+            }
+            _ => false,
+        };
+        if !ok {
+            let expect = match *kind {
+                "bool" => "a boolean".to_string(),
+                "strategy" => "fixed, reasoning or auto".to_string(),
+                "scope" => "{mode: all} or {mode: selected, sourceIds}".to_string(),
+                k if k.starts_with("int:") => format!("an integer from {}", k[4..].replace(':', " to ")),
+                k => format!("text of at most {} characters", &k[5..]),
+            };
+            return Err(Error::invalid_field(&field, format!("{field} must be {expect}")));
+        }
+    }
+    if let (Some(r), Some(v)) =
+        (m.get("rerankTopK").and_then(Value::as_i64), m.get("vectorTopK").and_then(Value::as_i64))
+        && r > v.max(50)
+    {
+        return Err(Error::invalid_field(
+            &format!("{at}.rerankTopK"),
+            "rerankTopK cannot exceed the candidates retrieved",
+        ));
+    }
+    Ok(())
+}
+
+fn object(v: Option<&Value>) -> Map<String, Value> {
+    v.and_then(Value::as_object).cloned().unwrap_or_default()
+}
+
+fn disjoint(m: &Map<String, Value>, a: &str, b: &str) -> Result<()> {
+    let (x, y) = (object(m.get(a)), object(m.get(b)));
+    if let Some(k) = x.keys().find(|k| y.contains_key(*k)) {
+        return Err(Error::invalid_field(&format!("config.{b}.{k}"), format!("`{k}` cannot be both {a} and {b}")));
+    }
+    Ok(())
+}
+
+/// Validates `config` for `capability` (and normalizes it in place).
+pub fn check_config(cap: &str, config: &mut Map<String, Value>) -> Result<()> {
+    match cap {
+        "retrieve" => check_retrieval_config(&Value::Object(config.clone()), "config"),
+        "notify" => {
+            for k in config.keys() {
+                if !["delivery", "exposedInputs"].contains(&k.as_str()) {
+                    return Err(Error::invalid_field(&format!("config.{k}"), format!("unknown notify setting `{k}`")));
+                }
+            }
+            if let Some(d) = config.get_mut("delivery") {
+                let mut delivery: super::Delivery = serde_json::from_value(d.clone())
+                    .map_err(|e| Error::invalid_field("config.delivery", format!("invalid delivery: {e}")))?;
+                super::check_recipients("config.delivery.recipientEmails", &mut delivery.recipient_emails)?;
+                if let Some(w) = &delivery.webhook {
+                    super::check_http_url("config.delivery.webhook.url", &w.url)?;
+                }
+                *d = serde_json::to_value(delivery)?;
+            }
+            if let Some(e) = config.get("exposedInputs") {
+                let ok = e.as_object().is_some_and(|m| {
+                    m.iter().all(|(k, v)| ["message", "email"].contains(&k.as_str()) && v.is_boolean())
+                });
+                if !ok {
+                    return Err(Error::invalid_field(
+                        "config.exposedInputs",
+                        "exposedInputs is {message?: boolean, email?: boolean}",
+                    ));
+                }
+            }
+            Ok(())
+        }
+        "mcp_tool" => {
+            let tool = config.get("toolName").and_then(Value::as_str).unwrap_or("");
+            if tool.trim().is_empty() || tool.chars().count() > 200 {
+                return Err(Error::invalid_field("config.toolName", "toolName is required (at most 200 characters)"));
+            }
+            disjoint(config, "boundParams", "exposedParams")?;
+            for o in config.get("declaredOutcomes").and_then(Value::as_array).into_iter().flatten() {
+                let ok = o.as_str().is_some_and(|s| {
+                    s.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+                        && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+                });
+                if !ok {
+                    return Err(Error::invalid_field(
+                        "config.declaredOutcomes",
+                        "outcome names match ^[a-z][a-z0-9_]*$",
+                    ));
+                }
+            }
+            Ok(())
+        }
+        "email" => {
+            match config.get("mode").and_then(Value::as_str) {
+                None => {
+                    config.insert("mode".into(), json!("draft"));
+                }
+                Some("draft" | "send") => {}
+                Some(_) => return Err(Error::invalid_field("config.mode", "mode is draft or send")),
+            }
+            disjoint(config, "boundInputs", "exposedInputs")
+        }
+        "webhook_call" => disjoint(config, "boundPayload", "exposedPayload"),
+        _ => Ok(()),
+    }
+}
+
+/// Skill names: lowercase identifiers (`[a-z][a-z0-9_.-]*`, at most 64, not ending in `.`).
+pub fn clean_name(raw: &str) -> Result<String> {
+    let n = raw.trim().to_lowercase();
+    let ok = n.len() <= 64
+        && n.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '.' | '-'))
+        && !n.ends_with(['.', '-']);
+    if ok {
+        Ok(n)
+    } else {
+        Err(Error::invalid_field(
+            "name",
+            "a skill name is a lowercase identifier: letters, digits, _ . - (starting with a letter, at most 64)",
+        ))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Skill {
+    pub id: String,
+    pub agent_id: String,
+    pub name: String,
+    pub capability: String,
+    pub target: Option<Value>,
+    pub config: Map<String, Value>,
+    pub invocation_mode: String,
+    pub enabled: bool,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+const COLS: &str = "id, agent_id, name, capability, target, config, invocation_mode, enabled, created_at, updated_at";
+
+fn row(r: &rusqlite::Row) -> rusqlite::Result<Skill> {
+    Ok(Skill {
+        id: r.get(0)?,
+        agent_id: r.get(1)?,
+        name: r.get(2)?,
+        capability: r.get(3)?,
+        target: r.get::<_, Option<String>>(4)?.and_then(|s| serde_json::from_str(&s).ok()),
+        config: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or_default(),
+        invocation_mode: r.get(6)?,
+        enabled: r.get::<_, i64>(7)? == 1,
+        created_at: r.get(8)?,
+        updated_at: r.get(9)?,
+    })
+}
+
+impl Skill {
+    pub fn view(&self) -> Value {
+        json!({
+            "id": self.id, "agentId": self.agent_id, "name": self.name, "capability": self.capability,
+            "target": self.target, "config": self.config, "invocationMode": self.invocation_mode,
+            "enabled": self.enabled, "createdAt": self.created_at, "updatedAt": self.updated_at,
+        })
+    }
+}
+
+pub fn of_agent(c: &Connection, agent_id: &str) -> Result<Vec<Skill>> {
+    let mut st = c.prepare(&format!("SELECT {COLS} FROM agent_skills WHERE agent_id = ?1 ORDER BY name"))?;
+    Ok(st.query_map([agent_id], row)?.collect::<rusqlite::Result<_>>()?)
+}
+
+pub fn by_name(c: &Connection, agent_id: &str, name: &str) -> Result<Option<Skill>> {
+    Ok(c.query_row(
+        &format!("SELECT {COLS} FROM agent_skills WHERE agent_id = ?1 AND name = ?2"),
+        params![agent_id, name],
+        row,
+    )
+    .optional()?)
+}
+
+fn by_id(c: &Connection, agent_id: &str, id: &str) -> Result<Skill> {
+    c.query_row(&format!("SELECT {COLS} FROM agent_skills WHERE agent_id = ?1 AND id = ?2"), params![agent_id, id], row)
+        .optional()?
+        .ok_or_else(|| Error::not_found("skill"))
+}
+
+fn check_target(cap: &Capability, target: Option<&Value>) -> Result<Option<Value>> {
+    match target {
+        None | Some(Value::Null) if !cap.target_required => Ok(match cap.id {
+            "notify" => Some(json!({"kind": "notify_delivery", "id": null})),
+            _ => None,
+        }),
+        None | Some(Value::Null) => Err(Error::invalid_field(
+            "target",
+            format!("a {} skill needs a target {{kind: {}, id}}", cap.id, cap.target_kind),
+        )),
+        Some(t) => {
+            let kind = t["kind"].as_str().unwrap_or("");
+            if kind != cap.target_kind {
+                return Err(Error::invalid_field(
+                    "target.kind",
+                    format!("the target kind of a {} skill is {}", cap.id, cap.target_kind),
+                ));
+            }
+            let id = &t["id"];
+            match cap.id {
+                "notify" | "retrieve" if !id.is_null() => {
+                    Err(Error::invalid_field("target.id", "this target has no id (null)"))
+                }
+                "notify" | "retrieve" => Ok(Some(json!({"kind": kind, "id": null}))),
+                _ if id.as_str().is_none_or(|s| s.trim().is_empty()) => {
+                    Err(Error::invalid_field("target.id", "target.id is required"))
+                }
+                _ => Ok(Some(json!({"kind": kind, "id": id}))),
+            }
+        }
+    }
+}
+
+fn check_mode(cap: &Capability, mode: Option<&str>) -> Result<String> {
+    let m = mode.unwrap_or(cap.default_mode);
+    if !cap.modes.contains(&m) {
+        return Err(Error::invalid_field(
+            "invocationMode",
+            format!("a {} skill supports {}", cap.id, cap.modes.join(", ")),
+        ));
+    }
+    Ok(m.to_string())
+}
+
+pub fn capabilities(app: &App, p: &Principal, agent_id: &str) -> Result<Value> {
+    p.require(Perm::AgentsRead)?;
+    app.db.read(|c| get_in(c, &p.workspace_id, agent_id))?;
+    let defaults = serde_json::to_value(crate::settings::retrieval::RetrievalDefaults::default())?;
+    let caps: Vec<Value> = REGISTRY
+        .iter()
+        .map(|c| {
+            let mut v = json!({
+                "id": c.id,
+                "targetKind": c.target_kind,
+                "targetRequired": c.target_required,
+                "inputSchema": input_schema(c.id),
+                "outcomes": c.outcomes,
+                "invocationModes": c.modes,
+                "defaultInvocationMode": c.default_mode,
+                // outward skills run once their connections exist; retrieval and notify work now
+                "availability": {"available": matches!(c.id, "retrieve" | "notify" | "webhook_call"), "reason": match c.id {
+                    "mcp_tool" => Some("needs an MCP connection"),
+                    "email" => Some("needs a customer email connection"),
+                    "slack_post" => Some("needs a Slack connection"),
+                    _ => None,
+                }},
+            });
+            if c.id == "retrieve" {
+                v["inheritedDefaults"] = defaults.clone();
+                v["fieldHelp"] = json!({
+                    "retrievalStrategy": "fixed: one search pass; reasoning: the model plans several searches; auto: chosen per query",
+                    "vectorTopK": "chunks fetched from the vector index before filtering and reranking (1–300)",
+                    "rerankEnabled": "rerank candidates with the rerank model (adds a model call per retrieval)",
+                    "rerankTopK": "chunks kept after reranking (1–100)",
+                    "queryRewriteEnabled": "rewrite the question into a semantic and a keyword query",
+                    "semanticRewriteInstructions": "replaces the default instruction for the semantic query",
+                    "lexicalRewriteInstructions": "replaces the default instruction for the keyword query",
+                    "suggestedQuestionsEnabled": "offer follow-up questions",
+                    "suggestedQuestionsCount": "how many follow-up questions (1–4)",
+                });
+                v["dependencyHints"] = json!({"rerankTopK": "used when rerankEnabled", "semanticRewriteInstructions": "used when queryRewriteEnabled", "lexicalRewriteInstructions": "used when queryRewriteEnabled", "suggestedQuestionsCount": "used when suggestedQuestionsEnabled"});
+            }
+            v
+        })
+        .collect();
+    Ok(json!({"capabilities": caps}))
+}
+
+fn input_schema(cap: &str) -> Value {
+    match cap {
+        "mcp_tool" => json!({"source": "discovered"}),
+        "retrieve" => {
+            json!({"source": "static", "schema": {"fields": [{"name": "query", "type": "string"}], "required": ["query"]}})
+        }
+        "email" => {
+            let fields: Vec<Value> = ["to", "cc", "subject", "bodyText", "bodyHtml", "replyTo"]
+                .iter()
+                .map(|f| json!({"name": f, "type": "string"}))
+                .collect();
+            json!({"source": "static", "schema": {"fields": fields}})
+        }
+        "slack_post" => {
+            json!({"source": "static", "schema": {"fields": [{"name": "text", "type": "string"}], "required": ["text"]}})
+        }
+        "webhook_call" => json!({"source": "static", "schema": {"fields": [{"name": "payload", "type": "object"}]}}),
+        _ => {
+            json!({"source": "static", "schema": {"fields": [{"name": "message", "type": "string"}, {"name": "email", "type": "string"}]}})
+        }
+    }
+}
+
+pub fn list(app: &App, p: &Principal, agent_id: &str) -> Result<Value> {
+    p.require(Perm::AgentsRead)?;
+    app.db.read(|c| {
+        get_in(c, &p.workspace_id, agent_id)?;
+        Ok(json!({"skills": of_agent(c, agent_id)?.iter().map(Skill::view).collect::<Vec<_>>()}))
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewSkill {
+    pub name: String,
+    pub capability: String,
+    pub target: Option<Value>,
+    pub config: Option<Map<String, Value>>,
+    pub invocation_mode: Option<String>,
+    pub enabled: Option<bool>,
+}
+
+pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, b: NewSkill) -> Result<Value> {
+    p.require(Perm::AgentsManage)?;
+    let name = clean_name(&b.name)?;
+    let cap = capability(&b.capability).ok_or_else(|| {
+        Error::invalid_field("capability", format!("capability must be one of {}", CAPABILITIES.join(", ")))
+    })?;
+    let target = check_target(cap, b.target.as_ref())?;
+    let mode = check_mode(cap, b.invocation_mode.as_deref())?;
+    let mut config = b.config.unwrap_or_default();
+    config.retain(|_, v| !v.is_null());
+    check_config(cap.id, &mut config)?;
+    let now = rfc3339(app.clock.now());
+    app.db.write(|tx| {
+        get_in(tx, &p.workspace_id, agent_id)?;
+        if by_name(tx, agent_id, &name)?.is_some() {
+            return Err(Error::conflict(format!("the agent already has a skill named `{name}`")).with_details(json!({"field": "name"})));
+        }
+        let id = crate::ids::new_id();
+        tx.execute(
+            "INSERT INTO agent_skills (id, agent_id, workspace_id, name, capability, target, config, invocation_mode, enabled, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+            params![id, agent_id, p.workspace_id.0, name, cap.id, target.as_ref().map(|t| t.to_string()), Value::Object(config.clone()).to_string(), mode, b.enabled.unwrap_or(true) as i64, now],
+        )?;
+        touch(tx, agent_id, &now)?;
+        audit::record(tx, &now, actor, Event::new("agent.skill.created").workspace(&p.workspace_id).target("agent_skill", &id).meta(json!({"agentId": agent_id, "capability": cap.id, "name": name})))?;
+        Ok(by_id(tx, agent_id, &id)?.view())
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillPatch {
+    pub name: Option<String>,
+    pub target: Option<Value>,
+    pub config: Option<Map<String, Value>>,
+    pub replace_config: Option<Map<String, Value>>,
+    pub invocation_mode: Option<String>,
+    pub enabled: Option<bool>,
+}
+
+/// Shallow merge: keys sent replace, `null` removes the key (back to the inherited default).
+pub fn merge_config(cur: &Map<String, Value>, patch: &Map<String, Value>) -> Map<String, Value> {
+    let mut out = cur.clone();
+    for (k, v) in patch {
+        if v.is_null() {
+            out.remove(k);
+        } else {
+            out.insert(k.clone(), v.clone());
+        }
+    }
+    out
+}
+
+pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id: &str, b: SkillPatch) -> Result<Value> {
+    p.require(Perm::AgentsManage)?;
+    if b.config.is_some() && b.replace_config.is_some() {
+        return Err(Error::invalid("send either config (a merge) or replaceConfig (the whole config), not both"));
+    }
+    let now = rfc3339(app.clock.now());
+    app.db.write(|tx| {
+        get_in(tx, &p.workspace_id, agent_id)?;
+        let cur = by_id(tx, agent_id, skill_id)?;
+        let cap = capability(&cur.capability).ok_or_else(|| Error::internal_msg("stored skill has an unknown capability"))?;
+        let name = match &b.name {
+            Some(n) => clean_name(n)?,
+            None => cur.name.clone(),
+        };
+        if name != cur.name && by_name(tx, agent_id, &name)?.is_some() {
+            return Err(Error::conflict(format!("the agent already has a skill named `{name}`")).with_details(json!({"field": "name"})));
+        }
+        let target = if b.target.is_some() { check_target(cap, b.target.as_ref())? } else { cur.target.clone() };
+        let mode = match &b.invocation_mode {
+            Some(m) => check_mode(cap, Some(m))?,
+            None => cur.invocation_mode.clone(),
+        };
+        let mut config = match (&b.config, &b.replace_config) {
+            (Some(patch), None) => merge_config(&cur.config, patch),
+            (None, Some(all)) => all.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect(),
+            _ => cur.config.clone(),
+        };
+        check_config(cap.id, &mut config)?;
+        let enabled = b.enabled.unwrap_or(cur.enabled);
+        tx.execute(
+            "UPDATE agent_skills SET name = ?3, target = ?4, config = ?5, invocation_mode = ?6, enabled = ?7, updated_at = ?8 WHERE agent_id = ?1 AND id = ?2",
+            params![agent_id, skill_id, name, target.as_ref().map(|t| t.to_string()), Value::Object(config).to_string(), mode, enabled as i64, now],
+        )?;
+        if cur.enabled && !enabled {
+            // disabling a skill disables the variables it resolves; re-enabling does not opt them back in
+            tx.execute("UPDATE agent_context_variables SET enabled = 0, updated_at = ?2 WHERE resolver_skill_id = ?1", params![skill_id, now])?;
+        }
+        touch(tx, agent_id, &now)?;
+        audit::record(tx, &now, actor, Event::new("agent.skill.updated").workspace(&p.workspace_id).target("agent_skill", skill_id).meta(json!({"agentId": agent_id, "enabled": enabled})))?;
+        Ok(by_id(tx, agent_id, skill_id)?.view())
+    })
+}
+
+pub fn delete(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id: &str) -> Result<()> {
+    p.require(Perm::AgentsManage)?;
+    let now = rfc3339(app.clock.now());
+    app.db.write(|tx| {
+        get_in(tx, &p.workspace_id, agent_id)?;
+        by_id(tx, agent_id, skill_id)?;
+        // its resolver enablements go with it (also by foreign key)
+        tx.execute("DELETE FROM agent_context_variables WHERE resolver_skill_id = ?1", [skill_id])?;
+        tx.execute("DELETE FROM agent_skills WHERE id = ?1", [skill_id])?;
+        touch(tx, agent_id, &now)?;
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("agent.skill.deleted")
+                .workspace(&p.workspace_id)
+                .target("agent_skill", skill_id)
+                .meta(json!({"agentId": agent_id})),
+        )
+    })
+}
+
+/// The read-only catalog of built-in skills.
+pub fn catalog() -> Vec<Value> {
+    let entry = |name: &str, display: &str, description: &str, caps: &[&str], refs: Value, outcomes: Value| {
+        json!({
+            "name": name, "displayName": display, "description": description, "owner": "steward",
+            "executionClass": "interactive", "supportedCallers": ["chat", "api", "mcp"],
+            "availability": {"available": true},
+            "requiredCapabilities": caps, "contractReferences": refs,
+            "diagnostics": {"defined": true, "shapeAware": name.starts_with("retrieval."), "strategyAware": name == "retrieval.answer", "supportedFields": []},
+            "outcomes": outcomes,
+        })
+    };
+    let o = |name: &str, status: &str, grounded: Option<bool>| json!({"name": name, "displayName": name.replace('_', " "), "status": status, "groundedAnswer": grounded});
+    vec![
+        entry(
+            "assistant.chat",
+            "Chat",
+            "Answers a conversation turn as the agent.",
+            &["assistant.chat"],
+            json!([{"kind": "http", "label": "Chat", "method": "POST", "path": "/api/v1/chat"}]),
+            json!([o("completed", "completed", None)]),
+        ),
+        entry(
+            "assistant_identity",
+            "Assistant identity",
+            "Answers questions about who the assistant is.",
+            &[],
+            json!([]),
+            json!([o("completed", "completed", None)]),
+        ),
+        entry(
+            "clarification.answer",
+            "Clarification",
+            "Asks one clarifying question when a request is ambiguous.",
+            &[],
+            json!([]),
+            json!([o("clarification_needed", "paused", None)]),
+        ),
+        entry(
+            "direct.answer",
+            "Direct answer",
+            "Answers without retrieval.",
+            &[],
+            json!([]),
+            json!([o("direct", "completed", Some(false))]),
+        ),
+        entry(
+            "documents.delete",
+            "Delete documents",
+            "Deletes workspace documents.",
+            &["workspace.documents.manage"],
+            json!([{"kind": "http", "label": "Delete a document", "method": "DELETE", "path": "/api/v1/document/{documentId}"}]),
+            json!([o("completed", "completed", None)]),
+        ),
+        entry(
+            "documents.ingest",
+            "Ingest documents",
+            "Adds documents to the workspace knowledge.",
+            &["workspace.documents.manage"],
+            json!([{"kind": "http", "label": "Create a document", "method": "POST", "path": "/api/v1/document"}]),
+            json!([o("completed", "completed", None)]),
+        ),
+        entry(
+            "documents.search",
+            "Search documents",
+            "Hybrid search over workspace documents.",
+            &["workspace.retrieval.query"],
+            json!([{"kind": "http", "label": "Search", "method": "POST", "path": "/api/v1/document/search"}]),
+            json!([o("completed", "completed", None)]),
+        ),
+        entry(
+            "mcp.describe_capabilities",
+            "Describe capabilities",
+            "Lists what the MCP server offers.",
+            &[],
+            json!([{"kind": "mcp_tool", "label": "describe_capabilities", "path": "/mcp"}]),
+            json!([o("completed", "completed", None)]),
+        ),
+        entry(
+            "retrieval.answer",
+            "Grounded answer",
+            "Answers from the workspace's documents with citations.",
+            &["workspace.retrieval.query"],
+            json!([{"kind": "http", "label": "Retrieval-only answer", "method": "POST", "path": "/api/v1/retrieval/answer"}, {"kind": "mcp_tool", "label": "answer_grounded", "path": "/mcp"}]),
+            json!([
+                o("grounded", "completed", Some(true)),
+                o("grounded_degraded", "completed", Some(true)),
+                o("no_context", "completed", Some(false)),
+                o("clarification_needed", "paused", None)
+            ]),
+        ),
+        entry(
+            "retrieval.context",
+            "Retrieval context",
+            "Returns the passages an answer would use.",
+            &["workspace.retrieval.query"],
+            json!([]),
+            json!([o("completed", "completed", None)]),
+        ),
+        entry(
+            "retrieval.search",
+            "Retrieval search",
+            "Searches and returns ranked passages.",
+            &["workspace.retrieval.query"],
+            json!([{"kind": "http", "label": "Search", "method": "POST", "path": "/api/v1/document/search"}]),
+            json!([o("completed", "completed", None)]),
+        ),
+        entry(
+            "social_only",
+            "Social reply",
+            "Replies to greetings and thanks without retrieval.",
+            &[],
+            json!([]),
+            json!([o("completed", "completed", None)]),
+        ),
+    ]
+}
+
+pub fn catalog_list(p: &Principal) -> Result<Value> {
+    p.require(Perm::AgentsRead)?;
+    Ok(json!({"skills": catalog()}))
+}
+
+pub fn catalog_get(p: &Principal, name: &str) -> Result<Value> {
+    p.require(Perm::AgentsRead)?;
+    catalog().into_iter().find(|s| s["name"] == name).ok_or_else(|| Error::not_found("skill"))
+}
+
+/// Skills of an agent keyed by id, for snapshots.
+pub fn snapshot(c: &Connection, agent_id: &str) -> Result<Vec<Value>> {
+    Ok(of_agent(c, agent_id)?
+        .iter()
+        .map(|s| {
+            let mut v = s.view();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("createdAt");
+                m.remove("updatedAt");
+            }
+            v
+        })
+        .collect())
+}

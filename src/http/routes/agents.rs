@@ -1,0 +1,330 @@
+//! Agent authoring routes: agents, logos, revisions, directives, skills, context variables and
+//! the read-only skills catalog. Handlers are thin: the rules live in `crate::agents`.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Multipart, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::agents::{self, context, directives, revisions, skills};
+use crate::app::App;
+use crate::error::{Error, Result};
+use crate::http::extract::{Ctx, Json, Path, Query};
+
+pub async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| agents::list(app, &ctx.p)).await?))
+}
+
+pub async fn create(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<Value>) -> Result<impl IntoResponse> {
+    let v = app.blocking(move |app| agents::create(app, &ctx.p, &ctx.actor(), b)).await?;
+    Ok((StatusCode::CREATED, axum::Json(v)))
+}
+
+pub async fn get(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| agents::get(app, &ctx.p, &id)).await?))
+}
+
+pub async fn update(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<Value>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| agents::update(app, &ctx.p, &ctx.actor(), &id, b)).await?))
+}
+
+pub async fn make_default(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| agents::make_default(app, &ctx.p, &ctx.actor(), &id)).await?))
+}
+
+pub async fn get_logo(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<Response> {
+    let (mime, bytes) = app.blocking(move |app| agents::get_logo(app, &ctx.p, &id)).await?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, mime),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff".into()),
+            (header::CONTENT_SECURITY_POLICY, "default-src 'none'; style-src 'unsafe-inline'; sandbox".into()),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
+/// The logo is the request body (any image content type), or the `file` field of a multipart form.
+pub async fn put_logo(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    req: Request,
+) -> Result<impl IntoResponse> {
+    let ct = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let bad = |e: String| Error::invalid(format!("bad multipart body: {e}"));
+    let (filename, bytes) = if ct.starts_with("multipart/form-data") {
+        let mut mp = Multipart::from_request(req, &app).await.map_err(|e| bad(e.body_text()))?;
+        let mut found = None;
+        while let Some(field) = mp.next_field().await.map_err(|e| bad(e.body_text()))? {
+            if field.name() == Some("file") {
+                let name = field.file_name().map(str::to_string);
+                let data = field.bytes().await.map_err(|e| bad(e.body_text()))?;
+                found = Some((name, data.to_vec()));
+            }
+        }
+        found.ok_or_else(|| Error::invalid_field("file", "send the logo as the `file` field"))?
+    } else {
+        let body = Bytes::from_request(req, &app).await.map_err(|e| Error::invalid(e.body_text()))?;
+        (None, body.to_vec())
+    };
+    let v = app.blocking(move |app| agents::put_logo(app, &ctx.p, &ctx.actor(), &id, filename, bytes)).await?;
+    Ok((StatusCode::CREATED, axum::Json(v)))
+}
+
+pub async fn delete_logo(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
+    app.blocking(move |app| agents::delete_logo(app, &ctx.p, &ctx.actor(), &id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---- revisions ----
+
+pub async fn revision_state(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| revisions::state(app, &ctx.p, &id)).await?))
+}
+
+pub async fn candidates(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<revisions::CandidateInput>,
+) -> Result<impl IntoResponse> {
+    let (created, v) = app.blocking(move |app| revisions::candidate(app, &ctx.p, &ctx.actor(), &id, b)).await?;
+    Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, axum::Json(v)))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RevisionsQuery {
+    include: Option<String>,
+}
+
+pub async fn list_revisions(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Query(q): Query<RevisionsQuery>,
+) -> Result<impl IntoResponse> {
+    let include = match q.include.as_deref() {
+        None => false,
+        Some("published") => true,
+        Some(other) => {
+            return Err(Error::invalid_field("include", format!("include accepts only `published`, not `{other}`")));
+        }
+    };
+    Ok(axum::Json(app.blocking(move |app| revisions::list(app, &ctx.p, &id, include)).await?))
+}
+
+pub async fn get_revision(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, rid)): Path<(String, String)>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| revisions::get(app, &ctx.p, &id, &rid)).await?))
+}
+
+pub async fn publish(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, rid)): Path<(String, String)>,
+    Json(b): Json<revisions::PublishInput>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| revisions::publish(app, &ctx.p, &ctx.actor(), &id, &rid, b)).await?))
+}
+
+// ---- directives ----
+
+pub async fn list_directives(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| directives::list(app, &ctx.p, &id)).await?))
+}
+
+pub async fn create_directive(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<directives::Input>,
+) -> Result<impl IntoResponse> {
+    let v = app.blocking(move |app| directives::create(app, &ctx.p, &ctx.actor(), &id, b)).await?;
+    Ok((StatusCode::CREATED, axum::Json(v)))
+}
+
+pub async fn draft_directive(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<directives::DraftInput>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| directives::draft(app, &ctx.p, &id, b)).await?))
+}
+
+pub async fn update_directive(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, did)): Path<(String, String)>,
+    Json(b): Json<directives::Input>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| directives::update(app, &ctx.p, &ctx.actor(), &id, &did, b)).await?))
+}
+
+pub async fn delete_directive(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, did)): Path<(String, String)>,
+) -> Result<impl IntoResponse> {
+    app.blocking(move |app| directives::delete(app, &ctx.p, &ctx.actor(), &id, &did)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ---- skills ----
+
+pub async fn skill_capabilities(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| skills::capabilities(app, &ctx.p, &id)).await?))
+}
+
+pub async fn list_skills(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| skills::list(app, &ctx.p, &id)).await?))
+}
+
+pub async fn create_skill(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<skills::NewSkill>,
+) -> Result<impl IntoResponse> {
+    let v = app.blocking(move |app| skills::create(app, &ctx.p, &ctx.actor(), &id, b)).await?;
+    Ok((StatusCode::CREATED, axum::Json(v)))
+}
+
+pub async fn update_skill(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, sid)): Path<(String, String)>,
+    Json(b): Json<skills::SkillPatch>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| skills::update(app, &ctx.p, &ctx.actor(), &id, &sid, b)).await?))
+}
+
+pub async fn delete_skill(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, sid)): Path<(String, String)>,
+) -> Result<impl IntoResponse> {
+    app.blocking(move |app| skills::delete(app, &ctx.p, &ctx.actor(), &id, &sid)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn skills_catalog(ctx: Ctx) -> Result<impl IntoResponse> {
+    Ok(axum::Json(skills::catalog_list(&ctx.p)?))
+}
+
+pub async fn skills_catalog_entry(ctx: Ctx, Path(name): Path<String>) -> Result<impl IntoResponse> {
+    Ok(axum::Json(skills::catalog_get(&ctx.p, &name)?))
+}
+
+// ---- context variables ----
+
+pub async fn list_variables(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| context::list(app, &ctx.p)).await?))
+}
+
+pub async fn create_variable(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Json(b): Json<context::VariableInput>,
+) -> Result<impl IntoResponse> {
+    let v = app.blocking(move |app| context::create(app, &ctx.p, &ctx.actor(), b)).await?;
+    Ok((StatusCode::CREATED, axum::Json(v)))
+}
+
+pub async fn get_variable(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| context::get(app, &ctx.p, &id)).await?))
+}
+
+pub async fn update_variable(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<context::VariableInput>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| context::update(app, &ctx.p, &ctx.actor(), &id, b)).await?))
+}
+
+pub async fn delete_variable(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse> {
+    app.blocking(move |app| context::delete(app, &ctx.p, &ctx.actor(), &id)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn list_values(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| context::list_values(app, &ctx.p, &id)).await?))
+}
+
+pub async fn put_value(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<context::ValueInput>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| context::put_value(app, &ctx.p, &ctx.actor(), &id, b)).await?))
+}
+
+pub async fn delete_value(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Query(q): Query<context::ValueSelector>,
+) -> Result<impl IntoResponse> {
+    app.blocking(move |app| context::delete_value(app, &ctx.p, &ctx.actor(), &id, q)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+pub async fn list_enablements(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| context::list_enablements(app, &ctx.p, &id)).await?))
+}
+
+pub async fn put_enablement(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, vid)): Path<(String, String)>,
+    Json(b): Json<context::EnablementInput>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| context::put_enablement(app, &ctx.p, &ctx.actor(), &id, &vid, b)).await?))
+}
+
+pub async fn delete_enablement(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, vid)): Path<(String, String)>,
+) -> Result<impl IntoResponse> {
+    app.blocking(move |app| context::delete_enablement(app, &ctx.p, &ctx.actor(), &id, &vid)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
