@@ -8,7 +8,9 @@
 //!   expires (the process was killed) is claimed again, after a restart or by another worker.
 //! - A handler returns [`Outcome`]: done, retry (exponential backoff with jitter), fail (dead,
 //!   with its reason), or release (put back untouched, used at shutdown).
-//! - Handlers are plain functions registered by kind; they must be idempotent.
+//! - Handlers are plain functions registered by kind; they must be idempotent. A job of a kind
+//!   with no handler in this build (its feature arrives later, or after a downgrade) waits in the
+//!   queue untouched.
 
 mod store;
 
@@ -147,6 +149,9 @@ struct Signal {
 /// The queue's in-process side: handler registry, worker threads, wake-ups.
 pub struct Jobs {
     handlers: HashMap<&'static str, Handler>,
+    /// The registered kinds as a JSON array: only these are claimed. A job of a kind this build
+    /// has no handler for (yet) stays queued instead of failing.
+    kinds: String,
     signal: Signal,
     done_signal: Signal,
     stop: AtomicBool,
@@ -173,7 +178,10 @@ pub fn max_backoff(attempt: u32) -> Duration {
 
 impl Jobs {
     pub fn new(handlers: HashMap<&'static str, Handler>, lease: Duration, max_attempts: u32) -> Jobs {
+        let mut kinds: Vec<&str> = handlers.keys().copied().collect();
+        kinds.sort();
         Jobs {
+            kinds: serde_json::to_string(&kinds).unwrap_or_else(|_| "[]".into()),
             handlers,
             signal: Signal { generation: Mutex::new(0), cv: Condvar::new() },
             done_signal: Signal { generation: Mutex::new(0), cv: Condvar::new() },
@@ -264,7 +272,7 @@ impl Jobs {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             let now = app.clock.now_ms();
-            let pending = app.db.read(|c| store::pending_count(c, now)).unwrap_or(1);
+            let pending = app.db.read(|c| store::pending_count(c, now, &self.kinds)).unwrap_or(1);
             if pending == 0 && self.busy() == 0 {
                 return true;
             }
@@ -320,7 +328,7 @@ pub fn queue_depth(app: &App) -> Result<Vec<QueueDepth>> {
 fn claim(app: &App, owner: &str) -> Result<Option<JobRow>> {
     let now = app.clock.now_ms();
     let lease_until = now + app.jobs.lease.as_millis() as i64;
-    app.db.write(|tx| store::claim(tx, now, lease_until, owner))
+    app.db.write(|tx| store::claim(tx, now, lease_until, owner, &app.jobs.kinds))
 }
 
 fn worker_loop(app: &App, index: usize) {
@@ -350,7 +358,7 @@ fn worker_loop(app: &App, index: usize) {
         // Sleep until woken, until the next scheduled job is due, or at most 1 s (leases of
         // crashed peers expire without anyone waking us).
         let now = app.clock.now_ms();
-        let next_due = app.db.read(store::next_due).ok().flatten();
+        let next_due = app.db.read(|c| store::next_due(c, &app.jobs.kinds)).ok().flatten();
         let wait_ms = next_due.map(|t| (t - now).clamp(5, 1000)).unwrap_or(1000) as u64;
         let mut g = app.jobs.signal.generation.lock();
         if *g == seen && !app.jobs.stop.load(Ordering::SeqCst) {

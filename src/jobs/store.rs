@@ -75,14 +75,15 @@ pub fn insert(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<Enque
 
 /// Claims the best due job: queued and due, or running with an expired lease. A job that has
 /// used all its attempts and is found with an expired lease goes dead instead.
-pub fn claim(tx: &Tx, now: i64, lease_until: i64, owner: &str) -> Result<Option<JobRow>> {
+pub fn claim(tx: &Tx, now: i64, lease_until: i64, owner: &str, kinds: &str) -> Result<Option<JobRow>> {
     loop {
         let candidate: Option<(i64, u32, u32, String)> = tx
             .query_row(
                 "SELECT id, attempts, max_attempts, state FROM jobs
-                 WHERE (state = 'queued' AND run_at <= ?1) OR (state = 'running' AND lease_until < ?1)
+                 WHERE ((state = 'queued' AND run_at <= ?1) OR (state = 'running' AND lease_until < ?1))
+                   AND kind IN (SELECT value FROM json_each(?2))
                  ORDER BY priority DESC, run_at, id LIMIT 1",
-                [now],
+                params![now, kinds],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )
             .optional()?;
@@ -183,20 +184,20 @@ pub fn recover_orphans(tx: &Tx, now: i64) -> Result<usize> {
     )?)
 }
 
-pub fn next_due(c: &Connection) -> Result<Option<i64>> {
+pub fn next_due(c: &Connection, kinds: &str) -> Result<Option<i64>> {
     Ok(c.query_row(
-        "SELECT min(t) FROM (SELECT min(run_at) AS t FROM jobs WHERE state = 'queued'
+        "SELECT min(t) FROM (SELECT min(run_at) AS t FROM jobs WHERE state = 'queued' AND kind IN (SELECT value FROM json_each(?1))
                              UNION ALL SELECT min(lease_until) FROM jobs WHERE state = 'running')",
-        [],
+        [kinds],
         |r| r.get(0),
     )?)
 }
 
-/// Jobs due now or running.
-pub fn pending_count(c: &Connection, now: i64) -> Result<i64> {
+/// Jobs due now (of a kind this process runs) or running.
+pub fn pending_count(c: &Connection, now: i64, kinds: &str) -> Result<i64> {
     Ok(c.query_row(
-        "SELECT count(*) FROM jobs WHERE (state = 'queued' AND run_at <= ?1) OR state = 'running'",
-        [now],
+        "SELECT count(*) FROM jobs WHERE (state = 'queued' AND run_at <= ?1 AND kind IN (SELECT value FROM json_each(?2))) OR state = 'running'",
+        params![now, kinds],
         |r| r.get(0),
     )?)
 }

@@ -204,3 +204,24 @@ fn shutdown_releases_running_jobs() {
     assert_eq!(row.state, "queued");
     assert_eq!(row.attempts, 0, "a released attempt does not count");
 }
+
+static LATE_RUNS: AtomicUsize = AtomicUsize::new(0);
+fn count_late(_: &App, _: &JobCtx, _: &Value) -> Outcome {
+    LATE_RUNS.fetch_add(1, Ordering::SeqCst);
+    Outcome::Done
+}
+
+#[test]
+fn a_job_of_a_kind_without_a_handler_waits_in_the_queue() {
+    let t = TestApp::new();
+    let e = jobs::enqueue(&t.app, NewJob::new("future.feature", json!({"x": 1}))).unwrap();
+    // not claimed (so not failed), and not counted as pending work
+    assert_eq!(t.run_jobs(), 0);
+    let row = jobs::get(&t.app, e.id).unwrap().unwrap();
+    assert_eq!((row.state.as_str(), row.attempts), ("queued", 0));
+    assert!(t.app.jobs.wait_idle(&t.app, Duration::from_secs(5)));
+    // a process that has the handler runs it
+    let t = t.restart(vec![("future.feature", count_late)]);
+    assert_eq!(t.run_jobs(), 1);
+    assert_eq!(LATE_RUNS.load(Ordering::SeqCst), 1);
+}
