@@ -29,6 +29,8 @@ pub struct App {
     pub upload_limiter: RateLimiter,
     /// Signalled whenever documents finish processing (ready or failed), for long-polls.
     pub document_events: tokio::sync::Notify,
+    /// The running answer turns, one per conversation at a time (supersede coordination).
+    pub turns: crate::turn::supersede::Turns,
     /// Open only in the process that holds the data directory (the server, tests, tools).
     search: Option<SearchIndex>,
     pub started_at: Instant,
@@ -88,6 +90,7 @@ impl App {
             models: Models::new(&config),
             upload_limiter: RateLimiter::new(config.upload_limit),
             document_events: tokio::sync::Notify::new(),
+            turns: Default::default(),
             config,
             db,
             clock: opts.clock,

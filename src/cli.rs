@@ -140,6 +140,21 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// The answer turn on Cranfield through the REST chat route: turn latency (server and end to
+    /// end), how often answers cite a judged-relevant document, and the same with the local GGUF.
+    Chat {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Concurrent document uploads while ingesting.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Queries also asked with the local GGUF model (0 skips it; ~5 s each on 2 cores).
+        #[arg(long, default_value_t = 20)]
+        gguf_queries: usize,
+        /// Also write the results as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Score retrieval settings on Cranfield in-process (used to choose the defaults).
     #[command(hide = true)]
     Tune {
@@ -451,6 +466,20 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let c = bench::cranfield::Collection::load(&cranfield)?;
             let report = bench::models::run(&config, &c, runs.max(1))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Chat { cranfield, concurrency, gguf_queries, out } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let gguf = crate::models::resolve::local_model_path(&config).filter(|p| p.is_file());
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::chat::run(&c, concurrency.max(1), gguf, gguf_queries))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if let Some(path) = out {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Tune { cranfield, ingestion } => {

@@ -8,6 +8,7 @@ pub mod bench;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod conversations;
 pub mod crypto;
 pub mod documents;
 pub mod error;
@@ -21,6 +22,7 @@ pub mod readiness;
 pub mod search;
 pub mod settings;
 pub mod storage;
+pub mod turn;
 pub mod usage;
 pub mod workspace_init;
 

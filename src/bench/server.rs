@@ -38,24 +38,19 @@ impl ChildServer {
             .output()?;
         anyhow::ensure!(out.status.success(), "bootstrap failed: {}", String::from_utf8_lossy(&out.stderr));
         let token = String::from_utf8(out.stdout)?.trim().to_string();
-        let mut cmd = Command::new(exe()?);
-        cmd.args(["--data-dir", data.to_str().unwrap_or_default(), "serve", "--listen", "127.0.0.1:0"])
-            .env("STEWARD_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let mut child = cmd.spawn()?;
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
-        let base = line
-            .trim()
-            .strip_prefix("steward listening on ")
-            .ok_or_else(|| anyhow::anyhow!("unexpected output {line:?}"))?
-            .to_string();
+        let (child, base) = spawn_serve(&data, env)?;
         let http = reqwest::Client::builder().pool_max_idle_per_host(64).build()?;
         Ok(ChildServer { child, base, token, dir, http })
+    }
+
+    /// Stops the server and starts it again on the same data directory with `env`.
+    pub fn restart(mut self, env: &[(&str, String)]) -> anyhow::Result<ChildServer> {
+        let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
+        let _ = self.child.wait();
+        let (child, base) = spawn_serve(&self.data_dir(), env)?;
+        self.child = child;
+        self.base = base;
+        Ok(self)
     }
 
     pub fn data_dir(&self) -> PathBuf {
@@ -103,6 +98,27 @@ impl ChildServer {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let _ = self.child.wait();
     }
+}
+
+/// Starts `steward serve` on `data` (port chosen by the OS); returns the child and its base URL.
+fn spawn_serve(data: &Path, env: &[(&str, String)]) -> anyhow::Result<(Child, String)> {
+    let mut cmd = Command::new(exe()?);
+    cmd.args(["--data-dir", data.to_str().unwrap_or_default(), "serve", "--listen", "127.0.0.1:0"])
+        .env("STEWARD_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn()?;
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
+    let base = line
+        .trim()
+        .strip_prefix("steward listening on ")
+        .ok_or_else(|| anyhow::anyhow!("unexpected output {line:?}"))?
+        .to_string();
+    Ok((child, base))
 }
 
 pub fn path_str(p: &Path) -> String {

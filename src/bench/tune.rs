@@ -83,7 +83,15 @@ pub fn ranked(
     let hits = retrieve_tuned(
         app,
         &p.workspace_id,
-        &Retrieve { query: query.to_string(), filter: None, source_ids: None, mode, limit: k, collapse: true },
+        &Retrieve {
+            query: query.to_string(),
+            lexical_query: None,
+            filter: None,
+            source_ids: None,
+            mode,
+            limit: k,
+            collapse: true,
+        },
         t,
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;

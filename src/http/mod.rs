@@ -118,6 +118,18 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         )
         .route("/api/v1/skills", get(agents::skills_catalog))
         .route("/api/v1/skills/{name}", get(agents::skills_catalog_entry))
+        // the answer turn
+        .route("/api/v1/agents/{id}/chat", post(chat::agent_chat))
+        .route("/api/v1/chat", post(chat::default_chat))
+        .route("/api/v1/retrieval/answer", post(chat::retrieval_answer))
+        .route("/api/v1/agents/{id}/test-executions", get(chat::list_tests).post(chat::start_test))
+        .route("/api/v1/agents/{id}/test-executions/{eid}", get(chat::get_test))
+        .route("/api/v1/agents/{id}/test-executions/{eid}/messages", post(chat::test_message))
+        .route("/api/v1/history/chat", get(chat::history))
+        .route("/api/v1/history/chat/{id}", get(chat::conversation))
+        .route("/api/v1/history/chat/{id}/tail", get(chat::tail))
+        .route("/api/v1/traces/{id}", get(chat::get_trace))
+        .route("/api/v1/quality/turns", get(chat::quality_turns))
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 

@@ -26,7 +26,7 @@ const STOP_WORDS: &[&str] = &[
     "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our",
     "please", "should", "so", "tell", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this",
     "those", "to", "us", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with",
-    "would", "you", "your", "know", "explain", "give", "any", "some",
+    "would", "you", "your", "know", "explain", "give", "any", "some", "many", "much",
 ];
 
 /// One retrieved passage, best first.

@@ -20,7 +20,10 @@ use crate::ids::{WorkspaceId, new_id};
 /// What to retrieve.
 #[derive(Debug, Clone)]
 pub struct Retrieve {
+    /// The query: embedded for the vector search, and the keyword query unless `lexical_query`.
     pub query: String,
+    /// A separate keyword query for BM25 (a rewrite's lexical query).
+    pub lexical_query: Option<String>,
     pub filter: Option<filter::Filter>,
     pub source_ids: Option<Vec<String>>,
     pub mode: Mode,
@@ -127,7 +130,8 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
         }
         _ => None,
     };
-    let terms: Vec<(String, f32)> = index.analyzed_terms(&r.query).into_iter().map(|t| (t, 1.0)).collect();
+    let terms: Vec<(String, f32)> =
+        index.analyzed_terms(r.lexical_query.as_deref().unwrap_or(&r.query)).into_iter().map(|t| (t, 1.0)).collect();
     let embedder = if r.mode == Mode::Bm25 { None } else { Some(app.models.embedder()?) };
     let lexical_pass = |terms: &[(String, f32)]| -> Result<Vec<(u64, f32)>> {
         if r.mode == Mode::Vector {
@@ -332,7 +336,15 @@ pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Re
     let (hits, trace) = retrieve_traced(
         app,
         &p.workspace_id,
-        &Retrieve { query: query.clone(), filter, source_ids: req.source_ids.clone(), mode, limit, collapse: true },
+        &Retrieve {
+            query: query.clone(),
+            lexical_query: None,
+            filter,
+            source_ids: req.source_ids.clone(),
+            mode,
+            limit,
+            collapse: true,
+        },
         &Tuning::default(),
     )?;
     let took_ms = started.elapsed().as_secs_f64() * 1000.0;

@@ -25,6 +25,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(2, "0002_knowledge"),
     migration!(3, "0003_models"),
     migration!(4, "0004_agents"),
+    migration!(5, "0005_conversations"),
 ];
 
 fn checksum(sql: &str) -> String {

@@ -134,3 +134,50 @@ fn doctor_and_help_explain_themselves() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("CONNECTOR_ENCRYPTION_KEY"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn binary_answers_a_question_from_an_ingested_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = bootstrap(&data);
+    let server = Server::start(&data, &[]);
+    let http = reqwest::Client::new();
+    let doc: serde_json::Value = http
+        .post(format!("{}/api/v1/document/", server.base))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"title": "Opening hours", "content": "The library is open from 9:00 to 17:00 on weekdays. On Saturdays it opens at 10:00 and closes at 14:00."}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // wait for processing with the server-side long poll (no sleeps)
+    loop {
+        let p: serde_json::Value = http
+            .get(format!("{}/api/v1/document/progress?waitMs=30000", server.base))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if p["idle"] == true {
+            break;
+        }
+    }
+    let r = http
+        .post(format!("{}/api/v1/chat", server.base))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"message": "When does the library open on Saturdays?"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert!(v["answer"].as_str().unwrap().contains("10:00"), "{v}");
+    assert_eq!(v["citations"][0]["documentId"], doc["id"]);
+    assert_eq!(v["answerCoverage"]["availability"], "assessed");
+    assert!(server.terminate().success());
+}

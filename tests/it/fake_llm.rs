@@ -73,8 +73,10 @@ impl FakeProvider {
                                 headers,
                                 body: serde_json::from_slice(&body).unwrap_or(Value::Null),
                             };
-                            let reply = script(&rec);
+                            // the script may block (tests hold a reply back): run it off the runtime
+                            let rec2 = rec.clone();
                             reqs.lock().push(rec);
+                            let reply = tokio::task::spawn_blocking(move || script(&rec2)).await.unwrap();
                             let mut b =
                                 axum::http::Response::builder().status(StatusCode::from_u16(reply.status).unwrap());
                             for (k, v) in reply.headers {

@@ -6,6 +6,7 @@ mod support;
 
 mod accounts;
 mod agents;
+mod chat;
 mod documents;
 pub mod e2e;
 mod errors;

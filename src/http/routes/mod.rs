@@ -1,5 +1,6 @@
 pub mod account;
 pub mod agents;
+pub mod chat;
 pub mod documents;
 pub mod ops;
 pub mod settings;

@@ -1,0 +1,183 @@
+//! `steward bench chat`: the answer turn on Cranfield through the REST chat route of a real
+//! server. Each query is asked as a new conversation of the default agent; reported are the turn
+//! latency (server side and end to end), how often the answer cites a judged-relevant document,
+//! and the same with the local GGUF model (time to first token, total) on a sample of queries.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+use super::cranfield::Collection;
+use super::knowledge::{cranfield_ingestion, ingest_cranfield};
+use super::server::ChildServer;
+use super::{median, percentile};
+
+/// document id → Cranfield id, from the document list.
+async fn id_map(s: &ChildServer) -> anyhow::Result<HashMap<String, u32>> {
+    let mut out = HashMap::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/api/v1/document/?limit=200&cursor={c}"),
+            None => "/api/v1/document/?limit=200".to_string(),
+        };
+        let page = s.get(&path).await?;
+        for d in page["documents"].as_array().into_iter().flatten() {
+            if let (Some(id), Some(cid)) = (d["id"].as_str(), d["metadata"]["cranfieldId"].as_u64()) {
+                out.insert(id.to_string(), cid as u32);
+            }
+        }
+        match page["nextCursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => return Ok(out),
+        }
+    }
+}
+
+#[derive(Default)]
+struct Tally {
+    e2e_ms: Vec<f64>,
+    server_ms: Vec<f64>,
+    first_chunk_ms: Vec<f64>,
+    judged: usize,
+    relevant: usize,
+    cited: usize,
+    declined: usize,
+    outcomes: HashMap<String, usize>,
+}
+
+impl Tally {
+    fn add(&mut self, reply: &Value, ids: &HashMap<String, u32>, judged: Option<&HashMap<u32, u32>>) {
+        self.server_ms.push(reply["diagnostics"]["durationMs"].as_f64().unwrap_or(f64::NAN));
+        let outcome = reply["diagnostics"]["outcome"].as_str().unwrap_or("?").to_string();
+        if outcome == "no_context" {
+            self.declined += 1;
+        }
+        *self.outcomes.entry(outcome).or_default() += 1;
+        let cited: Vec<u32> = reply["citations"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["documentId"].as_str().and_then(|d| ids.get(d)).copied())
+            .collect();
+        if !cited.is_empty() {
+            self.cited += 1;
+        }
+        if let Some(j) = judged {
+            self.judged += 1;
+            if cited.iter().any(|d| j.get(d).is_some_and(|rel| *rel > 0)) {
+                self.relevant += 1;
+            }
+        }
+    }
+
+    fn report(&self, n: usize) -> Value {
+        json!({
+            "turns": n,
+            "serverP50Ms": median(&self.server_ms), "serverP95Ms": percentile(&self.server_ms, 95.0),
+            "endToEndP50Ms": median(&self.e2e_ms), "endToEndP95Ms": percentile(&self.e2e_ms, 95.0),
+            "firstChunkP50Ms": if self.first_chunk_ms.is_empty() { Value::Null } else { json!(median(&self.first_chunk_ms)) },
+            "firstChunkP95Ms": if self.first_chunk_ms.is_empty() { Value::Null } else { json!(percentile(&self.first_chunk_ms, 95.0)) },
+            "queriesWithJudgments": self.judged,
+            "answersCitingARelevantDocument": self.relevant,
+            "relevantCitationShare": self.relevant as f64 / self.judged.max(1) as f64,
+            "answersWithCitations": self.cited,
+            "declined": self.declined,
+            "outcomes": self.outcomes,
+        })
+    }
+}
+
+/// One streamed turn: `(reply, ms to the first chunk, total ms)`.
+async fn streamed(s: &ChildServer, message: &str) -> anyhow::Result<(Value, Option<f64>, f64)> {
+    let t = Instant::now();
+    let r = s
+        .http
+        .post(format!("{}/api/v1/chat", s.base))
+        .bearer_auth(&s.token)
+        .json(&json!({"message": message, "stream": true}))
+        .send()
+        .await?;
+    anyhow::ensure!(r.status().is_success(), "chat: {}", r.status());
+    let mut body = r.bytes_stream();
+    let mut buf = String::new();
+    let mut first = None;
+    while let Some(piece) = body.next().await {
+        buf.push_str(&String::from_utf8_lossy(&piece?));
+        if first.is_none() && buf.contains("event: chunk") {
+            first = Some(t.elapsed().as_secs_f64() * 1000.0);
+        }
+    }
+    let total = t.elapsed().as_secs_f64() * 1000.0;
+    let done = buf
+        .split("\n\n")
+        .find(|b| b.starts_with("event: done"))
+        .and_then(|b| b.lines().find_map(|l| l.strip_prefix("data:")))
+        .ok_or_else(|| {
+            anyhow::anyhow!("the stream ended without done: {}", buf.chars().take(400).collect::<String>())
+        })?;
+    Ok((serde_json::from_str(done.trim())?, first, total))
+}
+
+/// Runs the benchmark. `gguf_queries` queries (0 skips) are also asked with the local GGUF model.
+pub async fn run(
+    c: &Collection,
+    concurrency: usize,
+    gguf: Option<std::path::PathBuf>,
+    gguf_queries: usize,
+) -> anyhow::Result<Value> {
+    let (ingest, s) = ingest_cranfield(c, &cranfield_ingestion(), concurrency).await?;
+    eprintln!("ingested {} documents in {:.1} s", ingest.docs, ingest.seconds);
+    let ids = id_map(&s).await?;
+    // warm-up: the first turns load the embedder's sessions and fill caches
+    for q in c.queries.iter().take(10) {
+        s.send(reqwest::Method::POST, "/api/v1/chat", &json!({"message": q.text})).await?;
+    }
+    let mut builtin = Tally::default();
+    for q in &c.queries {
+        let t = Instant::now();
+        let v = s.send(reqwest::Method::POST, "/api/v1/chat", &json!({"message": q.text})).await?;
+        builtin.e2e_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        builtin.add(&v, &ids, c.qrels.get(&q.id));
+    }
+    let mut streamed_builtin = Tally::default();
+    for q in c.queries.iter().take(50) {
+        let (v, first, total) = streamed(&s, &q.text).await?;
+        streamed_builtin.e2e_ms.push(total);
+        if let Some(f) = first {
+            streamed_builtin.first_chunk_ms.push(f);
+        }
+        streamed_builtin.add(&v, &ids, c.qrels.get(&q.id));
+    }
+    let peak = s.rss().0;
+    let mut report = json!({
+        "machine": {"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)},
+        "ingestSeconds": ingest.seconds,
+        "builtin": builtin.report(c.queries.len()),
+        "builtinStreamed": streamed_builtin.report(50.min(c.queries.len())),
+        "peakRssMiB": peak,
+    });
+    if let (Some(path), true) = (gguf, gguf_queries > 0) {
+        let s = s.restart(&[("STEWARD_LOCAL_MODEL", path.display().to_string())])?;
+        let mut local = Tally::default();
+        // warm-up: loads the model
+        streamed(&s, &c.queries[0].text).await?;
+        for q in c.queries.iter().skip(1).take(gguf_queries) {
+            let (v, first, total) = streamed(&s, &q.text).await?;
+            local.e2e_ms.push(total);
+            if let Some(f) = first {
+                local.first_chunk_ms.push(f);
+            }
+            local.add(&v, &ids, c.qrels.get(&q.id));
+        }
+        report["localGguf"] = local.report(gguf_queries);
+        report["localGguf"]["model"] = json!(path.file_name().map(|f| f.to_string_lossy().to_string()));
+        report["localGguf"]["peakRssMiB"] = json!(s.rss().0);
+        s.stop();
+    } else {
+        s.stop();
+    }
+    Ok(report)
+}

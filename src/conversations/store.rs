@@ -1,0 +1,212 @@
+//! SQL for conversations and messages.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value;
+
+use super::{Conversation, Message, NewMessage, Ownership};
+use crate::error::Result;
+use crate::storage::Tx;
+
+const CONV_COLS: &str = "id, workspace_id, agent_id, revision_id, channel, visibility, test_execution_id, ownership_state, \
+    ownership_version, ownership_reason, owner_user_id, taken_over_at, operator_replied, state, started_by, message_count, \
+    last_message_at, created_at, updated_at";
+
+fn conv_row(r: &rusqlite::Row) -> rusqlite::Result<Conversation> {
+    Ok(Conversation {
+        id: r.get(0)?,
+        workspace_id: r.get(1)?,
+        agent_id: r.get(2)?,
+        revision_id: r.get(3)?,
+        channel: r.get(4)?,
+        visibility: r.get(5)?,
+        test_execution_id: r.get(6)?,
+        ownership: Ownership {
+            state: r.get(7)?,
+            version: r.get(8)?,
+            reason: r.get(9)?,
+            owner_user_id: r.get(10)?,
+            taken_over_at: r.get(11)?,
+        },
+        operator_replied: r.get::<_, i64>(12)? == 1,
+        state: serde_json::from_str(&r.get::<_, String>(13)?).unwrap_or(Value::Object(Default::default())),
+        started_by: r.get(14)?,
+        message_count: r.get(15)?,
+        last_message_at: r.get(16)?,
+        created_at: r.get(17)?,
+        updated_at: r.get(18)?,
+    })
+}
+
+pub struct NewConversation<'a> {
+    pub id: &'a str,
+    pub workspace_id: &'a str,
+    pub agent_id: &'a str,
+    pub revision_id: Option<&'a str>,
+    pub channel: &'a str,
+    pub visibility: &'a str,
+    pub test_execution_id: Option<&'a str>,
+    pub state: &'a Value,
+    pub started_by: Option<&'a str>,
+}
+
+pub fn insert(tx: &Tx, c: &NewConversation, now: &str) -> Result<()> {
+    tx.execute(
+        "INSERT INTO conversations (id, workspace_id, agent_id, revision_id, channel, visibility, test_execution_id, state, started_by, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
+        params![c.id, c.workspace_id, c.agent_id, c.revision_id, c.channel, c.visibility, c.test_execution_id, c.state.to_string(), c.started_by, now],
+    )?;
+    Ok(())
+}
+
+pub fn find(c: &Connection, ws: &str, id: &str) -> Result<Option<Conversation>> {
+    Ok(c.query_row(
+        &format!("SELECT {CONV_COLS} FROM conversations WHERE id = ?1 AND workspace_id = ?2"),
+        params![id, ws],
+        conv_row,
+    )
+    .optional()?)
+}
+
+/// A page of visitor conversations, most recently active first. The cursor is
+/// `(updated_at, id)` of the last row of the previous page.
+pub fn list(
+    c: &Connection,
+    ws: &str,
+    agent: Option<&str>,
+    ownership: Option<&str>,
+    after: Option<(&str, &str)>,
+    limit: usize,
+) -> Result<(Vec<Conversation>, i64)> {
+    let filter = "workspace_id = ?1 AND visibility = 'visitor' AND (?2 IS NULL OR agent_id = ?2) AND (?3 IS NULL OR ownership_state = ?3)";
+    let total: i64 = c.query_row(
+        &format!("SELECT count(*) FROM conversations WHERE {filter}"),
+        params![ws, agent, ownership],
+        |r| r.get(0),
+    )?;
+    let (au, ai) = after.unzip();
+    let mut st = c.prepare(&format!(
+        "SELECT {CONV_COLS} FROM conversations WHERE {filter} AND (?4 IS NULL OR updated_at < ?4 OR (updated_at = ?4 AND id < ?5))
+         ORDER BY updated_at DESC, id DESC LIMIT ?6"
+    ))?;
+    let rows = st
+        .query_map(params![ws, agent, ownership, au, ai, limit as i64], conv_row)?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok((rows, total))
+}
+
+pub fn set_state(tx: &Tx, id: &str, state: &Value, now: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE conversations SET state = ?2, updated_at = ?3 WHERE id = ?1",
+        params![id, state.to_string(), now],
+    )?;
+    Ok(())
+}
+
+/// Moves the conversation to `state`, bumping the version; returns the new version.
+pub fn set_ownership(tx: &Tx, id: &str, state: &str, reason: Option<&str>, now: &str) -> Result<i64> {
+    Ok(tx.query_row(
+        "UPDATE conversations SET ownership_state = ?2, ownership_reason = ?3, ownership_version = ownership_version + 1,
+            taken_over_at = CASE WHEN ?2 = 'human_owned' THEN ?4 ELSE NULL END,
+            operator_replied = CASE WHEN ?2 = 'human_owned' THEN operator_replied ELSE 0 END, updated_at = ?4
+         WHERE id = ?1 RETURNING ownership_version",
+        params![id, state, reason, now],
+        |r| r.get(0),
+    )?)
+}
+
+const MSG_COLS: &str =
+    "id, conversation_id, seq, role, source, content, citations, metadata, trace_id, request_id, created_at";
+
+fn msg_row(r: &rusqlite::Row) -> rusqlite::Result<Message> {
+    Ok(Message {
+        id: r.get(0)?,
+        conversation_id: r.get(1)?,
+        seq: r.get(2)?,
+        role: r.get(3)?,
+        source: r.get(4)?,
+        content: r.get(5)?,
+        citations: serde_json::from_str(&r.get::<_, String>(6)?).unwrap_or(Value::Array(vec![])),
+        metadata: serde_json::from_str(&r.get::<_, String>(7)?).unwrap_or(Value::Object(Default::default())),
+        trace_id: r.get(8)?,
+        request_id: r.get(9)?,
+        created_at: r.get(10)?,
+    })
+}
+
+/// Appends a message at the end of the conversation.
+pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
+    let seq: i64 = tx.query_row(
+        "UPDATE conversations SET message_count = message_count + 1, last_message_at = ?2, updated_at = ?2 WHERE id = ?1 RETURNING message_count",
+        params![m.conversation_id, now],
+        |r| r.get(0),
+    )?;
+    let id = crate::ids::new_id();
+    tx.execute(
+        &format!(
+            "INSERT INTO messages ({MSG_COLS}, workspace_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
+        ),
+        params![
+            id,
+            m.conversation_id,
+            seq,
+            m.role,
+            m.source,
+            m.content,
+            m.citations.to_string(),
+            m.metadata.to_string(),
+            m.trace_id,
+            m.request_id,
+            now,
+            ws
+        ],
+    )?;
+    Ok(Message {
+        id,
+        conversation_id: m.conversation_id.to_string(),
+        seq,
+        role: m.role.to_string(),
+        source: m.source.to_string(),
+        content: m.content.to_string(),
+        citations: m.citations.clone(),
+        metadata: m.metadata.clone(),
+        trace_id: m.trace_id.map(str::to_string),
+        request_id: m.request_id.map(str::to_string),
+        created_at: now.to_string(),
+    })
+}
+
+/// Merges `patch` into a message's metadata object.
+pub fn patch_metadata(tx: &Tx, id: &str, patch: &Value) -> Result<()> {
+    tx.execute(
+        "UPDATE messages SET metadata = json_patch(metadata, ?2) WHERE id = ?1",
+        params![id, patch.to_string()],
+    )?;
+    Ok(())
+}
+
+/// Messages after position `after_seq`, oldest first, at most `limit`.
+pub fn messages_after(c: &Connection, conversation: &str, after_seq: i64, limit: usize) -> Result<Vec<Message>> {
+    let mut st = c.prepare(&format!(
+        "SELECT {MSG_COLS} FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
+    ))?;
+    Ok(st.query_map(params![conversation, after_seq, limit as i64], msg_row)?.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The last `limit` messages, oldest first.
+pub fn last_messages(c: &Connection, conversation: &str, limit: usize) -> Result<Vec<Message>> {
+    let mut st =
+        c.prepare(&format!("SELECT {MSG_COLS} FROM messages WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT ?2"))?;
+    let mut v: Vec<Message> =
+        st.query_map(params![conversation, limit as i64], msg_row)?.collect::<rusqlite::Result<_>>()?;
+    v.reverse();
+    Ok(v)
+}
+
+pub fn message(c: &Connection, ws: &str, id: &str) -> Result<Option<Message>> {
+    Ok(c.query_row(
+        &format!("SELECT {MSG_COLS} FROM messages WHERE id = ?1 AND workspace_id = ?2"),
+        params![id, ws],
+        msg_row,
+    )
+    .optional()?)
+}

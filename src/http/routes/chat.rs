@@ -1,0 +1,263 @@
+//! Agent chat (JSON or server-sent events), retrieval-only answers, conversation history, turn
+//! traces, the quality report and private test executions. The rules live in `crate::turn` and
+//! `crate::conversations`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::account::page_limit;
+use crate::app::App;
+use crate::conversations::{self, ListQuery};
+use crate::error::Result;
+use crate::http::extract::{Ctx, Json, Path, Query};
+use crate::turn::{self, ChatBody, StreamEvent, test_exec, trace};
+
+/// `POST /agents/{agentId}/chat`.
+pub async fn agent_chat(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<ChatBody>,
+) -> Result<Response> {
+    if b.agent_id.as_deref().is_some_and(|a| a != id) {
+        return Err(crate::Error::invalid_field("agentId", "agentId in the body must match the path (or be left out)"));
+    }
+    chat(app, ctx, Some(id), b).await
+}
+
+/// `POST /chat`: the workspace's default agent, or `agentId` from the body.
+pub async fn default_chat(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<ChatBody>) -> Result<Response> {
+    let agent = b.agent_id.clone();
+    chat(app, ctx, agent, b).await
+}
+
+async fn chat(app: Arc<App>, ctx: Ctx, agent: Option<String>, body: ChatBody) -> Result<Response> {
+    let stream = body.stream;
+    let request_id = ctx.request_id.clone();
+    let actor = ctx.actor();
+    let mut input = app.blocking(move |app| turn::prepare_chat(app, &ctx.p, agent.as_deref(), &body)).await?;
+    input.request_id = request_id;
+    input.actor = actor;
+    if !stream {
+        let reply = turn::execute(app, input, None).await?;
+        return Ok(axum::Json(reply.rest()).into_response());
+    }
+    let cid = input.conversation_id.clone();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let final_tx = tx.clone();
+    tokio::spawn(async move {
+        let last = match turn::execute(app, input, Some(tx)).await {
+            Ok(reply) => StreamEvent::Done(Box::new(reply)),
+            Err(e) if e.code == crate::ErrorCode::ChatTurnSuperseded => StreamEvent::Cancelled {
+                conversation_id: e
+                    .details
+                    .as_ref()
+                    .and_then(|d| d["conversationId"].as_str())
+                    .unwrap_or_default()
+                    .to_string(),
+                stage: e.details.as_ref().and_then(|d| d["stage"].as_str()).unwrap_or("rendering").to_string(),
+            },
+            Err(e) => StreamEvent::Failed(e),
+        };
+        let _ = final_tx.send(last);
+    });
+    Ok(sse(cid, rx).into_response())
+}
+
+/// The event stream of a turn: `conversation` first, then `status` and `chunk` events, and one
+/// terminal event — `done` (the REST reply), `cancelled` or `error` (the error envelope).
+fn sse(
+    conversation_id: String,
+    rx: tokio::sync::mpsc::UnboundedReceiver<StreamEvent>,
+) -> Sse<impl Stream<Item = std::result::Result<Event, Infallible>>> {
+    let first = Event::default()
+        .event("conversation")
+        .json_data(json!({"conversationId": conversation_id}))
+        .unwrap_or_default();
+    let stream = futures::stream::unfold((Some(first), rx, false), |(first, mut rx, ended)| async move {
+        if let Some(f) = first {
+            return Some((Ok(f), (None, rx, false)));
+        }
+        if ended {
+            return None;
+        }
+        let ev = rx.recv().await?;
+        let (event, terminal) = match ev {
+            StreamEvent::Status(stage) => (Event::default().event("status").json_data(json!({"stage": stage})), false),
+            StreamEvent::Chunk(text) => (Event::default().event("chunk").json_data(json!({"text": text})), false),
+            StreamEvent::Done(reply) => (Event::default().event("done").json_data(reply.rest()), true),
+            StreamEvent::Cancelled { conversation_id, stage } => (
+                Event::default()
+                    .event("cancelled")
+                    .json_data(json!({"conversationId": conversation_id, "reason": "superseded", "stage": stage})),
+                true,
+            ),
+            StreamEvent::Failed(e) => {
+                if e.status() >= 500 {
+                    tracing::warn!(error = %e, "chat turn failed");
+                }
+                let message = if e.status() >= 500 && e.code == crate::ErrorCode::Internal {
+                    "internal error".to_string()
+                } else {
+                    e.message.clone()
+                };
+                (
+                    Event::default().event("error").json_data(
+                        json!({"error": {"code": e.code.as_str(), "message": message, "details": e.details}}),
+                    ),
+                    true,
+                )
+            }
+        };
+        Some((Ok(event.unwrap_or_default()), (None, rx, terminal)))
+    });
+    Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+pub async fn retrieval_answer(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Json(b): Json<turn::answer::AnswerInput>,
+) -> Result<impl IntoResponse> {
+    let rid = ctx.request_id.clone();
+    Ok(axum::Json(app.blocking(move |app| turn::answer::answer(app, &ctx.p, rid.as_deref(), b)).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HistoryQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+    agent_id: Option<String>,
+    ownership: Option<String>,
+}
+
+pub async fn history(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Query(q): Query<HistoryQuery>,
+) -> Result<impl IntoResponse> {
+    let limit = page_limit(q.limit)?;
+    let v = app
+        .blocking(move |app| {
+            conversations::list(
+                app,
+                &ctx.p,
+                ListQuery { agent_id: q.agent_id, ownership: q.ownership, cursor: q.cursor, limit },
+            )
+        })
+        .await?;
+    Ok(axum::Json(v))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CursorQuery {
+    cursor: Option<String>,
+}
+
+pub async fn conversation(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Query(q): Query<CursorQuery>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| conversations::get(app, &ctx.p, &id, q.cursor.as_deref())).await?))
+}
+
+pub async fn tail(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Query(q): Query<CursorQuery>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| conversations::tail(app, &ctx.p, &id, q.cursor.as_deref())).await?))
+}
+
+pub async fn get_trace(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| trace::get(app, &ctx.p, &id)).await?))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct QualityParams {
+    limit: Option<usize>,
+    cursor: Option<String>,
+    grounding_verdict: Option<String>,
+    has_unsourced_claims: Option<bool>,
+    has_invalid_sources: Option<bool>,
+    agent_id: Option<String>,
+}
+
+pub async fn quality_turns(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Query(q): Query<QualityParams>,
+) -> Result<impl IntoResponse> {
+    let limit = page_limit(q.limit)?;
+    let query = trace::QualityQuery {
+        grounding_verdict: q.grounding_verdict,
+        has_unsourced_claims: q.has_unsourced_claims,
+        has_invalid_sources: q.has_invalid_sources,
+        agent_id: q.agent_id,
+        cursor: q.cursor,
+        limit,
+    };
+    Ok(axum::Json(app.blocking(move |app| trace::quality_turns(app, &ctx.p, query)).await?))
+}
+
+// ---- test executions ----
+
+pub async fn start_test(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<test_exec::StartInput>,
+) -> Result<impl IntoResponse> {
+    let (created, v) = app.blocking(move |app| test_exec::start(app, &ctx.p, &ctx.actor(), &id, b)).await?;
+    Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, axum::Json(v)))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageQuery {
+    limit: Option<usize>,
+    cursor: Option<String>,
+}
+
+pub async fn list_tests(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> Result<impl IntoResponse> {
+    let limit = page_limit(q.limit)?;
+    Ok(axum::Json(app.blocking(move |app| test_exec::list(app, &ctx.p, &id, q.cursor.as_deref(), limit)).await?))
+}
+
+pub async fn get_test(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, eid)): Path<(String, String)>,
+) -> Result<impl IntoResponse> {
+    Ok(axum::Json(app.blocking(move |app| test_exec::get(app, &ctx.p, &id, &eid)).await?))
+}
+
+pub async fn test_message(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, eid)): Path<(String, String)>,
+    Json(b): Json<test_exec::MessageInput>,
+) -> Result<impl IntoResponse> {
+    let (aid, xid) = (id.clone(), eid.clone());
+    let turns = app.blocking(move |app| test_exec::prepare_message(app, &ctx.p, &aid, &xid, &b)).await?;
+    Ok(axum::Json(test_exec::send(app, &id, &eid, turns).await?))
+}

@@ -1,0 +1,104 @@
+//! The agent a turn runs as: read from an immutable revision snapshot (the published revision a
+//! conversation started on, a candidate, or a test execution's frozen draft), never from the
+//! live draft — so drafts never leak into visitor conversations.
+
+use rusqlite::Connection;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::agents::directives::Body;
+use crate::agents::{self, Settings, revisions};
+use crate::error::{Error, Result};
+use crate::ids::WorkspaceId;
+
+#[derive(Debug, Clone)]
+pub struct AuthoredDirective {
+    pub id: String,
+    pub name: String,
+    pub body: Body,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SkillSnap {
+    pub id: String,
+    pub name: String,
+    pub capability: String,
+    #[serde(default)]
+    pub target: Option<Value>,
+    #[serde(default)]
+    pub config: Map<String, Value>,
+    pub invocation_mode: String,
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    pub agent_id: String,
+    /// The revision this configuration comes from (`None`: a frozen draft).
+    pub revision_id: Option<String>,
+    pub version: Option<i64>,
+    pub name: String,
+    pub settings: Settings,
+    pub directives: Vec<AuthoredDirective>,
+    pub skills: Vec<SkillSnap>,
+}
+
+impl AgentConfig {
+    pub fn from_snapshot(
+        agent_id: &str,
+        revision_id: Option<String>,
+        version: Option<i64>,
+        snap: &Value,
+    ) -> Result<AgentConfig> {
+        let bad = |what: &str, e: serde_json::Error| Error::internal_msg(format!("agent snapshot: {what}: {e}"));
+        let settings: Settings = serde_json::from_value(snap["settings"].clone()).map_err(|e| bad("settings", e))?;
+        let mut directives = Vec::new();
+        for d in snap["directives"].as_array().into_iter().flatten() {
+            let body: Body = serde_json::from_value(d.clone()).map_err(|e| bad("directive", e))?;
+            directives.push(AuthoredDirective {
+                id: d["id"].as_str().unwrap_or_default().to_string(),
+                name: d["name"].as_str().unwrap_or_default().to_string(),
+                body,
+            });
+        }
+        let skills: Vec<SkillSnap> = match snap.get("skills") {
+            Some(v) if !v.is_null() => serde_json::from_value(v.clone()).map_err(|e| bad("skills", e))?,
+            _ => Vec::new(),
+        };
+        Ok(AgentConfig {
+            agent_id: agent_id.to_string(),
+            revision_id,
+            version,
+            name: snap["name"].as_str().unwrap_or("Assistant").to_string(),
+            settings,
+            directives,
+            skills,
+        })
+    }
+
+    pub fn skill(&self, name: &str) -> Option<&SkillSnap> {
+        self.skills.iter().find(|s| s.name == name)
+    }
+}
+
+/// The published revision of an agent (what a new conversation starts on).
+pub fn published(c: &Connection, ws: &WorkspaceId, agent_id: &str) -> Result<AgentConfig> {
+    agents::get_in(c, ws, agent_id)?;
+    let (rid, version, snap) =
+        revisions::published(c, agent_id)?.ok_or_else(|| Error::internal_msg("the agent has no published revision"))?;
+    AgentConfig::from_snapshot(agent_id, Some(rid), Some(version), &snap)
+}
+
+/// A revision of an agent by id (404 when it is not this agent's).
+pub fn revision(c: &Connection, agent_id: &str, revision_id: &str) -> Result<AgentConfig> {
+    let (version, snap) =
+        revisions::snapshot_with_version(c, agent_id, revision_id)?.ok_or_else(|| Error::not_found("revision"))?;
+    AgentConfig::from_snapshot(agent_id, Some(revision_id.to_string()), version, &snap)
+}
+
+/// The draft as it is now, as a snapshot (test executions freeze it).
+pub fn draft_snapshot(c: &Connection, ws: &WorkspaceId, agent_id: &str) -> Result<(i64, Value)> {
+    let a = agents::get_in(c, ws, agent_id)?;
+    Ok((a.draft_generation, revisions::snapshot(c, &a)?))
+}

@@ -1,0 +1,139 @@
+//! `POST /retrieval/answer`: a retrieval-only grounded answer, outside any conversation — on the
+//! system retrieval defaults, or as an agent (its source scope, instruction and retrieval skill
+//! settings). It never asks a clarifying question and keeps no conversation; its turn is traced
+//! and appears in the quality report.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::agent::{self, AgentConfig};
+use super::compose::{self, NoSink};
+use super::trace::{self, TraceBuilder, TurnRecord};
+use super::{AnswerCoverage, TurnModels, as_model, retrieval};
+use crate::app::App;
+use crate::auth::{Perm, Principal};
+use crate::clock::rfc3339;
+use crate::error::{Error, Result};
+use crate::models::chat::Cancel;
+use crate::models::resolve::Resolved;
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AnswerInput {
+    pub query: String,
+    #[serde(default)]
+    pub metadata_filter: Option<Value>,
+    #[serde(default)]
+    pub agent_id: Option<String>,
+    #[serde(default)]
+    pub include_debug: bool,
+}
+
+/// A stand-in agent for calls on the system defaults.
+fn system_agent() -> AgentConfig {
+    AgentConfig {
+        agent_id: String::new(),
+        revision_id: None,
+        version: None,
+        name: "Assistant".into(),
+        settings: Default::default(),
+        directives: vec![],
+        skills: vec![],
+    }
+}
+
+pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput) -> Result<Value> {
+    p.require(Perm::RetrievalQuery)?;
+    let query = super::check_message(&i.query)
+        .map_err(|_| Error::invalid_field("query", "query must be 1 to 20000 characters"))?;
+    let filter = super::parse_filter(i.metadata_filter.as_ref())?;
+    let ws = p.workspace_id.clone();
+    let scoped = match &i.agent_id {
+        Some(id) => {
+            // scoping to an agent needs agent read access as well
+            p.require(Perm::AgentsRead)?;
+            Some(app.db.read(|c| agent::published(c, &ws, id))?)
+        }
+        None => None,
+    };
+    let (cfg, settings) = match &scoped {
+        Some(a) => (a.clone(), retrieval::Settings::for_agent(a)),
+        None => (system_agent(), retrieval::Settings::system()),
+    };
+    let mut tr = TraceBuilder::new(app);
+    let models = TurnModels::resolve(app, &ws, &cfg)?;
+    let cancel = Cancel::new();
+    let r = retrieval::run(app, &ws, &settings, &models.helpers, &query, &[], filter.as_ref(), &cancel)?;
+    tr.stage(app, "retrieval_fanout", "applied", r.trace);
+    let hits = r.hits;
+    let composed = if hits.is_empty() {
+        compose::decline(as_model(&models.workspace_chat), &query, &mut NoSink, &cancel)
+    } else {
+        match &models.chat {
+            Resolved::Builtin => compose::builtin_grounded(&query, &hits, &mut NoSink),
+            Resolved::Model(m) => {
+                compose::model_grounded(m.as_ref(), &cfg, &[], &[], &query, &[], &hits, &mut NoSink, &cancel)
+                    .map_err(compose::llm_error)?
+            }
+        }
+    }
+    .ok_or_else(|| Error::internal_msg("composition was cancelled"))?;
+    tr.stage(
+        app,
+        "compose",
+        "applied",
+        json!({"provider": composed.provider, "model": composed.model, "outcome": composed.outcome, "usage": composed.usage,
+               "citations": composed.citations.iter().map(|c| c.chunk_id.clone()).collect::<Vec<_>>()}),
+    );
+    let (coverage, reason) = composed.coverage.clone().unzip();
+    let availability = if coverage.is_some() { "assessed" } else { "not_recorded" };
+    let trace_id = tr.trace_id.clone();
+    let mut trace_json = tr.finish(app);
+    trace_json["outcome"] = json!(composed.outcome);
+    app.db.write(|tx| {
+        trace::insert(
+            tx,
+            &TurnRecord {
+                trace_id: &trace_id,
+                workspace_id: &ws.0,
+                conversation_id: None,
+                agent_id: scoped.as_ref().map(|a| a.agent_id.as_str()),
+                revision_id: scoped.as_ref().and_then(|a| a.revision_id.as_deref()),
+                user_message_id: None,
+                message_id: None,
+                request_id,
+                surface: "retrieval_answer",
+                route: Some("retrieval"),
+                outcome: composed.outcome,
+                availability,
+                coverage: coverage.as_deref(),
+                reason: reason.as_deref(),
+                grounding: composed.grounding,
+                trace: &trace_json,
+            },
+            &rfc3339(app.clock.now()),
+        )
+    })?;
+    let coverage_view = AnswerCoverage {
+        availability,
+        coverage,
+        reason,
+        originating_turn_id: trace_id.clone(),
+        originating_request_id: request_id.map(str::to_string),
+    };
+    let mut v = json!({
+        "answer": composed.text,
+        "citations": composed.citations,
+        "answerSegments": composed.segments,
+        "answerCoverage": coverage_view,
+        "agentScope": scoped.as_ref().map(|a| json!({"agentId": a.agent_id, "retrievalEnabled": a.settings.retrieval_enabled})),
+        "results": hits.iter().map(|h| json!({"documentId": h.document_id, "chunkId": h.chunk_id, "title": h.title, "snippet": h.snippet, "score": h.score})).collect::<Vec<_>>(),
+        "traceId": trace_id,
+        "diagnostics": {"retrievalInvoked": true, "outcome": composed.outcome, "grounding": composed.grounding,
+                        "composer": {"provider": composed.provider, "model": composed.model}},
+    });
+    if i.include_debug {
+        v["debug"] = json!({"turnTrace": trace_json});
+    }
+    Ok(v)
+}

@@ -1,0 +1,680 @@
+//! Composing the reply: a grounded answer from the retrieved chunks (the built-in extractive
+//! answerer, or a chat model citing numbered sources), a direct reply, the brief decline of a
+//! grounding gap, the waiting line of a human-owned conversation, and follow-up suggestions.
+//!
+//! A model's grounded reply starts with one line `COVERAGE: <coverage> <reason>` (its own
+//! assessment, parsed before any answer text is released) and cites sources as `[n]`. Citation
+//! markers are stripped from the text the visitor sees — streamed and final alike — and kept as
+//! segments (`{text, citationIndices}`). A marker naming a source that was not retrieved is an
+//! invalid source; a sentence without a valid marker is an unsourced claim.
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::agent::AgentConfig;
+use super::steering::Matched;
+use super::trace::Grounding;
+use crate::agents::directives::legal_pair;
+use crate::models::chat::{
+    Cancel, ChatModel, ChatRequest, ErrorKind, LlmError, Message, OutputSchema, Usage, chat_json,
+};
+use crate::models::extractive::{self, Citation, Passage, Segment};
+use crate::search::query::Hit;
+
+/// Passages the built-in answerer reads.
+pub const BUILTIN_PASSAGES: usize = 5;
+/// Characters of each source in a model prompt.
+const SOURCE_CHARS: usize = 900;
+/// History messages in a model prompt.
+const PROMPT_HISTORY: usize = 4;
+const ANSWER_MAX_TOKENS: u32 = 1024;
+/// The built-in answerer's coverage (share of the question it covers) from which an answer
+/// counts as `answered` rather than `partial`.
+const ANSWERED_COVERAGE: f32 = 0.8;
+
+pub const WAITING_LINE: &str =
+    "Thanks for your message. A member of our team has been asked to join and will reply here.";
+pub const DIRECT_NO_MODEL: &str = "I can help with questions about our documents, but this assistant has document search switched off, so I can't look that up.";
+
+/// What composing produced.
+#[derive(Debug, Clone, Default)]
+pub struct Composed {
+    pub text: String,
+    pub citations: Vec<Citation>,
+    pub segments: Vec<Segment>,
+    /// `(coverage, reason)` when assessed; `None` when not recorded.
+    pub coverage: Option<(String, String)>,
+    /// grounded, grounded_degraded, no_context, out_of_scope, clarification_needed, direct, waiting
+    pub outcome: &'static str,
+    pub grounding: Option<Grounding>,
+    pub usage: Usage,
+    pub provider: String,
+    pub model: String,
+}
+
+/// Where answer text goes as it is produced. `chunk` returns false when the turn may not emit
+/// (it was superseded before its first chunk).
+pub trait Sink {
+    fn chunk(&mut self, text: &str) -> bool;
+}
+
+/// A sink that keeps nothing (non-streaming callers).
+pub struct NoSink;
+impl Sink for NoSink {
+    fn chunk(&mut self, _: &str) -> bool {
+        true
+    }
+}
+
+fn passages(hits: &[Hit], n: usize) -> Vec<Passage> {
+    hits.iter()
+        .take(n)
+        .map(|h| Passage {
+            document_id: h.document_id.clone(),
+            chunk_id: h.chunk_id.clone(),
+            title: h.title.clone(),
+            content: h.content.clone(),
+        })
+        .collect()
+}
+
+/// The built-in answerer's grounded answer. Streams the answer (sentence by sentence) once it is
+/// composed.
+pub fn builtin_grounded(question: &str, hits: &[Hit], sink: &mut dyn Sink) -> Option<Composed> {
+    let c = extractive::compose(question, &passages(hits, BUILTIN_PASSAGES));
+    let (coverage, reason, outcome) = if !c.covered {
+        ("unanswered", "insufficient_evidence", "no_context")
+    } else if c.coverage >= ANSWERED_COVERAGE {
+        ("answered", "sufficient_evidence", "grounded")
+    } else {
+        ("partial", "insufficient_evidence", "grounded")
+    };
+    let n = c.segments.len() as i64;
+    let chunks: Vec<String> = if c.segments.is_empty() {
+        vec![c.text.clone()]
+    } else {
+        c.segments
+            .iter()
+            .enumerate()
+            .map(|(i, s)| if i == 0 { s.text.clone() } else { format!(" {}", s.text) })
+            .collect()
+    };
+    for ch in &chunks {
+        if !sink.chunk(ch) {
+            return None;
+        }
+    }
+    Some(Composed {
+        text: c.text,
+        citations: c.citations,
+        segments: c.segments,
+        coverage: Some((coverage.into(), reason.into())),
+        outcome,
+        grounding: Some(Grounding::from_counts(n, n, 0)),
+        usage: Usage::default(),
+        provider: extractive::PROVIDER.into(),
+        model: extractive::MODEL.into(),
+    })
+}
+
+/// The system prompt of a model turn: who the agent is, its instruction and the directives that
+/// apply (earlier ones win conflicts).
+fn persona(agent: &AgentConfig, directives: &[Matched], gated: &[super::agent::AuthoredDirective]) -> String {
+    let mut s = format!("You are {}, an assistant answering a website visitor.", agent.name);
+    let ci = agent.settings.custom_instruction.trim();
+    if !ci.is_empty() {
+        s.push_str("\nOperator's instructions: ");
+        s.push_str(ci);
+    }
+    if !directives.is_empty() {
+        s.push_str("\nRules for this reply (earlier rules win when they conflict):");
+        for d in directives {
+            s.push_str(&format!("\n- {}", d.directive.body.action.trim()));
+        }
+    }
+    for d in gated {
+        if let Some(cc) = &d.body.coverage_criteria {
+            s.push_str(&format!("\n- Only if your coverage is {}: {}", cc.coverage.join(" or "), d.body.action.trim()));
+        }
+    }
+    s
+}
+
+fn history_messages(history: &[(String, String)]) -> Vec<Message> {
+    history
+        .iter()
+        .rev()
+        .take(PROMPT_HISTORY)
+        .rev()
+        .map(|(role, text)| if role == "user" { Message::user(text.clone()) } else { Message::assistant(text.clone()) })
+        .collect()
+}
+
+/// Removes `[n]` / `[n, m]` citation markers (and the space before them) from text arriving in
+/// pieces, holding back only what might still become a marker.
+#[derive(Default)]
+pub struct MarkerStripper {
+    pending: String,
+}
+
+fn is_marker_prefix(s: &str) -> bool {
+    // s starts with optional spaces then '['
+    let t = s.trim_start_matches(' ');
+    let Some(rest) = t.strip_prefix('[') else { return false };
+    rest.len() <= 12 && rest.chars().all(|c| c.is_ascii_digit() || c == ',' || c == ' ')
+}
+
+fn is_marker(s: &str) -> bool {
+    let t = s.trim_start_matches(' ');
+    t.len() >= 3
+        && t.starts_with('[')
+        && t.ends_with(']')
+        && t[1..t.len() - 1].split(',').all(|n| !n.trim().is_empty() && n.trim().chars().all(|c| c.is_ascii_digit()))
+}
+
+impl MarkerStripper {
+    pub fn push(&mut self, piece: &str) -> String {
+        let mut out = String::new();
+        for ch in piece.chars() {
+            self.pending.push(ch);
+            loop {
+                if self.pending.is_empty() {
+                    break;
+                }
+                if is_marker(&self.pending) {
+                    self.pending.clear();
+                    break;
+                }
+                if is_marker_prefix(&self.pending) || self.pending.chars().all(|c| c == ' ') {
+                    break;
+                }
+                // the first character cannot start a marker: release it
+                let first = self.pending.remove(0);
+                out.push(first);
+            }
+        }
+        out
+    }
+    pub fn finish(&mut self) -> String {
+        std::mem::take(&mut self.pending)
+    }
+}
+
+pub fn strip_markers(text: &str) -> String {
+    let mut s = MarkerStripper::default();
+    let mut out = s.push(text);
+    out.push_str(&s.finish());
+    out
+}
+
+/// Parses the `COVERAGE:` head line. `None` when absent or not a legal pair.
+pub fn parse_head(line: &str) -> Option<(String, String)> {
+    let rest = line.trim().strip_prefix("COVERAGE:").or_else(|| line.trim().strip_prefix("Coverage:"))?;
+    let words: Vec<&str> =
+        rest.split(|c: char| c.is_whitespace() || c == ',' || c == ';').filter(|w| !w.is_empty()).collect();
+    let (c, r) = (words.first()?, words.get(1)?);
+    legal_pair(c, r).then(|| (c.to_string(), r.to_string()))
+}
+
+/// Splits a model's answer (with markers) into claims: `(clean text, valid source indexes,
+/// invalid marker count)`. Markers right after a sentence's end belong to that sentence.
+pub fn claims(body: &str, sources: usize) -> Vec<(String, Vec<usize>, usize)> {
+    let mut units: Vec<String> = Vec::new();
+    let mut cur = String::new();
+    let chars: Vec<char> = body.chars().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        cur.push(c);
+        let end = c == '\n' || (matches!(c, '.' | '!' | '?') && chars.get(i + 1).is_none_or(|n| n.is_whitespace()));
+        if end {
+            // markers that follow the sentence end belong to it
+            let mut j = i + 1;
+            loop {
+                let mut k = j;
+                while k < chars.len() && chars[k] == ' ' {
+                    k += 1;
+                }
+                if k < chars.len() && chars[k] == '[' {
+                    let close = chars[k..].iter().position(|&x| x == ']').map(|p| k + p);
+                    match close {
+                        Some(e) if is_marker(&chars[k..=e].iter().collect::<String>()) => {
+                            cur.extend(&chars[j..=e]);
+                            j = e + 1;
+                            continue;
+                        }
+                        _ => {}
+                    }
+                }
+                break;
+            }
+            i = j;
+            units.push(std::mem::take(&mut cur));
+            continue;
+        }
+        i += 1;
+    }
+    if !cur.trim().is_empty() {
+        units.push(cur);
+    }
+    let mut out = Vec::new();
+    for u in units {
+        let mut valid = Vec::new();
+        let mut invalid = 0;
+        let mut rest = u.as_str();
+        while let Some(p) = rest.find('[') {
+            let after = &rest[p..];
+            match after.find(']') {
+                Some(e) if is_marker(&after[..=e]) => {
+                    for n in after[1..e].split(',') {
+                        match n.trim().parse::<usize>() {
+                            Ok(k) if k >= 1 && k <= sources => {
+                                if !valid.contains(&(k - 1)) {
+                                    valid.push(k - 1)
+                                }
+                            }
+                            _ => invalid += 1,
+                        }
+                    }
+                    rest = &after[e + 1..];
+                }
+                _ => rest = &after[1..],
+            }
+        }
+        let text = strip_markers(&u).trim().to_string();
+        if text.is_empty() {
+            continue;
+        }
+        out.push((text, valid, invalid));
+    }
+    out
+}
+
+fn is_claim(text: &str) -> bool {
+    text.chars().filter(|c| c.is_alphanumeric()).count() >= 12
+}
+
+/// A model's grounded answer over `hits`, streamed through `sink` after its head line.
+#[allow(clippy::too_many_arguments)]
+pub fn model_grounded(
+    m: &dyn ChatModel,
+    agent: &AgentConfig,
+    directives: &[Matched],
+    gated: &[super::agent::AuthoredDirective],
+    question: &str,
+    history: &[(String, String)],
+    hits: &[Hit],
+    sink: &mut dyn Sink,
+    cancel: &Cancel,
+) -> Result<Option<Composed>, LlmError> {
+    let sources: String = hits
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            format!("[{}] {}\n{}\n\n", i + 1, h.title, h.content.chars().take(SOURCE_CHARS).collect::<String>())
+        })
+        .collect();
+    let system = format!(
+        "{}\n\nAnswer only from the numbered sources below; do not use outside knowledge. Cite every claim with its source number in brackets, like [1]. If the sources do not contain the answer, say so briefly instead of guessing. If the question is outside what you are here for, decline briefly.\n\
+         Begin your reply with exactly one line: COVERAGE: <answered|partial|unanswered|unclear> <sufficient_evidence|insufficient_evidence|conflicting_evidence|ambiguous_request|intentional_scope_boundary>\n\
+         Allowed pairs: answered sufficient_evidence; partial or unanswered with insufficient_evidence, conflicting_evidence or intentional_scope_boundary; unclear ambiguous_request. Then write the answer on the next lines.\n\nSources:\n{sources}",
+        persona(agent, directives, gated)
+    );
+    let mut messages = vec![Message::system(system)];
+    messages.extend(history_messages(history));
+    messages.push(Message::user(question.to_string()));
+    let req = ChatRequest { temperature: 0.2, ..ChatRequest::new(messages).max_tokens(ANSWER_MAX_TOKENS) };
+    let mut raw = String::new();
+    let mut head_done = false;
+    let mut stripper = MarkerStripper::default();
+    let mut blocked = false;
+    let local_cancel = cancel.clone();
+    let mut on_token = |t: &str| {
+        raw.push_str(t);
+        if blocked {
+            return;
+        }
+        let emit = if head_done {
+            stripper.push(t)
+        } else {
+            // the head line is withheld; everything after it is answer text
+            match raw.find('\n') {
+                Some(nl) => {
+                    head_done = true;
+                    let line = &raw[..nl];
+                    let body = if parse_head(line).is_some() || line.trim_start().starts_with("COVERAGE") {
+                        raw[nl + 1..].to_string()
+                    } else {
+                        raw.clone()
+                    };
+                    stripper.push(body.trim_start_matches('\n'))
+                }
+                None if raw.len() > 80 && !raw.trim_start().starts_with("COVERAGE") => {
+                    head_done = true;
+                    stripper.push(&raw.clone())
+                }
+                None => String::new(),
+            }
+        };
+        if !emit.is_empty() && !sink.chunk(&emit) {
+            blocked = true;
+            local_cancel.cancel();
+        }
+    };
+    let out = m.chat(&req, &mut on_token, cancel)?;
+    if blocked || cancel.is_cancelled() {
+        return Ok(None);
+    }
+    let tail = stripper.finish();
+    if !tail.is_empty() && !sink.chunk(&tail) {
+        return Ok(None);
+    }
+    let text = out.text;
+    let (head, body) = match text.trim_start().split_once('\n') {
+        _ if !text.trim_start().starts_with("COVERAGE") => (None, text.trim().to_string()),
+        Some((first, rest)) => (parse_head(first), rest.trim().to_string()),
+        None => (parse_head(&text), String::new()),
+    };
+    let parts = claims(&body, hits.len());
+    let mut citations: Vec<Citation> = Vec::new();
+    let mut segments = Vec::new();
+    let (mut n_claims, mut sourced, mut invalid) = (0i64, 0i64, 0i64);
+    for (t, valid, bad) in parts {
+        invalid += bad as i64;
+        let mut idx = Vec::new();
+        for k in valid {
+            let h = &hits[k];
+            let at = match citations.iter().position(|c| c.chunk_id == h.chunk_id) {
+                Some(p) => p,
+                None => {
+                    citations.push(Citation {
+                        document_id: h.document_id.clone(),
+                        chunk_id: h.chunk_id.clone(),
+                        title: h.title.clone(),
+                    });
+                    citations.len() - 1
+                }
+            };
+            idx.push(at);
+        }
+        if is_claim(&t) {
+            n_claims += 1;
+            if !idx.is_empty() {
+                sourced += 1;
+            }
+        }
+        segments.push(Segment { text: t, citation_indices: idx });
+    }
+    let grounding = Grounding::from_counts(n_claims, sourced, invalid);
+    let outcome = match head.as_ref().map(|(c, r)| (c.as_str(), r.as_str())) {
+        Some((_, "intentional_scope_boundary")) => "out_of_scope",
+        Some(("unclear", _)) => "clarification_needed",
+        Some(("unanswered", _)) => "no_context",
+        _ if grounding.verdict == "grounded" => "grounded",
+        _ => "grounded_degraded",
+    };
+    Ok(Some(Composed {
+        text: strip_markers(&body).trim().to_string(),
+        citations,
+        segments,
+        coverage: head,
+        outcome,
+        grounding: Some(grounding),
+        usage: out.usage,
+        provider: m.provider().to_string(),
+        model: m.model().to_string(),
+    }))
+}
+
+/// A short decline when retrieval found nothing: written by the workspace chat model in the
+/// visitor's language, or the fixed copy.
+pub fn decline(m: Option<&dyn ChatModel>, question: &str, sink: &mut dyn Sink, cancel: &Cancel) -> Option<Composed> {
+    let mut text = String::new();
+    let mut usage = Usage::default();
+    if let Some(m) = m {
+        let req = ChatRequest::new(vec![
+            Message::system("The knowledge base has nothing that answers the visitor's message. In one or two short sentences, in the visitor's language, say that you could not find an answer in the available documents. Do not guess an answer."),
+            Message::user(question.to_string()),
+        ])
+        .max_tokens(120);
+        match m.chat(&req, &mut |_| {}, cancel) {
+            Ok(o) => {
+                text = o.text.trim().to_string();
+                usage = o.usage;
+            }
+            Err(e) => tracing::warn!(error = %e.message, "no-context decline failed; using the fixed copy"),
+        }
+    }
+    let (provider, model) = match (m, text.is_empty()) {
+        (Some(m), false) => (m.provider().to_string(), m.model().to_string()),
+        _ => (extractive::PROVIDER.to_string(), extractive::MODEL.to_string()),
+    };
+    if text.is_empty() {
+        text = extractive::NOT_COVERED.to_string();
+    }
+    if !sink.chunk(&text) {
+        return None;
+    }
+    Some(Composed {
+        text,
+        coverage: Some(("unanswered".into(), "insufficient_evidence".into())),
+        outcome: "no_context",
+        grounding: Some(Grounding::from_counts(0, 0, 0)),
+        usage,
+        provider,
+        model,
+        ..Default::default()
+    })
+}
+
+/// A direct (not retrieval-grounded) reply: greetings, thanks, who the assistant is, or anything
+/// when the agent has retrieval off.
+#[allow(clippy::too_many_arguments)]
+pub fn direct(
+    m: Option<&dyn ChatModel>,
+    agent: &AgentConfig,
+    directives: &[Matched],
+    reason: &str,
+    question: &str,
+    history: &[(String, String)],
+    sink: &mut dyn Sink,
+    cancel: &Cancel,
+) -> Result<Option<Composed>, LlmError> {
+    let (text, usage, provider, model) = match m {
+        Some(m) => {
+            let system = format!(
+                "{}\n\nReply directly and briefly. You cannot look anything up right now: if the visitor asks for facts you were not given, say you cannot check that here.",
+                persona(agent, directives, &[])
+            );
+            let mut messages = vec![Message::system(system)];
+            messages.extend(history_messages(history));
+            messages.push(Message::user(question.to_string()));
+            let mut streamed_ok = true;
+            let local = cancel.clone();
+            let out = m.chat(
+                &ChatRequest::new(messages).max_tokens(400),
+                &mut |t| {
+                    if streamed_ok && !sink.chunk(t) {
+                        streamed_ok = false;
+                        local.cancel();
+                    }
+                },
+                cancel,
+            )?;
+            if !streamed_ok || cancel.is_cancelled() {
+                return Ok(None);
+            }
+            (out.text.trim().to_string(), out.usage, m.provider().to_string(), m.model().to_string())
+        }
+        None => {
+            let t = match reason {
+                "social_only" if is_thanks(question) => {
+                    "You're welcome! Is there anything else I can help you with?".to_string()
+                }
+                "social_only" | "conversation_start" => "Hello! How can I help you today?".to_string(),
+                "assistant_identity" => format!(
+                    "I'm {}, an assistant that answers questions from this organization's documents.",
+                    agent.name
+                ),
+                _ => DIRECT_NO_MODEL.to_string(),
+            };
+            if !sink.chunk(&t) {
+                return Ok(None);
+            }
+            (t, Usage::default(), extractive::PROVIDER.to_string(), extractive::MODEL.to_string())
+        }
+    };
+    Ok(Some(Composed { text, outcome: "direct", usage, provider, model, ..Default::default() }))
+}
+
+fn is_thanks(q: &str) -> bool {
+    let l = q.to_lowercase();
+    ["thank", "thanks", "thx", "cheers", "appreciate"].iter().any(|w| l.contains(w))
+}
+
+/// The short line a visitor gets while a person owns the conversation and has not replied yet.
+pub fn waiting_line(m: Option<&dyn ChatModel>, question: &str, cancel: &Cancel) -> String {
+    if let Some(m) = m {
+        let req = ChatRequest::new(vec![
+            Message::system("A member of the team has been asked to take over this conversation and has not replied yet. In one short sentence, in the visitor's language, tell the visitor their message was received and a person will reply here. Do not answer the message itself."),
+            Message::user(question.to_string()),
+        ])
+        .max_tokens(60);
+        match m.chat(&req, &mut |_| {}, cancel) {
+            Ok(o) if !o.text.trim().is_empty() => return o.text.trim().to_string(),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e.message, "waiting line failed; using the fixed copy"),
+        }
+    }
+    WAITING_LINE.to_string()
+}
+
+/// A follow-up suggestion chip.
+#[derive(Debug, Clone, Serialize)]
+pub struct Suggestion {
+    pub text: String,
+    pub kind: &'static str,
+    pub action: Value,
+}
+
+/// Follow-up questions: by the chat model when there is one, else from what was retrieved but not
+/// used (its headings or titles).
+pub fn suggestions(
+    m: Option<&dyn ChatModel>,
+    question: &str,
+    answer: &Composed,
+    hits: &[Hit],
+    count: usize,
+    cancel: &Cancel,
+) -> Vec<Suggestion> {
+    let chip = |text: String| Suggestion { text, kind: "deeper", action: json!({"kind": "ask_followup"}) };
+    if count == 0 {
+        return vec![];
+    }
+    if let Some(m) = m {
+        let schema = json!({"type": "object", "required": ["questions"], "properties": {"questions": {"type": "array", "items": {"type": "string"}}}});
+        let req = ChatRequest::new(vec![
+            Message::system(format!("Suggest {count} short follow-up questions the visitor might ask next, answerable from the same documents. Same language as the visitor.")),
+            Message::user(format!("Visitor asked: {question}\nAnswer given: {}", answer.text.chars().take(1200).collect::<String>())),
+        ])
+        .max_tokens(200);
+        return match chat_json(m, req, OutputSchema { name: "suggestions".into(), schema }, cancel) {
+            Ok((v, _)) => v["questions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .take(count)
+                .map(chip)
+                .collect(),
+            Err(e) => {
+                tracing::warn!(error = %e.message, "suggestions failed");
+                vec![]
+            }
+        };
+    }
+    let cited: Vec<&str> = answer.citations.iter().map(|c| c.chunk_id.as_str()).collect();
+    let mut seen: Vec<String> = Vec::new();
+    let mut out = Vec::new();
+    for h in hits.iter().filter(|h| !cited.contains(&h.chunk_id.as_str())) {
+        let topic = h
+            .heading_path
+            .as_deref()
+            .and_then(|p| p.rsplit(" > ").next())
+            .filter(|t| !t.trim().is_empty())
+            .unwrap_or(&h.title)
+            .trim()
+            .to_string();
+        let key = topic.to_lowercase();
+        if topic.is_empty() || topic.chars().count() > 80 || seen.contains(&key) {
+            continue;
+        }
+        seen.push(key);
+        out.push(chip(format!("Tell me more about {topic}")));
+        if out.len() >= count {
+            break;
+        }
+    }
+    out
+}
+
+/// Maps a model failure during composing to an error the caller reports.
+pub fn llm_error(e: LlmError) -> crate::Error {
+    if e.kind == ErrorKind::Cancelled {
+        return crate::Error::new(crate::ErrorCode::ChatTurnSuperseded, "the turn was cancelled");
+    }
+    e.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markers_are_stripped_from_streamed_pieces() {
+        let pieces = [
+            "Returns are accepted",
+            " within 30 days [",
+            "1]. Refunds take",
+            " five days [2, 3]",
+            ". Cost is [about] 5.",
+        ];
+        let mut s = MarkerStripper::default();
+        let mut out = String::new();
+        for p in pieces {
+            out.push_str(&s.push(p));
+        }
+        out.push_str(&s.finish());
+        assert_eq!(out, "Returns are accepted within 30 days. Refunds take five days. Cost is [about] 5.");
+        assert_eq!(strip_markers("A [1] b [x] c [12]"), "A b [x] c");
+    }
+
+    #[test]
+    fn head_lines_take_only_legal_pairs() {
+        assert_eq!(
+            parse_head("COVERAGE: answered sufficient_evidence"),
+            Some(("answered".into(), "sufficient_evidence".into()))
+        );
+        assert_eq!(
+            parse_head("COVERAGE: partial, intentional_scope_boundary"),
+            Some(("partial".into(), "intentional_scope_boundary".into()))
+        );
+        assert_eq!(parse_head("COVERAGE: answered insufficient_evidence"), None);
+        assert_eq!(parse_head("The answer is"), None);
+    }
+
+    #[test]
+    fn claims_count_sourced_unsourced_and_invalid() {
+        let c = claims(
+            "Items can be returned within 30 days. [1] Refunds are paid in five business days [2]. We also love cats. See [9].",
+            2,
+        );
+        assert_eq!(c.len(), 4);
+        assert_eq!(c[0], ("Items can be returned within 30 days.".to_string(), vec![0], 0));
+        assert_eq!(c[1].1, vec![1]);
+        assert!(c[2].1.is_empty());
+        assert_eq!(c[3].2, 1, "a marker naming a source that was not retrieved");
+    }
+}
