@@ -175,11 +175,12 @@ pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
     })
 }
 
-/// Merges `patch` into a message's metadata object.
-pub fn patch_metadata(tx: &Tx, id: &str, patch: &Value) -> Result<()> {
+/// Merges `patch` into the metadata of the user message a turn saved (found by its `turnId`).
+pub fn patch_turn_message(tx: &Tx, conversation: &str, turn_id: &str, patch: &Value) -> Result<()> {
     tx.execute(
-        "UPDATE messages SET metadata = json_patch(metadata, ?2) WHERE id = ?1",
-        params![id, patch.to_string()],
+        "UPDATE messages SET metadata = json_patch(metadata, ?3)
+         WHERE conversation_id = ?1 AND role = 'user' AND json_extract(metadata, '$.turnId') = ?2",
+        params![conversation, turn_id, patch.to_string()],
     )?;
     Ok(())
 }

@@ -25,6 +25,8 @@ use crate::search::query::Hit;
 pub const BUILTIN_PASSAGES: usize = 5;
 /// Characters of each source in a model prompt.
 const SOURCE_CHARS: usize = 900;
+/// Sources a local (llama.cpp) model reads.
+const LOCAL_SOURCES: usize = 6;
 /// History messages in a model prompt.
 const PROMPT_HISTORY: usize = 4;
 const ANSWER_MAX_TOKENS: u32 = 1024;
@@ -307,6 +309,8 @@ pub fn model_grounded(
     sink: &mut dyn Sink,
     cancel: &Cancel,
 ) -> Result<Option<Composed>, LlmError> {
+    // a local model has a small context window and reads slowly on a CPU: its best few sources
+    let hits = if m.provider() == "local" { &hits[..hits.len().min(LOCAL_SOURCES)] } else { hits };
     let sources: String = hits
         .iter()
         .enumerate()

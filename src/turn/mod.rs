@@ -151,11 +151,21 @@ impl Reply {
 }
 
 /// The models one turn may call.
+///
+/// A local GGUF model that serves only because nothing is configured (the `default` source)
+/// composes answers, declines and waiting lines, but the structured side calls (rewrite, search
+/// plan, rerank, directive matching, suggestions) use the built-in methods: a model that small does
+/// not return reliable JSON, and each extra call costs seconds on a CPU. Configure a slot
+/// explicitly to use any model for them.
 struct TurnModels {
     /// Composes the answer: the agent's override, else the workspace/environment chat model.
     chat: Resolved,
-    /// The workspace chat model (no agent override): directive matcher, decline, waiting line.
+    /// The workspace chat model (no agent override): no-context decline, waiting line.
     workspace_chat: Resolved,
+    /// Judges contextual directives: the workspace chat model unless it serves only by default.
+    matcher: Resolved,
+    /// Writes follow-up suggestions: the answer's model unless it serves only by default.
+    suggest: Resolved,
     helpers: retrieval::Helpers,
 }
 
@@ -173,19 +183,29 @@ impl TurnModels {
             .chat_model_override
             .as_ref()
             .map(|m| crate::settings::llm_models::Choice { provider: m.provider.clone(), model: m.model.clone() });
-        let (_, chat) = resolve::resolve(app, ws, ModelSlot::Chat, choice.as_ref())?;
-        let helper = |slot: ModelSlot| match resolve::resolve(app, ws, slot, None) {
-            Ok((_, r)) => r,
+        let (chat_sel, chat) = resolve::resolve(app, ws, ModelSlot::Chat, choice.as_ref())?;
+        let slot = |slot: ModelSlot| match resolve::resolve(app, ws, slot, None) {
+            Ok(r) => Some(r),
             Err(e) => {
                 tracing::warn!(slot = slot.as_str(), error = %e.message, "model slot unusable; using the built-in method");
-                Resolved::Builtin
+                None
             }
         };
-        let workspace_chat = if choice.is_some() { helper(ModelSlot::Chat) } else { chat.clone() };
+        // structured side calls only go to models someone chose
+        let chosen = |r: Option<(resolve::Selection, Resolved)>| match r {
+            Some((sel, m)) if sel.source != "default" => m,
+            _ => Resolved::Builtin,
+        };
+        let workspace = if choice.is_some() { slot(ModelSlot::Chat) } else { Some((chat_sel.clone(), chat.clone())) };
         Ok(TurnModels {
+            workspace_chat: workspace.as_ref().map(|w| w.1.clone()).unwrap_or(Resolved::Builtin),
+            matcher: chosen(workspace),
+            suggest: chosen(Some((chat_sel, chat.clone()))),
             chat,
-            workspace_chat,
-            helpers: retrieval::Helpers { rewrite: helper(ModelSlot::Rewrite), rerank: helper(ModelSlot::Rerank) },
+            helpers: retrieval::Helpers {
+                rewrite: chosen(slot(ModelSlot::Rewrite)),
+                rerank: chosen(slot(ModelSlot::Rerank)),
+            },
         })
     }
 }
@@ -332,8 +352,7 @@ pub fn run(app: &App, input: TurnInput, slot: &Slot, events: &mut dyn Events, st
         json!({"route": route.kind, "reason": route.reason, "retrievalEnabled": agent.settings.retrieval_enabled}),
     );
 
-    let steering =
-        steering::match_directives(app, agent, &input.message, route.kind, &models.workspace_chat, &slot.cancel);
+    let steering = steering::match_directives(app, agent, &input.message, route.kind, &models.matcher, &slot.cancel);
     tr.stage(app, "directive_steering", "applied", steering.trace.clone());
     slot.check().map_err(sup)?;
 
@@ -449,7 +468,7 @@ pub fn run(app: &App, input: TurnInput, slot: &Slot, events: &mut dyn Events, st
     let suggestions =
         if matches!(composed.outcome, "grounded" | "grounded_degraded") && settings.suggested_questions_enabled {
             compose::suggestions(
-                as_model(&models.chat),
+                as_model(&models.suggest),
                 &input.message,
                 &composed,
                 &hits,
@@ -668,18 +687,8 @@ fn suppressed(
 /// Marks the user message of a turn that did not finish (superseded or failed), for the
 /// dashboard.
 pub fn mark_failed(app: &App, conversation_id: &str, turn_id: &str, status: &str, stage: &str) {
-    let r = app.db.write(|tx| {
-        tx.execute(
-            "UPDATE messages SET metadata = json_patch(metadata, ?3)
-             WHERE conversation_id = ?1 AND role = 'user' AND json_extract(metadata, '$.turnId') = ?2",
-            rusqlite::params![
-                conversation_id,
-                turn_id,
-                json!({"turnFailure": {"eventStatus": status, "stage": stage}}).to_string()
-            ],
-        )?;
-        Ok(())
-    });
+    let failure = json!({"turnFailure": {"eventStatus": status, "stage": stage}});
+    let r = app.db.write(|tx| conv_store::patch_turn_message(tx, conversation_id, turn_id, &failure));
     if let Err(e) = r {
         tracing::warn!(error = %e, "could not mark the interrupted turn");
     }
@@ -825,7 +834,6 @@ pub async fn execute(
         Err(s) => return Err(superseded_error(&cid, s.stage)),
     };
     let slot = guard.slot.clone();
-    let streaming = events.is_some();
     let task = {
         let app = app.clone();
         let slot = slot.clone();
@@ -834,7 +842,6 @@ pub async fn execute(
             None => run(&app, input, &slot, &mut Silent, false),
         })
     };
-    let _ = streaming;
     let result = tokio::select! {
         r = task => r.map_err(|e| Error::internal_msg(format!("turn task failed: {e}")))?,
         _ = slot.cancelled() => Err(superseded_error(&cid, slot.check().err().map(|s| s.stage).unwrap_or("rendering"))),

@@ -785,3 +785,28 @@ async fn test_executions_are_private_seeded_and_frozen() {
     assert_eq!(t.get(&base, &member).await.status, 403);
     assert_eq!(t.get(&format!("{base}/{eid}"), &member).await.status, 403);
 }
+
+#[tokio::test]
+async fn a_default_local_model_composes_and_leaves_side_calls_to_built_in_methods() {
+    let gguf =
+        steward::models::resolve::local_model_path(&crate::support::test_config(std::path::Path::new("/nonexistent")))
+            .expect("the SmolLM2 GGUF is installed by scripts/fetch-models.sh");
+    let t = TestApp::with_config(move |c| c.llm.local_model_path = Some(gguf.clone()));
+    let owner = t.owner().await;
+    t.doc(&owner, "Opening hours", "The shop is open from nine to five on weekdays.", json!({})).await;
+    t.drain();
+    let agent = default_agent(&t, &owner).await;
+    t.post(
+        &format!("/api/v1/agents/{agent}/directives"),
+        &owner,
+        json!({"name": "hours", "condition": {"kind": "contextual", "description": "The visitor asks when the shop is open"}, "action": "Mention the weekday hours."}),
+    )
+    .await
+    .assert_status(201);
+    publish(&t, &owner, &agent).await;
+    let v = chat(&t, &owner, json!({"message": "When is the shop open?"})).await;
+    assert_eq!(v["diagnostics"]["composer"]["provider"], "local", "{v}");
+    let tr = trace(&t, &owner, v["traceId"].as_str().unwrap()).await;
+    assert_eq!(stage(&tr, "directive_steering")["outputs"]["method"], "embedding");
+    assert_ne!(stage(&tr, "retrieval_fanout")["outputs"]["rewrite"]["method"], "model");
+}
