@@ -142,6 +142,11 @@ pub fn run(c: &Collection, ingestion: serde_json::Value, config: Config) -> anyh
             ));
         }
     }
+    if std::env::var("TUNE_ANSWER").is_ok() {
+        answer_sweep(&app, &p, c)?;
+        app.shutdown();
+        return Ok(());
+    }
     if std::env::var("TUNE_LATENCY").is_ok() {
         // Latency per mode, interleaved over several rounds; medians of per-query times.
         let embedder = app.models.embedder().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -182,5 +187,89 @@ pub fn run(c: &Collection, ingestion: serde_json::Value, config: Config) -> anyh
         );
     }
     app.shutdown();
+    Ok(())
+}
+
+/// The built-in answerer's parameters against the turn's retrieval: for each setting, how many
+/// judged queries get an answer and how many answers cite a judged-relevant document.
+fn answer_sweep(app: &App, p: &crate::auth::Principal, c: &Collection) -> anyhow::Result<()> {
+    use crate::models::extractive::{self, Params, Passage};
+    use crate::models::resolve::Resolved;
+    use crate::turn::compose::BUILTIN_PASSAGES;
+    use crate::turn::retrieval::{self, Helpers, Settings};
+    let settings = Settings::system();
+    let helpers = Helpers { rewrite: Resolved::Builtin, rerank: Resolved::Builtin };
+    let cancel = crate::models::chat::Cancel::new();
+    let mut per_query = Vec::new();
+    for q in &c.queries {
+        let Some(judged) = c.qrels.get(&q.id) else { continue };
+        let r = retrieval::run(app, &p.workspace_id, &settings, &helpers, &q.text, &[], None, &cancel)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let ids: std::collections::HashMap<String, u32> = r
+            .hits
+            .iter()
+            .filter_map(|h| h.metadata["cranfieldId"].as_u64().map(|x| (h.chunk_id.clone(), x as u32)))
+            .collect();
+        let passages: Vec<Passage> = r
+            .hits
+            .iter()
+            .map(|h| Passage {
+                document_id: h.document_id.clone(),
+                chunk_id: h.chunk_id.clone(),
+                title: h.title.clone(),
+                content: h.content.clone(),
+            })
+            .collect();
+        per_query.push((q.text.clone(), judged.clone(), ids, passages));
+    }
+    let n = per_query.len();
+    println!("{n} judged queries");
+    println!("{:<60} {:>9} {:>9} {:>9}", "params", "answered", "relevant", "rel/ans");
+    for k in 1..=8 {
+        let any = per_query
+            .iter()
+            .filter(|(_, judged, ids, ps)| {
+                ps.iter().take(k).any(|p| ids.get(&p.chunk_id).is_some_and(|id| judged.get(id).is_some_and(|r| *r > 0)))
+            })
+            .count();
+        println!("a relevant passage in the top {k}: {any}");
+    }
+    for k in [1usize, 3, 5] {
+        let mut any = 0;
+        for q in &c.queries {
+            let Some(judged) = c.qrels.get(&q.id) else { continue };
+            let r = ranked(app, p, &q.text, Mode::Hybrid, &Tuning::default(), k)?;
+            any += r.iter().any(|id| judged.get(id).is_some_and(|x| *x > 0)) as usize;
+        }
+        println!("search defaults, collapsed: a relevant document in the top {k}: {any}");
+    }
+    let base = Params::default();
+    let variants: Vec<(String, usize, Params)> = vec![
+        ("defaults".into(), BUILTIN_PASSAGES, base),
+        ("3 passages".into(), 3, base),
+        ("5 passages".into(), 5, base),
+        ("coverage 0.3/0.4".into(), BUILTIN_PASSAGES, Params { sentence_coverage: 0.3, answer_coverage: 0.4, ..base }),
+        ("coverage 0.5/0.6".into(), BUILTIN_PASSAGES, Params { sentence_coverage: 0.5, answer_coverage: 0.6, ..base }),
+        ("one sentence per passage".into(), BUILTIN_PASSAGES, Params { per_passage: 1, ..base }),
+        ("3 sentences".into(), BUILTIN_PASSAGES, Params { max_sentences: 3, ..base }),
+        ("min relative 0.5".into(), BUILTIN_PASSAGES, Params { min_relative: 0.5, ..base }),
+        ("always new terms".into(), BUILTIN_PASSAGES, Params { require_new_terms: true, ..base }),
+    ];
+    for (name, keep, params) in variants {
+        let (mut answered, mut relevant) = (0, 0);
+        for (text, judged, ids, passages) in &per_query {
+            let a = extractive::compose_with(text, &passages[..keep.min(passages.len())], &params);
+            if !a.covered {
+                continue;
+            }
+            answered += 1;
+            let relevant_citation = a
+                .citations
+                .iter()
+                .any(|ct| ids.get(&ct.chunk_id).is_some_and(|id| judged.get(id).is_some_and(|r| *r > 0)));
+            relevant += relevant_citation as usize;
+        }
+        println!("{name:<60} {answered:>9} {relevant:>9} {:>9.3}", relevant as f64 / answered.max(1) as f64);
+    }
     Ok(())
 }

@@ -22,7 +22,7 @@ use crate::models::extractive::{self, Citation, Passage, Segment};
 use crate::search::query::Hit;
 
 /// Passages the built-in answerer reads.
-pub const BUILTIN_PASSAGES: usize = 5;
+pub const BUILTIN_PASSAGES: usize = 4;
 /// Characters of each source in a model prompt.
 const SOURCE_CHARS: usize = 900;
 /// Sources a local (llama.cpp) model reads.
@@ -30,6 +30,9 @@ const LOCAL_SOURCES: usize = 6;
 /// History messages in a model prompt.
 const PROMPT_HISTORY: usize = 4;
 const ANSWER_MAX_TOKENS: u32 = 1024;
+/// A local model's answer: small models tend to run on until the limit, and each token costs
+/// tens of milliseconds on a CPU.
+const LOCAL_ANSWER_MAX_TOKENS: u32 = 384;
 /// The built-in answerer's coverage (share of the question it covers) from which an answer
 /// counts as `answered` rather than `partial`.
 const ANSWERED_COVERAGE: f32 = 0.8;
@@ -327,7 +330,8 @@ pub fn model_grounded(
     let mut messages = vec![Message::system(system)];
     messages.extend(history_messages(history));
     messages.push(Message::user(question.to_string()));
-    let req = ChatRequest { temperature: 0.2, ..ChatRequest::new(messages).max_tokens(ANSWER_MAX_TOKENS) };
+    let max_tokens = if m.provider() == "local" { LOCAL_ANSWER_MAX_TOKENS } else { ANSWER_MAX_TOKENS };
+    let req = ChatRequest { temperature: 0.2, ..ChatRequest::new(messages).max_tokens(max_tokens) };
     let mut raw = String::new();
     let mut head_done = false;
     let mut stripper = MarkerStripper::default();
