@@ -141,9 +141,11 @@ impl Config {
             embed_threads: cores.clamp(1, 4),
             embed_max_tokens: 128,
             llm: LlmConfig {
-                // one per core: prompt reading scales with threads (110 → 190 tokens/s from
-                // 1 to 2 on the 2-core benchmark machine)
-                local_threads: cores.clamp(1, 8),
+                // all cores but one: prompt reading scales with threads (110 → 190 tokens/s
+                // from 1 to 2 on an idle 2-core machine), but llama.cpp's threads spin, and when
+                // one shares its core with ingestion or the HTTP workers generation collapses to
+                // a few tokens/s; so a core stays free for the rest of the server
+                local_threads: cores.saturating_sub(1).clamp(1, 8),
                 local_context: 4096,
                 request_timeout: Duration::from_secs(60),
                 ..Default::default()
