@@ -42,6 +42,8 @@ struct Tally {
     server_ms: Vec<f64>,
     first_chunk_ms: Vec<f64>,
     judged: usize,
+    /// Judged queries whose answer cites anything.
+    judged_cited: usize,
     relevant: usize,
     cited: usize,
     declined: usize,
@@ -67,6 +69,7 @@ impl Tally {
         }
         if let Some(j) = judged {
             self.judged += 1;
+            self.judged_cited += !cited.is_empty() as usize;
             if cited.iter().any(|d| j.get(d).is_some_and(|rel| *rel > 0)) {
                 self.relevant += 1;
             }
@@ -83,6 +86,7 @@ impl Tally {
             "queriesWithJudgments": self.judged,
             "answersCitingARelevantDocument": self.relevant,
             "relevantCitationShare": self.relevant as f64 / self.judged.max(1) as f64,
+            "relevantCitationShareOfAnswers": self.relevant as f64 / self.judged_cited.max(1) as f64,
             "answersWithCitations": self.cited,
             "declined": self.declined,
             "outcomes": self.outcomes,
