@@ -107,20 +107,8 @@ async fn permissions_and_workspace_isolation() {
     let reader = t.token_with(&owner, &["workspace.documents.read"]).await;
     assert_eq!(t.get("/api/v1/agents", &reader).await.status, 403);
     // another workspace's agent is a 404
-    let ws2 = t.post("/api/v1/workspaces", &owner, json!({"name": "Other"})).await.json()["workspace"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let r = t
-        .send(
-            axum::http::Method::GET,
-            &format!("/api/v1/agents/{id}"),
-            &owner,
-            None,
-            &[("x-workspace-id", ws2.as_str())],
-        )
-        .await;
-    assert_eq!(r.status, 404);
+    let ws2 = t.workspace(&owner, "Other").await;
+    assert_eq!(t.get_in(&ws2, &format!("/api/v1/agents/{id}"), &owner).await.status, 404);
 }
 
 #[tokio::test]

@@ -667,30 +667,11 @@ async fn chat_requests_are_validated_and_scoped() {
     let chatter = t.token_with(&owner, &["workspace.chat"]).await;
     chat(&t, &chatter, json!({"message": "hi"})).await;
     // another workspace's conversation is a 404
-    let ws2 = t.post("/api/v1/workspaces", &owner, json!({"name": "Other"})).await.json()["workspace"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let r = t
-        .send(
-            axum::http::Method::GET,
-            &format!("/api/v1/history/chat/{}", v["conversationId"].as_str().unwrap()),
-            &owner,
-            None,
-            &[("x-workspace-id", ws2.as_str())],
-        )
-        .await;
-    assert_eq!(r.status, 404);
-    let r = t
-        .send(
-            axum::http::Method::GET,
-            &format!("/api/v1/traces/{}", v["traceId"].as_str().unwrap()),
-            &owner,
-            None,
-            &[("x-workspace-id", ws2.as_str())],
-        )
-        .await;
-    assert_eq!(r.status, 404);
+    let ws2 = t.workspace(&owner, "Other").await;
+    let conversation = format!("/api/v1/history/chat/{}", v["conversationId"].as_str().unwrap());
+    assert_eq!(t.get_in(&ws2, &conversation, &owner).await.status, 404);
+    let trace = format!("/api/v1/traces/{}", v["traceId"].as_str().unwrap());
+    assert_eq!(t.get_in(&ws2, &trace, &owner).await.status, 404);
 }
 
 #[tokio::test]
@@ -755,10 +736,7 @@ async fn test_executions_are_private_seeded_and_frozen() {
         404,
         "another agent's conversation"
     );
-    let ws2 = t.post("/api/v1/workspaces", &owner, json!({"name": "Elsewhere"})).await.json()["workspace"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let ws2 = t.workspace(&owner, "Elsewhere").await;
     let r = t
         .send(
             axum::http::Method::POST,

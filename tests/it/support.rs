@@ -183,6 +183,16 @@ impl TestApp {
     pub async fn delete(&self, path: &str, auth: &Auth) -> Resp {
         self.send(Method::DELETE, path, auth, None, &[]).await
     }
+    /// GET in the workspace `ws` (the `X-Workspace-Id` header).
+    pub async fn get_in(&self, ws: &str, path: &str, auth: &Auth) -> Resp {
+        self.send(Method::GET, path, auth, None, &[("x-workspace-id", ws)]).await
+    }
+
+    /// Creates a second workspace and returns its id.
+    pub async fn workspace(&self, owner: &Auth, name: &str) -> String {
+        let r = self.post("/api/v1/workspaces", owner, json!({ "name": name })).await;
+        r.json()["workspace"]["id"].as_str().expect("workspace id").to_string()
+    }
 
     /// Registers the first user (the owner) and returns their session cookie.
     pub async fn owner(&self) -> Auth {

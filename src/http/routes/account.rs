@@ -252,6 +252,15 @@ pub struct AuditQuery {
     limit: Option<usize>,
 }
 
+/// `?limit=&cursor=` of a paged list.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageQuery {
+    pub limit: Option<usize>,
+    pub cursor: Option<String>,
+}
+
+/// A page size: 50 by default, 1–200.
 pub fn page_limit(limit: Option<usize>) -> Result<usize> {
     match limit {
         None => Ok(50),

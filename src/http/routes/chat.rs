@@ -13,7 +13,7 @@ use futures::Stream;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::account::page_limit;
+use super::account::{PageQuery, page_limit};
 use crate::app::App;
 use crate::conversations::{self, ListQuery};
 use crate::error::Result;
@@ -224,13 +224,6 @@ pub async fn start_test(
 ) -> Result<impl IntoResponse> {
     let (created, v) = app.blocking(move |app| test_exec::start(app, &ctx.p, &ctx.actor(), &id, b)).await?;
     Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, axum::Json(v)))
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PageQuery {
-    limit: Option<usize>,
-    cursor: Option<String>,
 }
 
 pub async fn list_tests(

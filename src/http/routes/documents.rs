@@ -8,7 +8,7 @@ use axum::response::IntoResponse;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::account::page_limit;
+use super::account::{PageQuery, page_limit};
 use crate::app::App;
 use crate::documents::{self, DocumentUpdate, ListFilter, NewDocument, Upload};
 use crate::error::{Error, ErrorCode, Result};
@@ -231,13 +231,6 @@ pub async fn delete(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String
 pub async fn sources(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let list = app.blocking(move |app| documents::list_sources(app, &ctx.p)).await?;
     Ok(axum::Json(json!({ "sources": list })))
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PageQuery {
-    limit: Option<usize>,
-    cursor: Option<String>,
 }
 
 pub async fn source_documents(
