@@ -161,6 +161,25 @@ fn clip(s: &str, max: usize) -> String {
     format!("{}…", cut[..at].trim_end())
 }
 
+/// The passage (index) that holds most of `claim`'s content terms, if one holds at least half of
+/// them; earlier passages win ties. A claim of fewer than three content terms is not attributed.
+pub fn attribute(claim: &str, passages: &[Passage]) -> Option<usize> {
+    let mut a = analyzer();
+    let claim: HashSet<String> = terms(&mut a, claim, true).into_iter().collect();
+    if claim.len() < 3 {
+        return None;
+    }
+    let mut best: Option<(usize, usize)> = None;
+    for (i, p) in passages.iter().enumerate() {
+        let have: HashSet<String> = terms(&mut a, &p.content, false).into_iter().collect();
+        let n = claim.iter().filter(|t| have.contains(*t)).count();
+        if best.is_none_or(|(_, m)| n > m) {
+            best = Some((i, n));
+        }
+    }
+    best.filter(|&(_, n)| n * 2 >= claim.len()).map(|(i, _)| i)
+}
+
 /// Composes an answer to `question` from `passages` (best first).
 pub fn compose(question: &str, passages: &[Passage]) -> Composed {
     compose_with(question, passages, &Params::default())
@@ -338,6 +357,19 @@ mod tests {
         let c = compose("panel flutter at supersonic speeds", &one);
         assert_eq!(c.segments.len(), 2, "{c:?}");
         assert!(!c.text.contains("studied again"));
+    }
+
+    #[test]
+    fn a_claim_is_attributed_to_the_passage_holding_most_of_its_terms() {
+        let passages = vec![
+            p("1", "Hours", "The shop opens at nine on weekdays."),
+            p("2", "Returns", "Items can be returned within 30 days of delivery for a full refund."),
+        ];
+        assert_eq!(attribute("You can return items within 30 days for a refund.", &passages), Some(1));
+        assert_eq!(attribute("The shop opens at nine.", &passages), Some(0));
+        // nothing holds half of its terms, or it is too short to say
+        assert_eq!(attribute("Our warehouse ships parcels to Lisbon by train.", &passages), None);
+        assert_eq!(attribute("Thanks!", &passages), None);
     }
 
     #[test]

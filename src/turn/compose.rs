@@ -414,6 +414,29 @@ pub fn model_grounded(
         segments.push(Segment { text: t, citation_indices: idx });
     }
     let grounding = Grounding::from_counts(n_claims, sourced, invalid);
+    if citations.is_empty() {
+        // A model that cites nothing at all (small local models do not keep to the marker
+        // format): each claim points at the retrieved passage holding most of its terms, if one
+        // holds at least half. The grounding above still counts these claims as unsourced by
+        // the model; the citations show the reader where to check them.
+        let sources = passages(hits, hits.len());
+        for seg in segments.iter_mut().filter(|s| is_claim(&s.text)) {
+            let Some(k) = extractive::attribute(&seg.text, &sources) else { continue };
+            let h = &hits[k];
+            let at = match citations.iter().position(|c| c.chunk_id == h.chunk_id) {
+                Some(p) => p,
+                None => {
+                    citations.push(Citation {
+                        document_id: h.document_id.clone(),
+                        chunk_id: h.chunk_id.clone(),
+                        title: h.title.clone(),
+                    });
+                    citations.len() - 1
+                }
+            };
+            seg.citation_indices.push(at);
+        }
+    }
     let outcome = match head.as_ref().map(|(c, r)| (c.as_str(), r.as_str())) {
         Some((_, "intentional_scope_boundary")) => "out_of_scope",
         Some(("unclear", _)) => "clarification_needed",

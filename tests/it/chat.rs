@@ -561,6 +561,33 @@ async fn model_answers_count_unsourced_claims_and_invalid_sources_for_quality() 
 }
 
 #[tokio::test]
+async fn a_model_that_cites_nothing_gets_its_claims_attributed_but_stays_degraded() {
+    let fake = FakeProvider::start(|r| {
+        if r.body["messages"].to_string().contains("follow-up") {
+            return openai_stream("{\"questions\": []}");
+        }
+        openai_stream(
+            "Standard shipping takes two to four working days. Orders ship from Rotterdam. I hope this helps!",
+        )
+    });
+    let t = with_model(&fake);
+    let owner = t.owner().await;
+    let ids = corpus(&t, &owner).await;
+    let v = chat(&t, &owner, json!({"message": "How long does standard shipping take?"})).await;
+    // both claims point at the shipping document; the closing pleasantry points nowhere
+    let cited: Vec<&str> =
+        v["citations"].as_array().unwrap().iter().map(|c| c["documentId"].as_str().unwrap()).collect();
+    assert_eq!(cited, vec![ids[1].as_str()], "{v}");
+    let segments = v["answerSegments"].as_array().unwrap();
+    assert_eq!(segments[0]["citationIndices"], json!([0]));
+    assert_eq!(segments[1]["citationIndices"], json!([0]));
+    assert_eq!(segments[2]["citationIndices"], json!([]));
+    // the model itself sourced nothing: the grounding says so
+    assert_eq!(v["diagnostics"]["outcome"], "grounded_degraded");
+    assert_eq!(v["diagnostics"]["grounding"]["sourcedClaimCount"], 0);
+}
+
+#[tokio::test]
 async fn an_out_of_scope_decline_is_not_a_grounding_gap_and_does_not_hand_off() {
     let fake = FakeProvider::start(|_| {
         openai_stream("COVERAGE: unanswered intentional_scope_boundary\nI can only help with questions about our shop.")
