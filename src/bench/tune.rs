@@ -193,7 +193,7 @@ pub fn run(c: &Collection, ingestion: serde_json::Value, config: Config) -> anyh
 /// The built-in answerer's parameters against the turn's retrieval: for each setting, how many
 /// judged queries get an answer and how many answers cite a judged-relevant document.
 fn answer_sweep(app: &App, p: &crate::auth::Principal, c: &Collection) -> anyhow::Result<()> {
-    use crate::models::extractive::{self, Params, Passage};
+    use crate::models::extractive::{self, Params};
     use crate::models::resolve::Resolved;
     use crate::turn::compose::BUILTIN_PASSAGES;
     use crate::turn::retrieval::{self, Helpers, Settings};
@@ -210,21 +210,11 @@ fn answer_sweep(app: &App, p: &crate::auth::Principal, c: &Collection) -> anyhow
             .iter()
             .filter_map(|h| h.metadata["cranfieldId"].as_u64().map(|x| (h.chunk_id.clone(), x as u32)))
             .collect();
-        let passages: Vec<Passage> = r
-            .hits
-            .iter()
-            .map(|h| Passage {
-                document_id: h.document_id.clone(),
-                chunk_id: h.chunk_id.clone(),
-                title: h.title.clone(),
-                content: h.content.clone(),
-            })
-            .collect();
+        let passages = crate::turn::compose::passages(&r.hits, r.hits.len());
         per_query.push((q.text.clone(), judged.clone(), ids, passages));
     }
     let n = per_query.len();
     println!("{n} judged queries");
-    println!("{:<60} {:>9} {:>9} {:>9}", "params", "answered", "relevant", "rel/ans");
     for k in 1..=8 {
         let any = per_query
             .iter()
@@ -255,6 +245,7 @@ fn answer_sweep(app: &App, p: &crate::auth::Principal, c: &Collection) -> anyhow
         ("min relative 0.5".into(), BUILTIN_PASSAGES, Params { min_relative: 0.5, ..base }),
         ("always new terms".into(), BUILTIN_PASSAGES, Params { require_new_terms: true, ..base }),
     ];
+    println!("{:<60} {:>9} {:>9} {:>9}", "answerer variant", "answered", "relevant", "rel/ans");
     for (name, keep, params) in variants {
         let (mut answered, mut relevant) = (0, 0);
         for (text, judged, ids, passages) in &per_query {

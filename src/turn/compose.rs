@@ -71,7 +71,8 @@ impl Sink for NoSink {
     }
 }
 
-fn passages(hits: &[Hit], n: usize) -> Vec<Passage> {
+/// The first `n` hits as the built-in answerer's passages.
+pub fn passages(hits: &[Hit], n: usize) -> Vec<Passage> {
     hits.iter()
         .take(n)
         .map(|h| Passage {
