@@ -71,6 +71,19 @@ impl Sink for NoSink {
     }
 }
 
+/// The index of `h` in `citations`, adding it the first time it is cited.
+fn cite(citations: &mut Vec<Citation>, h: &Hit) -> usize {
+    if let Some(at) = citations.iter().position(|c| c.chunk_id == h.chunk_id) {
+        return at;
+    }
+    citations.push(Citation {
+        document_id: h.document_id.clone(),
+        chunk_id: h.chunk_id.clone(),
+        title: h.title.clone(),
+    });
+    citations.len() - 1
+}
+
 /// The first `n` hits as the built-in answerer's passages.
 pub fn passages(hits: &[Hit], n: usize) -> Vec<Passage> {
     hits.iter()
@@ -392,19 +405,7 @@ pub fn model_grounded(
         invalid += bad as i64;
         let mut idx = Vec::new();
         for k in valid {
-            let h = &hits[k];
-            let at = match citations.iter().position(|c| c.chunk_id == h.chunk_id) {
-                Some(p) => p,
-                None => {
-                    citations.push(Citation {
-                        document_id: h.document_id.clone(),
-                        chunk_id: h.chunk_id.clone(),
-                        title: h.title.clone(),
-                    });
-                    citations.len() - 1
-                }
-            };
-            idx.push(at);
+            idx.push(cite(&mut citations, &hits[k]));
         }
         if is_claim(&t) {
             n_claims += 1;
@@ -423,19 +424,7 @@ pub fn model_grounded(
         let sources = passages(hits, hits.len());
         for seg in segments.iter_mut().filter(|s| is_claim(&s.text)) {
             let Some(k) = extractive::attribute(&seg.text, &sources) else { continue };
-            let h = &hits[k];
-            let at = match citations.iter().position(|c| c.chunk_id == h.chunk_id) {
-                Some(p) => p,
-                None => {
-                    citations.push(Citation {
-                        document_id: h.document_id.clone(),
-                        chunk_id: h.chunk_id.clone(),
-                        title: h.title.clone(),
-                    });
-                    citations.len() - 1
-                }
-            };
-            seg.citation_indices.push(at);
+            seg.citation_indices.push(cite(&mut citations, &hits[k]));
         }
     }
     let outcome = match head.as_ref().map(|(c, r)| (c.as_str(), r.as_str())) {
