@@ -94,6 +94,9 @@ fn session(env: &ort::environment::Environment, onnx: &Path, threads: usize) -> 
         // its second thread spin briefly between operators cuts a short query's latency, measured.
         .with_intra_op_spinning(threads > 1)
         .map_err(|e| err(e.into()))?
+        // the built model's element-wise operators (see `kernels`); unused by other models
+        .with_operators(super::kernels::domain().map_err(err)?)
+        .map_err(|e| err(e.into()))?
         .commit_from_file(onnx)
         .map_err(err)
 }

@@ -118,6 +118,9 @@ fn ort_library(dir: &Path) -> Option<PathBuf> {
     found.pop()
 }
 
+/// Builds of the embedding model made at install time, best first.
+const BUILT_MODELS: &[&str] = &["minilm/model.fused.q8.onnx", "minilm/model.q8.onnx"];
+
 /// Locates the embedding model, its tokenizer and ONNX Runtime.
 pub fn embedding(config: &Config) -> Result<EmbeddingFiles, Missing> {
     let searched = candidate_dirs(config);
@@ -133,10 +136,10 @@ pub fn embedding(config: &Config) -> Result<EmbeddingFiles, Missing> {
             ],
         });
     };
-    // Prefer the dynamically quantized build of the same model (integer kernels); fall back to the
-    // published file.
-    let q8 = dir.join("minilm/model.q8.onnx");
-    let onnx = if q8.is_file() { q8 } else { dir.join("minilm/model.onnx") };
+    // Prefer the compact, quantized build of the same model (scripts/build-embedding-model.py), then
+    // an older plain quantized build, then the published file.
+    let onnx =
+        BUILT_MODELS.iter().map(|f| dir.join(f)).find(|p| p.is_file()).unwrap_or_else(|| dir.join("minilm/model.onnx"));
     let tokenizer = dir.join("minilm/tokenizer.json");
     if !tokenizer.is_file() {
         missing.push(tokenizer.display().to_string());

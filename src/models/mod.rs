@@ -4,6 +4,7 @@
 pub mod chat;
 pub mod embed;
 pub mod extractive;
+pub mod kernels;
 pub mod locate;
 pub mod resolve;
 
