@@ -94,6 +94,10 @@ fn session(env: &ort::environment::Environment, onnx: &Path, threads: usize) -> 
         // its second thread spin briefly between operators cuts a short query's latency, measured.
         .with_intra_op_spinning(threads > 1)
         .map_err(|e| err(e.into()))?
+        // ... but not after the run: a thread still spinning then takes a core from the rest of
+        // the search (vector search, SQLite, snippets) on a small machine
+        .with_config_entry("session.force_spinning_stop", "1")
+        .map_err(|e| err(e.into()))?
         // the built model's element-wise operators (see `kernels`); unused by other models
         .with_operators(super::kernels::domain().map_err(err)?)
         .map_err(|e| err(e.into()))?

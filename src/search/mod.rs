@@ -482,6 +482,11 @@ impl SearchIndex {
         self.vectors.search(workspace, query, k, allowed).map_err(Error::internal_msg)
     }
 
+    /// The indexed vector of a chunk (for relevance feedback).
+    pub fn stored_vector(&self, workspace: &str, key: u64) -> Option<Vec<f32>> {
+        self.vectors.get(workspace, key)
+    }
+
     /// Query terms as the lexical index analyzes them (for highlighting).
     pub fn analyzed_terms(&self, text: &str) -> Vec<String> {
         self.text.terms(text)

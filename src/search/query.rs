@@ -94,10 +94,15 @@ pub struct RetrievalTrace {
     pub timings_ms: Vec<(String, f64)>,
 }
 
+/// Milliseconds, to the microsecond.
+fn ms(d: std::time::Duration) -> f64 {
+    (d.as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0
+}
+
 impl RetrievalTrace {
     fn mark(&mut self, stage: &str, since: &mut Instant) {
         let now = Instant::now();
-        self.timings_ms.push((stage.to_string(), ((now - *since).as_secs_f64() * 1000.0 * 1000.0).round() / 1000.0));
+        self.timings_ms.push((stage.to_string(), ms(now - *since)));
         *since = now;
     }
 }
@@ -148,19 +153,21 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
     };
     let expand_from = |keys: &[u64]| -> Result<Vec<(String, f32)>> {
         let Some(fb) = t.feedback.filter(|_| r.mode != Mode::Vector) else { return Ok(terms.clone()) };
-        let rows = app.db.read(|c| store::feedback_rows(c, keys))?;
-        let contents: Vec<&str> = rows.iter().map(|(_, c, _)| c.as_str()).collect();
+        let contents = app.db.read(|c| store::chunk_contents(c, keys))?;
+        let contents: Vec<&str> = contents.iter().map(String::as_str).collect();
         Ok(expand_terms(index, &terms, &contents, fb))
     };
     let lexical_feedback_first = t.feedback.is_some_and(|f| f.lexical_source == FeedbackSource::Lexical);
     // Pass one. The query embedding (the slowest step) runs beside the lexical search; when the
     // lexical feedback comes from the lexical ranking, its second pass runs there too.
     let (query_vector, first_vector, lexical, early_lexical2) = std::thread::scope(|scope| {
-        let semantic = scope.spawn(|| -> Result<(Option<Vec<f32>>, Ranked)> {
-            let Some(e) = &embedder else { return Ok((None, Vec::new())) };
+        let semantic = scope.spawn(|| -> Result<(Option<Vec<f32>>, Ranked, f64, f64)> {
+            let Some(e) = &embedder else { return Ok((None, Vec::new(), 0.0, 0.0)) };
+            let started = Instant::now();
             let q = e.embed_query(&r.query).map_err(Error::internal)?;
+            let embedded = Instant::now();
             let v = vector_pass(Some(&q))?;
-            Ok((Some(q), v))
+            Ok((Some(q), v, ms(embedded - started), ms(embedded.elapsed())))
         });
         let lexical = lexical_pass(&terms)?;
         let early = if lexical_feedback_first && r.mode != Mode::Vector {
@@ -170,7 +177,13 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
         } else {
             None
         };
-        let (q, v) = semantic.join().map_err(|_| Error::internal_msg("the vector retrieval thread panicked"))??;
+        let (q, v, embed_ms, vector_ms) =
+            semantic.join().map_err(|_| Error::internal_msg("the vector retrieval thread panicked"))??;
+        if embedder.is_some() {
+            // inside pass one, beside the lexical search
+            trace.timings_ms.push(("queryEmbedding".into(), embed_ms));
+            trace.timings_ms.push(("vectorSearch".into(), vector_ms));
+        }
         Ok::<_, Error>((q, v, lexical, early))
     })?;
     trace.lexical_candidates = lexical.len();
@@ -182,12 +195,14 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
     if let Some(fb) = t.feedback {
         let fb_keys: Vec<u64> = fused.iter().take(fb.docs).map(|c| c.key).collect();
         if !fb_keys.is_empty() {
-            let rows = app.db.read(|c| store::feedback_rows(c, &fb_keys))?;
-            let vecs: Vec<&Vec<f32>> = rows.iter().filter_map(|(_, _, v)| v.as_ref()).collect();
-            let moved = query_vector.as_ref().map(|q| rocchio(q, &vecs, fb.vector_weight));
-            trace.feedback_documents = rows.len();
+            trace.feedback_documents = fb_keys.len();
             let (lexical2, vector2) = std::thread::scope(|scope| {
-                let vector = scope.spawn(|| vector_pass(moved.as_ref()));
+                // the feedback vectors come from the vector index itself (no SQLite read)
+                let vector = scope.spawn(|| {
+                    let Some(q) = &query_vector else { return Ok(Vec::new()) };
+                    let vecs: Vec<Vec<f32>> = fb_keys.iter().filter_map(|k| index.stored_vector(&ws.0, *k)).collect();
+                    vector_pass(Some(&rocchio(q, &vecs, fb.vector_weight)))
+                });
                 let lexical = match early_lexical2 {
                     Some(l) => Ok(l),
                     None if r.mode == Mode::Vector => Ok(Vec::new()),
@@ -208,18 +223,18 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
         (Mode::Bm25, _) => t.lexical_weight / (t.rrf_k + 1.0),
         (Mode::Vector, _) => t.vector_weight / (t.rrf_k + 1.0),
     };
-    // Two steps: which candidates are still live (and, collapsing, the best per document) from a
-    // light query, then the full rows of the final few.
+    // One read: the candidates that are still live (a chunk deleted or replaced since it was
+    // indexed is dropped), with their rows; collapsing keeps the best chunk per document.
     let want = if r.collapse { (r.limit * 6).max(50) } else { r.limit * 2 };
     let top: Vec<&super::Candidate> = fused.iter().take(want).collect();
     let keys: Vec<u64> = top.iter().map(|c| c.key).collect();
-    let owners: std::collections::HashMap<u64, String> =
-        app.db.read(|c| store::live_owners(c, &ws.0, &keys))?.into_iter().collect();
+    let mut rows: std::collections::HashMap<u64, store::Hydrated> =
+        app.db.read(|c| store::hydrate(c, &ws.0, &keys))?.into_iter().map(|h| (h.key, h)).collect();
     let mut seen_docs = HashSet::new();
     let mut chosen: Vec<&super::Candidate> = Vec::new();
     for c in top {
-        let Some(doc) = owners.get(&c.key) else { continue }; // deleted or replaced since indexed
-        if r.collapse && !seen_docs.insert(doc.as_str()) {
+        let Some(h) = rows.get(&c.key) else { continue };
+        if r.collapse && !seen_docs.insert(h.document_id.clone()) {
             continue;
         }
         chosen.push(c);
@@ -228,8 +243,6 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
         }
     }
     let final_keys: Vec<u64> = chosen.iter().map(|c| c.key).collect();
-    let mut rows: std::collections::HashMap<u64, store::Hydrated> =
-        app.db.read(|c| store::hydrate(c, &ws.0, &final_keys))?.into_iter().map(|h| (h.key, h)).collect();
     trace.mark("hydrate", &mut clock);
     let terms: Vec<String> = terms.into_iter().map(|(t, _)| t).collect();
     let mut out = Vec::new();
@@ -241,7 +254,7 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
             chunk_id: h.chunk_id,
             title: h.title,
             score: (c.score / max_score).min(1.0),
-            metadata: h.metadata,
+            metadata: serde_json::from_str(&h.metadata).unwrap_or(Value::Object(Default::default())),
             source_id: h.source_id,
             heading_path: h.heading_path,
             page: h.page,
@@ -289,7 +302,7 @@ fn expand_terms(
 }
 
 /// Rocchio: the query vector moved toward the centroid of the feedback vectors, re-normalized.
-fn rocchio(q: &[f32], feedback: &[&Vec<f32>], weight: f32) -> Vec<f32> {
+fn rocchio(q: &[f32], feedback: &[Vec<f32>], weight: f32) -> Vec<f32> {
     let mut out = q.to_vec();
     if feedback.is_empty() || weight <= 0.0 {
         return out;

@@ -18,26 +18,31 @@ fn escape(s: &str, out: &mut String) {
     }
 }
 
-fn matches_term(word: &str, terms: &[String]) -> bool {
-    let w = word.to_lowercase();
-    terms
-        .iter()
-        .any(|t| w == *t || (t.len() >= 3 && w.starts_with(t.as_str())) || (w.len() >= 4 && t.starts_with(w.as_str())))
+fn matches_term(word: &str, terms: &[String], lower: &mut String) -> bool {
+    lower.clear();
+    lower.extend(word.chars().flat_map(char::to_lowercase));
+    let w: &str = lower;
+    terms.iter().any(|t| w == t || (t.len() >= 3 && w.starts_with(t.as_str())) || (w.len() >= 4 && t.starts_with(w)))
 }
 
 /// The snippet of `content` for analyzed query `terms` (lowercase stems).
 pub fn snippet(content: &str, terms: &[String]) -> String {
-    // words: (byte start, byte end, matched)
+    // words: (byte start, byte end, matched), and the character offsets of their ends
     let mut words: Vec<(usize, usize, bool)> = Vec::new();
-    let mut start: Option<usize> = None;
-    for (i, c) in content.char_indices().chain(std::iter::once((content.len(), ' '))) {
+    let mut chars: Vec<(usize, usize)> = Vec::new();
+    let mut start: Option<(usize, usize)> = None;
+    let mut lower = String::new();
+    let ends = content.char_indices().chain(std::iter::once((content.len(), ' ')));
+    for (n, (i, c)) in ends.enumerate() {
         if c.is_alphanumeric() {
-            start.get_or_insert(i);
-        } else if let Some(s) = start.take() {
-            words.push((s, i, matches_term(&content[s..i], terms)));
+            start.get_or_insert((i, n));
+        } else if let Some((s, sn)) = start.take() {
+            words.push((s, i, matches_term(&content[s..i], terms, &mut lower)));
+            chars.push((sn, n));
         }
     }
-    let char_len = |a: usize, b: usize| content[a..b].chars().count();
+    // characters from the start of word a to the end of word b
+    let char_len = |a: usize, b: usize| chars[b].1 - chars[a].0;
     // the window (in words) with the most matches that fits SNIPPET_CHARS
     let (mut best_a, mut best_b, mut best_hits) = (0usize, 0usize, 0usize);
     let mut b = 0;
@@ -47,7 +52,7 @@ pub fn snippet(content: &str, terms: &[String]) -> String {
             b = a;
             hits = 0;
         }
-        while b < words.len() && char_len(words[a].0, words[b].1) <= SNIPPET_CHARS {
+        while b < words.len() && char_len(a, b) <= SNIPPET_CHARS {
             if words[b].2 {
                 hits += 1;
             }

@@ -154,26 +154,6 @@ pub fn live_keys_of_documents(c: &Connection, workspace: &str, documents: &HashS
     Ok(out)
 }
 
-/// (key, document id) of the chunks among `keys` that are live in `workspace`.
-pub fn live_owners(c: &Connection, workspace: &str, keys: &[u64]) -> Result<Vec<(u64, String)>> {
-    let mut out = Vec::with_capacity(keys.len());
-    for part in keys.chunks(500) {
-        let marks = vec!["?"; part.len()].join(",");
-        let sql = format!(
-            "SELECT c.rowid, c.document_id FROM chunks c JOIN documents d ON d.id = c.document_id
-             WHERE +c.workspace_id = ? AND c.revision = d.indexed_revision AND c.rowid IN ({marks})"
-        );
-        let mut args: Vec<SqlValue> = vec![SqlValue::Text(workspace.to_string())];
-        args.extend(part.iter().map(|k| SqlValue::Integer(*k as i64)));
-        let mut stmt = c.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args.iter()), |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
-        for r in rows {
-            out.push(r?);
-        }
-    }
-    Ok(out)
-}
-
 /// A result chunk with its document.
 #[derive(Debug, Clone)]
 pub struct Hydrated {
@@ -187,7 +167,8 @@ pub struct Hydrated {
     pub page: Option<u32>,
     pub sheet: Option<String>,
     pub chunk_index: i64,
-    pub metadata: Value,
+    /// The document's metadata, as stored (JSON text; parsed only for the results kept).
+    pub metadata: String,
 }
 
 /// Loads result chunks by key, keeping only live chunks of `workspace` (a chunk deleted or
@@ -205,7 +186,6 @@ pub fn hydrate(c: &Connection, workspace: &str, keys: &[u64]) -> Result<Vec<Hydr
         args.extend(part.iter().map(|k| SqlValue::Integer(*k as i64)));
         let mut stmt = c.prepare_cached(&sql)?;
         let rows = stmt.query_map(params_from_iter(args.iter()), |r| {
-            let meta: String = r.get(10)?;
             Ok(Hydrated {
                 key: r.get::<_, i64>(0)? as u64,
                 chunk_id: r.get(1)?,
@@ -217,7 +197,7 @@ pub fn hydrate(c: &Connection, workspace: &str, keys: &[u64]) -> Result<Vec<Hydr
                 page: r.get(7)?,
                 sheet: r.get(8)?,
                 chunk_index: r.get(9)?,
-                metadata: serde_json::from_str(&meta).unwrap_or(Value::Object(Default::default())),
+                metadata: r.get(10)?,
             })
         })?;
         for r in rows {
@@ -383,18 +363,12 @@ pub fn documents_metadata(c: &Connection, workspace: &str, sources: Option<&[Str
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// (key, content, embedding) of chunks, for relevance feedback.
-/// A feedback chunk: its key, content and stored embedding.
-pub type FeedbackRow = (u64, String, Option<Vec<f32>>);
-
-pub fn feedback_rows(c: &Connection, keys: &[u64]) -> Result<Vec<FeedbackRow>> {
+/// The contents of chunks, for relevance feedback.
+pub fn chunk_contents(c: &Connection, keys: &[u64]) -> Result<Vec<String>> {
     let marks = vec!["?"; keys.len().max(1)].join(",");
-    let sql = format!("SELECT rowid, content, embedding FROM chunks WHERE rowid IN ({marks})");
+    let sql = format!("SELECT content FROM chunks WHERE rowid IN ({marks})");
     let mut stmt = c.prepare_cached(&sql)?;
     let args: Vec<i64> = if keys.is_empty() { vec![-1] } else { keys.iter().map(|k| *k as i64).collect() };
-    let rows = stmt.query_map(params_from_iter(args.iter()), |r| {
-        let e: Option<Vec<u8>> = r.get(2)?;
-        Ok((r.get::<_, i64>(0)? as u64, r.get(1)?, e.map(|b| decode_vector(&b))))
-    })?;
+    let rows = stmt.query_map(params_from_iter(args.iter()), |r| r.get(0))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

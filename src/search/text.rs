@@ -382,9 +382,13 @@ impl TextIndex {
         let searcher = self.reader.searcher();
         let top = searcher.search(&query, &TopDocs::with_limit(k).order_by_score())?;
         let mut out = Vec::with_capacity(top.len());
+        // the key column, opened once per segment
+        let mut columns: Vec<Option<tantivy::columnar::Column<u64>>> = vec![None; searcher.segment_readers().len()];
         for (score, addr) in top {
-            let seg = searcher.segment_reader(addr.segment_ord);
-            let col = seg.fast_fields().u64("chunk_key")?;
+            let col = match &mut columns[addr.segment_ord as usize] {
+                Some(c) => c,
+                slot => slot.insert(searcher.segment_reader(addr.segment_ord).fast_fields().u64("chunk_key")?),
+            };
             if let Some(key) = col.first(addr.doc_id) {
                 out.push((key, score));
             }

@@ -106,6 +106,17 @@ impl VectorIndex {
         Ok(())
     }
 
+    /// The stored vector of a chunk, if indexed.
+    pub fn get(&self, ws: &str, key: u64) -> Option<Vec<f32>> {
+        let space = self.spaces.read().get(ws).cloned()?;
+        let s = space.read();
+        let mut v = vec![0f32; DIMENSIONS];
+        match s.index.get(key, &mut v) {
+            Ok(n) if n > 0 => Some(v),
+            _ => None,
+        }
+    }
+
     /// Nearest `k` chunk keys with cosine similarity, limited to `allowed` when given.
     pub fn search(
         &self,
@@ -167,5 +178,25 @@ impl VectorIndex {
 
     pub fn memory_bytes(&self) -> usize {
         self.spaces.read().values().map(|s| s.read().index.memory_usage()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_vector_reads_back_per_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = VectorIndex::open(dir.path()).unwrap();
+        let mut v = vec![0f32; DIMENSIONS];
+        v[3] = 0.6;
+        v[7] = 0.8;
+        index.add("ws_a", 42, &v).unwrap();
+        assert_eq!(index.get("ws_a", 42), Some(v));
+        assert_eq!(index.get("ws_a", 43), None);
+        assert_eq!(index.get("ws_b", 42), None, "another workspace's vectors are not visible");
+        index.remove("ws_a", 42).unwrap();
+        assert_eq!(index.get("ws_a", 42), None);
     }
 }

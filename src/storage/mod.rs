@@ -65,7 +65,10 @@ impl Db {
             .with_flags(OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
             .with_init(|c| {
                 apply_pragmas(c)?;
-                c.execute_batch("PRAGMA query_only = ON;")
+                // Every write (a saved search, a usage event) invalidates the readers' page
+                // caches; mapped pages make the re-read a memory access instead of a read(2) per
+                // page. Only touched pages become resident, and they are the OS's file cache.
+                c.execute_batch("PRAGMA query_only = ON; PRAGMA mmap_size = 268435456;")
             });
         let readers = r2d2::Pool::builder()
             .max_size(read_pool_size.max(1))
@@ -169,6 +172,8 @@ mod tests {
         assert_eq!(mode, "wal");
         assert_eq!(fk, 1);
         assert_eq!(sync, 1); // NORMAL
+        let mmap: i64 = db.read(|c| Ok(c.query_row("PRAGMA mmap_size", [], |r| r.get(0))?)).unwrap();
+        assert_eq!(mmap, 268_435_456, "readers map the file");
         // readers cannot write
         let err = db.read(|c| Ok(c.execute("CREATE TABLE x (a)", [])?)).unwrap_err();
         assert!(
