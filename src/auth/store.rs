@@ -63,12 +63,10 @@ pub fn insert_membership(tx: &Tx, org: &OrgId, user: &UserId, role: Role, now: &
 
 /// The user's organization and role (one organization per server in this edition).
 pub fn membership_of(c: &Connection, user: &UserId) -> Result<Option<(OrgId, Role)>> {
+    // on every request: cached statements
     let row: Option<(OrgId, String)> = c
-        .query_row(
-            "SELECT organization_id, role FROM memberships WHERE user_id = ?1 ORDER BY created_at LIMIT 1",
-            [user],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached("SELECT organization_id, role FROM memberships WHERE user_id = ?1 ORDER BY created_at LIMIT 1")?
+        .query_row([user], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     Ok(row.and_then(|(o, r)| Role::parse(&r).map(|role| (o, role))))
 }
@@ -116,13 +114,10 @@ pub fn workspace(c: &Connection, id: &str) -> Result<Option<Workspace>> {
 }
 
 pub fn default_workspace(c: &Connection, org: &OrgId) -> Result<Option<Workspace>> {
-    Ok(c.query_row(
-        &format!(
-            "SELECT {WS_COLS} FROM workspaces WHERE organization_id = ?1 ORDER BY is_default DESC, created_at LIMIT 1"
-        ),
-        [org],
-        ws_row,
-    )
+    Ok(c.prepare_cached(&format!(
+        "SELECT {WS_COLS} FROM workspaces WHERE organization_id = ?1 ORDER BY is_default DESC, created_at LIMIT 1"
+    ))?
+    .query_row([org], ws_row)
     .optional()?)
 }
 
@@ -160,10 +155,9 @@ pub fn insert_session(
 
 /// (user id, expires_at)
 pub fn session(c: &Connection, hash: &str) -> Result<Option<(UserId, String)>> {
-    Ok(c.query_row("SELECT user_id, expires_at FROM sessions WHERE token_hash = ?1", [hash], |r| {
-        Ok((r.get(0)?, r.get(1)?))
-    })
-    .optional()?)
+    Ok(c.prepare_cached("SELECT user_id, expires_at FROM sessions WHERE token_hash = ?1")?
+        .query_row([hash], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()?)
 }
 
 pub fn delete_session(tx: &Tx, hash: &str) -> Result<()> {
@@ -290,7 +284,8 @@ pub fn insert_token(tx: &Tx, t: &ApiToken, hash: &str) -> Result<()> {
 }
 
 pub fn token_by_hash(c: &Connection, hash: &str) -> Result<Option<ApiToken>> {
-    Ok(c.query_row(&format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE token_hash = ?1"), [hash], token_row)
+    Ok(c.prepare_cached(&format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE token_hash = ?1"))?
+        .query_row([hash], token_row)
         .optional()?)
 }
 

@@ -224,9 +224,11 @@ pub struct SearchRecord<'a> {
 }
 
 pub fn insert_search(tx: &Tx, s: &SearchRecord) -> Result<()> {
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO searches (id, workspace_id, actor_type, actor_id, query, metadata_filter, mode, results, result_count, took_ms, created_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+    )?
+    .execute(
         params![
             s.id,
             s.workspace_id,

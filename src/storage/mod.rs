@@ -33,6 +33,8 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn apply_pragmas(conn: &Connection) -> rusqlite::Result<()> {
     conn.busy_timeout(BUSY_TIMEOUT)?;
+    // room for every statement of the request paths (authentication, search), so they stay parsed
+    conn.set_prepared_statement_cache_capacity(128);
     conn.execute_batch(
         "PRAGMA synchronous = NORMAL;
          PRAGMA foreign_keys = ON;
