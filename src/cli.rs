@@ -433,7 +433,8 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Embed { cranfield, runs } => {
             let c = bench::cranfield::Collection::load(&cranfield)?;
             let texts: Vec<String> = c.docs.iter().map(|d| format!("{}\n{}", d.title, d.body)).collect();
-            let r = bench::embed::run(&config, &texts, runs.max(1))?;
+            let queries: Vec<String> = c.queries.iter().map(|q| q.text.clone()).collect();
+            let r = bench::embed::run(&config, &texts, &queries, runs.max(1))?;
             let med = bench::median(&r.runs_secs);
             println!(
                 "embedding: {} texts, {} tokens (max {} per text, {} threads): median {:.2} s over {} runs = {:.1} texts/s, {:.0} tokens/s",
@@ -445,6 +446,12 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 r.runs_secs.len(),
                 r.texts as f64 / med,
                 r.tokens as f64 / med
+            );
+            println!(
+                "query embedding: {} queries one at a time: p50 {:.2} ms, p95 {:.2} ms",
+                r.query_ms.len(),
+                bench::median(&r.query_ms),
+                bench::percentile(&r.query_ms, 95.0)
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -526,7 +533,8 @@ async fn knowledge_report(
     let docs = ingests[0].docs;
     let chunks = ingests[0].chunks;
     let texts: Vec<String> = c.docs.iter().filter(|d| !d.body.trim().is_empty()).map(|d| d.body.clone()).collect();
-    let raw = bench::embed::run(config, &texts, 3)?;
+    let queries: Vec<String> = c.queries.iter().map(|q| q.text.clone()).collect();
+    let raw = bench::embed::run(config, &texts, &queries, 3)?;
     let raw_med = bench::median(&raw.runs_secs);
     let synthetic = if synthetic_chunks > 0 {
         let s = knowledge::synthetic(c, synthetic_chunks, concurrency).await?;
@@ -554,6 +562,7 @@ async fn knowledge_report(
             "rawEmbedding": {
                 "texts": raw.texts, "tokens": raw.tokens, "medianSeconds": raw_med, "textsPerSecond": raw.texts as f64 / raw_med,
                 "pipelineOverheadRatio": med / raw_med,
+                "queryP50Ms": bench::median(&raw.query_ms), "queryP95Ms": bench::percentile(&raw.query_ms, 95.0),
             },
             "search": modes.iter().map(|m| serde_json::json!({
                 "mode": m.mode, "ndcg10": m.ndcg10, "ndcg10OddQueries": m.ndcg10_odd, "ndcg10EvenQueries": m.ndcg10_even, "recall100": m.recall100,

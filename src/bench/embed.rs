@@ -9,10 +9,12 @@ pub struct EmbedReport {
     pub texts: usize,
     pub tokens: usize,
     pub runs_secs: Vec<f64>,
+    /// One query at a time on the query session (milliseconds, after a warm-up pass).
+    pub query_ms: Vec<f64>,
 }
 
-/// Embeds every Cranfield document (`title` + `body`) `runs` times.
-pub fn run(config: &Config, texts: &[String], runs: usize) -> anyhow::Result<EmbedReport> {
+/// Embeds every Cranfield document (`title` + `body`) `runs` times, then each query alone.
+pub fn run(config: &Config, texts: &[String], queries: &[String], runs: usize) -> anyhow::Result<EmbedReport> {
     let files = crate::models::locate::embedding(config).map_err(|m| anyhow::anyhow!("{m}"))?;
     let embedder = Embedder::load(&files, config.embed_threads, config.embed_max_tokens)?;
     let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
@@ -26,5 +28,15 @@ pub fn run(config: &Config, texts: &[String], runs: usize) -> anyhow::Result<Emb
         runs_secs.push(t.elapsed().as_secs_f64());
         tokens = out.tokens;
     }
-    Ok(EmbedReport { texts: texts.len(), tokens, runs_secs })
+    let mut query_ms = Vec::new();
+    for pass in 0..2 {
+        for q in queries {
+            let t = Instant::now();
+            embedder.embed_query(q)?;
+            if pass == 1 {
+                query_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+        }
+    }
+    Ok(EmbedReport { texts: texts.len(), tokens, runs_secs, query_ms })
 }

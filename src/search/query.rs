@@ -159,7 +159,9 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
     };
     let lexical_feedback_first = t.feedback.is_some_and(|f| f.lexical_source == FeedbackSource::Lexical);
     // Pass one. The query embedding (the slowest step) runs beside the lexical search; when the
-    // lexical feedback comes from the lexical ranking, its second pass runs there too.
+    // lexical feedback comes from the lexical ranking, its second pass runs there too. (Guessing
+    // the fused ranking's feedback documents from the lexical ranking, to run that pass early
+    // too, was measured: no faster on 2 cores, the guess competes with the embedding for CPU.)
     let (query_vector, first_vector, lexical, early_lexical2) = std::thread::scope(|scope| {
         let semantic = scope.spawn(|| -> Result<(Option<Vec<f32>>, Ranked, f64, f64)> {
             let Some(e) = &embedder else { return Ok((None, Vec::new(), 0.0, 0.0)) };
@@ -223,23 +225,32 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
         (Mode::Bm25, _) => t.lexical_weight / (t.rrf_k + 1.0),
         (Mode::Vector, _) => t.vector_weight / (t.rrf_k + 1.0),
     };
-    // One read: the candidates that are still live (a chunk deleted or replaced since it was
-    // indexed is dropped), with their rows; collapsing keeps the best chunk per document.
-    let want = if r.collapse { (r.limit * 6).max(50) } else { r.limit * 2 };
-    let top: Vec<&super::Candidate> = fused.iter().take(want).collect();
-    let keys: Vec<u64> = top.iter().map(|c| c.key).collect();
-    let mut rows: std::collections::HashMap<u64, store::Hydrated> =
-        app.db.read(|c| store::hydrate(c, &ws.0, &keys))?.into_iter().map(|h| (h.key, h)).collect();
+    // The candidates that are still live (a chunk deleted or replaced since it was indexed is
+    // dropped), with their rows, read best first in batches until `limit` are chosen. Collapsing
+    // keeps the best chunk per document, so when one document's chunks crowd the top the batches
+    // grow (doubling) and go on down the whole candidate list.
+    let candidates: &[super::Candidate] = if r.collapse { &fused } else { &fused[..fused.len().min(r.limit * 2)] };
+    let mut rows: std::collections::HashMap<u64, store::Hydrated> = std::collections::HashMap::new();
     let mut seen_docs = HashSet::new();
     let mut chosen: Vec<&super::Candidate> = Vec::new();
-    for c in top {
-        let Some(h) = rows.get(&c.key) else { continue };
-        if r.collapse && !seen_docs.insert(h.document_id.clone()) {
-            continue;
-        }
-        chosen.push(c);
-        if chosen.len() >= r.limit {
-            break;
+    let (mut next, mut batch_len) = (0, 0);
+    while chosen.len() < r.limit && next < candidates.len() {
+        let need = r.limit - chosen.len();
+        batch_len = (need + need / 2 + 2).max(batch_len * 2);
+        let end = (next + batch_len).min(candidates.len());
+        let batch = &candidates[next..end];
+        next = end;
+        let keys: Vec<u64> = batch.iter().map(|c| c.key).collect();
+        rows.extend(app.db.read(|c| store::hydrate(c, &ws.0, &keys))?.into_iter().map(|h| (h.key, h)));
+        for c in batch {
+            let Some(h) = rows.get(&c.key) else { continue };
+            if r.collapse && !seen_docs.insert(h.document_id.clone()) {
+                continue;
+            }
+            chosen.push(c);
+            if chosen.len() >= r.limit {
+                break;
+            }
         }
     }
     let final_keys: Vec<u64> = chosen.iter().map(|c| c.key).collect();

@@ -75,6 +75,8 @@ impl Db {
         let readers = r2d2::Pool::builder()
             .max_size(read_pool_size.max(1))
             .min_idle(Some(1))
+            // a SQLite file connection does not go stale: no test query before each use
+            .test_on_check_out(false)
             .connection_timeout(Duration::from_secs(10))
             .build(manager)
             .map_err(|e| Error::internal_msg(format!("cannot open read connections: {e}")))?;

@@ -121,6 +121,39 @@ async fn every_search_is_saved_and_replays_exactly() {
     t.get("/api/v1/document/search/history/0191ee1e-0000-7000-8000-000000000000", &owner).await.assert_status(404);
 }
 
+/// One result per document, however many of a document's chunks rank first: the best chunks of
+/// one long document fill several hydration batches before the other documents are reached.
+#[tokio::test]
+async fn results_collapse_to_one_chunk_per_document() {
+    let t = TestApp::new();
+    let owner = t.owner().await;
+    t.put("/api/v1/settings/ingestion", &owner, json!({"fixedWindowChunkSize": 100, "fixedWindowChunkOverlap": 0}))
+        .await
+        .assert_status(200);
+    let long = (0..70)
+        .map(|i| format!("Lighthouse keeper log {i}: the lighthouse lamp burned all night by the lighthouse."))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let manual = t.doc(&owner, "Lighthouse keeper log", &long, json!({})).await;
+    let others = [
+        t.doc(&owner, "Harbour notes", "A lighthouse stands at the harbour entrance.", json!({})).await,
+        t.doc(&owner, "Coast guide", "Walk the coast path past the old lighthouse.", json!({})).await,
+    ];
+    t.drain();
+    let chunks = t.document(&owner, &manual).await["chunkCount"].as_i64().unwrap();
+    assert!((55..95).contains(&chunks), "{chunks} chunks");
+    for mode in ["bm25", "vector", "hybrid"] {
+        let v = t.search(&owner, json!({"query": "lighthouse", "mode": mode, "limit": 3})).await;
+        let ids: Vec<&str> =
+            v["results"].as_array().unwrap().iter().map(|h| h["documentId"].as_str().unwrap()).collect();
+        assert_eq!(ids.len(), 3, "{mode}: {v}");
+        assert_eq!(ids.iter().filter(|d| **d == manual).count(), 1, "{mode}: {ids:?}");
+        for o in &others {
+            assert!(ids.contains(&o.as_str()), "{mode}: {ids:?}");
+        }
+    }
+}
+
 #[test]
 fn the_local_embedding_model_gives_meaningful_vectors() {
     let t = TestApp::new();
