@@ -1,12 +1,13 @@
 //! The local sentence embedder: all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions, mean pooling,
 //! L2-normalized) on ONNX Runtime, with its WordPiece tokenizer.
 //!
-//! Throughput comes from not computing padding and from parallel sessions: inputs are tokenized
-//! once and sorted by length; texts of 64 tokens or more run one at a time (a text's vector then
-//! never depends on what else was embedded with it), shorter ones in small batches whose longest
-//! member bounds the padding; batches are spread over a pool of single-threaded sessions (on a small model, N sessions of one
-//! thread beat one session of N threads: no per-operator synchronization). Queries use their own
-//! session so a search never waits behind an ingestion batch.
+//! Throughput comes from computing (almost) no padding and from parallel sessions: inputs are
+//! tokenized once and sorted by length; texts of 64 tokens or more run one at a time (a text's
+//! vector then never depends on what else was embedded with it), shorter ones in small batches
+//! whose longest member bounds the padding; batches are spread over a pool of single-threaded
+//! sessions (on a small model, N sessions of one thread beat one session of N threads: no
+//! per-operator synchronization). Queries use their own session so a search never waits behind an
+//! ingestion batch.
 //!
 //! ONNX Runtime's environment is process-global (one per process, by the library's design); the
 //! loaded models are cached per file so several `App`s in one process (tests) share them.
