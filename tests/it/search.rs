@@ -177,4 +177,12 @@ fn the_local_embedding_model_gives_meaningful_vectors() {
     let q = e.embed_query("A man is eating food.").unwrap();
     let q_same = steward::models::embed::cosine(&q, &out.vectors[0]);
     assert!(q_same > 0.98, "{q_same}");
+    // A longer query: the query session (two threads) splits the rows of its element-wise
+    // kernels between its threads; the result matches the single-threaded ingestion session.
+    let long = "What similarity laws must be obeyed when constructing aeroelastic models of heated high \
+                speed aircraft, and how do the boundary layer and the heat transfer scale with them?";
+    let q = e.embed_query(long).unwrap();
+    let alone = e.embed(&[long]).unwrap();
+    let same = steward::models::embed::cosine(&q, &alone.vectors[0]);
+    assert!(same > 0.9999, "{same}");
 }
