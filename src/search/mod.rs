@@ -459,6 +459,11 @@ impl SearchIndex {
         self.text.document_terms(text)
     }
 
+    /// The term counts the text index stored for chunks `keys` (a key not indexed is left out).
+    pub fn stored_term_counts(&self, keys: &[u64]) -> Result<Vec<(u64, text::TermCounts)>> {
+        self.text.stored_term_counts(keys).map_err(tantivy_err)
+    }
+
     /// BM25 candidates.
     pub fn lexical(
         &self,

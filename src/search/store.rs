@@ -366,11 +366,12 @@ pub fn documents_metadata(c: &Connection, workspace: &str, sources: Option<&[Str
 }
 
 /// The contents of chunks, for relevance feedback.
-pub fn chunk_contents(c: &Connection, keys: &[u64]) -> Result<Vec<String>> {
+/// (key, content) of the chunks `keys` that exist.
+pub fn chunk_contents_by_key(c: &Connection, keys: &[u64]) -> Result<Vec<(u64, String)>> {
     let marks = vec!["?"; keys.len().max(1)].join(",");
-    let sql = format!("SELECT content FROM chunks WHERE rowid IN ({marks})");
+    let sql = format!("SELECT rowid, content FROM chunks WHERE rowid IN ({marks})");
     let mut stmt = c.prepare_cached(&sql)?;
     let args: Vec<i64> = if keys.is_empty() { vec![-1] } else { keys.iter().map(|k| *k as i64).collect() };
-    let rows = stmt.query_map(params_from_iter(args.iter()), |r| r.get(0))?;
+    let rows = stmt.query_map(params_from_iter(args.iter()), |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use tantivy::collector::TopDocs;
 use tantivy::query::{BooleanQuery, BoostQuery, Occur, Query, TermQuery, TermSetQuery};
 use tantivy::schema::{
-    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions,
+    FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
 };
 use tantivy::tokenizer::{
     Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
@@ -16,7 +16,8 @@ use tantivy::tokenizer::{
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 /// Bump when the schema or analysis changes: a mismatch rebuilds the index.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: each chunk stores its body's term counts (`feedback_terms`).
+pub const SCHEMA_VERSION: u32 = 2;
 const ANALYZER: &str = "steward_en";
 
 #[derive(Clone, Copy)]
@@ -27,6 +28,9 @@ pub struct Fields {
     pub title: Field,
     pub heading: Field,
     pub body: Field,
+    /// The body's analyzed terms with their counts, stored (not searched): relevance feedback
+    /// reads them instead of analysing the chunk again at query time. See [`TermCounts`].
+    pub feedback_terms: Field,
 }
 
 /// BM25 field weights, tuned on Cranfield (docs/performance.md).
@@ -63,6 +67,7 @@ fn schema() -> (Schema, Fields) {
         title: b.add_text_field("title", text.clone()),
         heading: b.add_text_field("heading", text.clone()),
         body: b.add_text_field("body", text),
+        feedback_terms: b.add_text_field("feedback_terms", STORED),
     };
     (b.build(), fields)
 }
@@ -228,6 +233,60 @@ fn query_analyzer() -> TextAnalyzer {
         .build()
 }
 
+/// The analyzed terms of a text with their counts, as relevance feedback uses them: `total` counts
+/// every term; `counts` keeps only terms that can expand a query (longer than two letters, not a
+/// number), in first-seen order. Stored as `total term count term count ...` (analyzed terms hold
+/// no spaces).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct TermCounts {
+    pub total: u32,
+    pub counts: Vec<(String, u32)>,
+}
+
+impl TermCounts {
+    pub fn of(terms: &[String]) -> TermCounts {
+        let mut counts: Vec<(String, u32)> = Vec::new();
+        let mut at: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for t in terms {
+            if t.len() <= 2 || t.chars().all(|c| c.is_ascii_digit()) {
+                continue;
+            }
+            match at.get(t.as_str()) {
+                Some(&i) => counts[i].1 += 1,
+                None => {
+                    at.insert(t, counts.len());
+                    counts.push((t.clone(), 1));
+                }
+            }
+        }
+        TermCounts { total: terms.len() as u32, counts }
+    }
+
+    pub fn encode(&self) -> String {
+        let mut s = self.total.to_string();
+        for (t, c) in &self.counts {
+            s.push(' ');
+            s.push_str(t);
+            s.push(' ');
+            s.push_str(&c.to_string());
+        }
+        s
+    }
+
+    /// The inverse of [`TermCounts::encode`]; malformed pairs are skipped.
+    pub fn decode(s: &str) -> TermCounts {
+        let mut parts = s.split(' ');
+        let total = parts.next().and_then(|t| t.parse().ok()).unwrap_or(0);
+        let mut counts = Vec::new();
+        while let (Some(t), Some(c)) = (parts.next(), parts.next()) {
+            if let Ok(c) = c.parse() {
+                counts.push((t.to_string(), c));
+            }
+        }
+        TermCounts { total, counts }
+    }
+}
+
 /// A chunk as the text index sees it.
 pub struct TextDoc<'a> {
     pub key: u64,
@@ -244,7 +303,13 @@ impl TextIndex {
         std::fs::create_dir_all(dir)?;
         let (schema, fields) = schema();
         let index = match Index::open_in_dir(dir) {
-            Ok(i) => i,
+            Ok(i) if i.schema() == schema => i,
+            Ok(_) => {
+                // another schema version (empty, or the caller rebuilds it): start over
+                std::fs::remove_dir_all(dir)?;
+                std::fs::create_dir_all(dir)?;
+                Index::create_in_dir(dir, schema.clone())?
+            }
             Err(_) => Index::create_in_dir(dir, schema.clone())?,
         };
         let analyzer = analyzer();
@@ -279,6 +344,7 @@ impl TextIndex {
             doc.add_text(f.heading, d.heading);
         }
         doc.add_text(f.body, d.body);
+        doc.add_text(f.feedback_terms, TermCounts::of(&self.document_terms(d.body)).encode());
         w.add_document(doc)?;
         Ok(())
     }
@@ -328,6 +394,36 @@ impl TextIndex {
             out.push(t.text.clone());
         }
         out
+    }
+
+    /// The stored term counts of the chunks `keys` (in no particular order; a key not in the index
+    /// is left out).
+    pub fn stored_term_counts(&self, keys: &[u64]) -> tantivy::Result<Vec<(u64, TermCounts)>> {
+        use tantivy::{DocAddress, DocSet, TERMINATED};
+        let searcher = self.reader.searcher();
+        let mut out = Vec::with_capacity(keys.len());
+        for &key in keys {
+            let term = Term::from_field_u64(self.fields.key, key);
+            'segments: for (ord, segment) in searcher.segment_readers().iter().enumerate() {
+                let Some(mut postings) =
+                    segment.inverted_index(self.fields.key)?.read_postings(&term, IndexRecordOption::Basic)?
+                else {
+                    continue;
+                };
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    if !segment.is_deleted(doc) {
+                        let stored: TantivyDocument = searcher.doc(DocAddress::new(ord as u32, doc))?;
+                        if let Some(text) = stored.get_first(self.fields.feedback_terms).and_then(|v| v.as_str()) {
+                            out.push((key, TermCounts::decode(text)));
+                        }
+                        break 'segments;
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// BM25 over analyzed `terms`, each with its own weight.
@@ -399,5 +495,64 @@ impl TextIndex {
     /// Chunk keys present (for consistency checks).
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc<'a>(key: u64, body: &'a str) -> TextDoc<'a> {
+        TextDoc { key, workspace: "ws", document: "doc", title: "t", heading: "", body }
+    }
+
+    #[test]
+    fn term_counts_keep_expansion_terms_and_round_trip() {
+        let terms: Vec<String> =
+            ["flow", "of", "wing", "flow", "12", "x2", "flow"].iter().map(|s| s.to_string()).collect();
+        let c = TermCounts::of(&terms);
+        assert_eq!(c.total, 7, "every term counts toward the total");
+        assert_eq!(c.counts, vec![("flow".to_string(), 3), ("wing".to_string(), 1)]);
+        assert_eq!(TermCounts::decode(&c.encode()), c);
+        assert_eq!(TermCounts::decode("3 flow two wing 1"), TermCounts { total: 3, counts: vec![("wing".into(), 1)] });
+    }
+
+    #[test]
+    fn stored_term_counts_follow_the_indexed_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = TextIndex::open(dir.path()).unwrap();
+        let mut w = index.writer().unwrap();
+        let (a, b) =
+            ("Supersonic flows over swept wings: the flows separate.", "Heat transfer in laminar boundary layers.");
+        index.add(&w, &doc(1, a)).unwrap();
+        index.add(&w, &doc(2, b)).unwrap();
+        w.commit().unwrap();
+        index.reader.reload().unwrap();
+        let mut got = index.stored_term_counts(&[2, 1, 99]).unwrap();
+        got.sort_by_key(|(k, _)| *k);
+        let want_a = TermCounts::of(&index.document_terms(a));
+        assert!(want_a.counts.contains(&("flow".to_string(), 2)), "{want_a:?}");
+        assert_eq!(got, vec![(1, want_a), (2, TermCounts::of(&index.document_terms(b)))]);
+
+        index.delete(&w, 1);
+        w.commit().unwrap();
+        index.reader.reload().unwrap();
+        let got = index.stored_term_counts(&[1, 2]).unwrap();
+        assert_eq!(got.iter().map(|(k, _)| *k).collect::<Vec<_>>(), vec![2], "a deleted chunk has no counts");
+    }
+
+    #[test]
+    fn an_index_of_another_schema_is_started_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Schema::builder();
+        b.add_u64_field("chunk_key", INDEXED | FAST | STORED);
+        Index::create_in_dir(dir.path(), b.build()).unwrap();
+        let index = TextIndex::open(dir.path()).unwrap();
+        assert_eq!(index.index.schema(), schema().0);
+        let mut w = index.writer().unwrap();
+        index.add(&w, &doc(7, "lift and drag")).unwrap();
+        w.commit().unwrap();
+        index.reader.reload().unwrap();
+        assert_eq!(index.num_docs(), 1);
     }
 }
