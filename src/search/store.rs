@@ -365,8 +365,9 @@ pub fn documents_metadata(c: &Connection, workspace: &str, sources: Option<&[Str
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// The contents of chunks, for relevance feedback.
-/// (key, content) of the chunks `keys` that exist.
+/// (key, content) of the chunks `keys` that exist: relevance feedback reads a chunk here when the
+/// text index does not show it yet (the vector index can find a chunk before the text index's
+/// reader reloads).
 pub fn chunk_contents_by_key(c: &Connection, keys: &[u64]) -> Result<Vec<(u64, String)>> {
     let marks = vec!["?"; keys.len().max(1)].join(",");
     let sql = format!("SELECT rowid, content FROM chunks WHERE rowid IN ({marks})");

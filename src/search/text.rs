@@ -396,8 +396,8 @@ impl TextIndex {
         out
     }
 
-    /// The stored term counts of the chunks `keys` (in no particular order; a key not in the index
-    /// is left out).
+    /// The stored term counts of the chunks `keys`, in their order (a key not in the index is
+    /// left out).
     pub fn stored_term_counts(&self, keys: &[u64]) -> tantivy::Result<Vec<(u64, TermCounts)>> {
         use tantivy::{DocAddress, DocSet, TERMINATED};
         let searcher = self.reader.searcher();
