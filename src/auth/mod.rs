@@ -6,6 +6,7 @@
 //! lifecycle in [`tokens`].
 
 pub mod accounts;
+mod cache;
 pub mod password;
 pub mod permissions;
 mod store;
@@ -164,11 +165,13 @@ pub struct Credentials {
     pub session: Option<String>,
 }
 
-/// Per-process authentication state: login limits and the last-used bookkeeping of tokens.
+/// Per-process authentication state: login limits, the last-used bookkeeping of tokens and the
+/// cache of recent authentications.
 pub struct AuthState {
     pub login_by_email: RateLimiter,
     pub login_by_addr: RateLimiter,
     touched: Mutex<HashMap<String, i64>>,
+    cache: cache::AuthCache,
 }
 
 impl AuthState {
@@ -177,6 +180,7 @@ impl AuthState {
             login_by_email: RateLimiter::new(config.login_limit_per_email),
             login_by_addr: RateLimiter::new(config.login_limit_per_ip),
             touched: Mutex::new(HashMap::new()),
+            cache: cache::AuthCache::default(),
         }
     }
 }
@@ -186,8 +190,40 @@ const TOUCH_EVERY_MS: i64 = 60_000;
 
 /// Resolves the caller and the workspace context (`X-Workspace-Id`, else the only or default
 /// workspace). Missing, unknown, revoked or expired credentials are 401; a workspace the caller
-/// cannot see is 404.
+/// cannot see is 404. A success is kept in the authentication cache (see [`cached`]).
 pub fn authenticate(app: &App, creds: &Credentials, workspace_header: Option<&str>) -> Result<Principal> {
+    // read before the rows: a change committed after this point makes the entry stale
+    let generation = app.db.identity_generation();
+    let (principal, valid_until) = resolve(app, creds, workspace_header)?;
+    if let Some(key) = cache::Key::of(creds, workspace_header) {
+        app.auth.cache.insert(key, principal.clone(), valid_until, generation);
+    }
+    Ok(principal)
+}
+
+/// The caller as [`authenticate`] resolved it for the same credential and workspace header,
+/// when nothing that decides it has changed since and the credential has not expired; `None`
+/// means "authenticate". Reads no database, so it can run on the async threads. A token whose
+/// last use is due to be recorded also answers `None`, so the full path records it.
+pub fn cached(app: &App, creds: &Credentials, workspace_header: Option<&str>) -> Option<Principal> {
+    let key = cache::Key::of(creds, workspace_header)?;
+    let now = app.clock.now();
+    let p = app.auth.cache.get(&key, app.db.identity_generation(), now)?;
+    if let Some(token_id) = p.credential_id.as_deref() {
+        let touched = app.auth.touched.lock();
+        if touched.get(token_id).is_none_or(|last| now.timestamp_millis() - last >= TOUCH_EVERY_MS) {
+            return None;
+        }
+    }
+    Some(p)
+}
+
+/// [`authenticate`] without the cache: the principal and when its credential expires.
+fn resolve(
+    app: &App,
+    creds: &Credentials,
+    workspace_header: Option<&str>,
+) -> Result<(Principal, Option<chrono::DateTime<chrono::Utc>>)> {
     let now = app.clock.now();
     let now_s = rfc3339(now);
     if let Some(bearer) = creds.bearer.as_deref() {
@@ -199,7 +235,8 @@ pub fn authenticate(app: &App, creds: &Credentials, workspace_header: Option<&st
         if token.revoked_at.is_some() {
             return Err(Error::unauthorized("the API credential was revoked"));
         }
-        if token.expires_at.as_deref().and_then(parse_rfc3339).is_some_and(|e| e <= now) {
+        let expires = token.expires_at.as_deref().and_then(parse_rfc3339);
+        if expires.is_some_and(|e| e <= now) {
             return Err(Error::unauthorized("the API credential has expired"));
         }
         touch(app, &token.id, now.timestamp_millis(), &now_s);
@@ -212,16 +249,19 @@ pub fn authenticate(app: &App, creds: &Credentials, workspace_header: Option<&st
                 {
                     return Err(Error::not_found("workspace"));
                 }
-                Ok(Principal {
-                    via: Via::ServiceCredential,
-                    org_id: token.organization_id.clone(),
-                    user_id: None,
-                    role: None,
-                    credential_id: Some(token.id.clone()),
-                    session_hash: None,
-                    workspace_id: bound,
-                    permissions: token.permissions,
-                })
+                Ok((
+                    Principal {
+                        via: Via::ServiceCredential,
+                        org_id: token.organization_id.clone(),
+                        user_id: None,
+                        role: None,
+                        credential_id: Some(token.id.clone()),
+                        session_hash: None,
+                        workspace_id: bound,
+                        permissions: token.permissions,
+                    },
+                    expires,
+                ))
             }
             TokenKind::Personal => {
                 let user =
@@ -231,16 +271,19 @@ pub fn authenticate(app: &App, creds: &Credentials, workspace_header: Option<&st
                     .read(|c| store::membership_of(c, &user))?
                     .ok_or_else(|| Error::unauthorized("the API credential's owner has no access any more"))?;
                 let ws = resolve_workspace(app, &org, workspace_header)?;
-                Ok(Principal {
-                    via: Via::PersonalToken,
-                    org_id: org,
-                    user_id: Some(user),
-                    role: Some(role),
-                    credential_id: Some(token.id.clone()),
-                    session_hash: None,
-                    workspace_id: ws,
-                    permissions: token.permissions.intersect(role.permissions()),
-                })
+                Ok((
+                    Principal {
+                        via: Via::PersonalToken,
+                        org_id: org,
+                        user_id: Some(user),
+                        role: Some(role),
+                        credential_id: Some(token.id.clone()),
+                        session_hash: None,
+                        workspace_id: ws,
+                        permissions: token.permissions.intersect(role.permissions()),
+                    },
+                    expires,
+                ))
             }
         };
     }
@@ -250,7 +293,8 @@ pub fn authenticate(app: &App, creds: &Credentials, workspace_header: Option<&st
             .db
             .read(|c| store::session(c, &hash))?
             .ok_or_else(|| Error::unauthorized("the session is not valid; sign in again"))?;
-        if parse_rfc3339(&expires).is_none_or(|e| e <= now) {
+        let expires = parse_rfc3339(&expires);
+        if expires.is_none_or(|e| e <= now) {
             return Err(Error::unauthorized("the session has expired; sign in again"));
         }
         let (org, role) = app
@@ -258,16 +302,19 @@ pub fn authenticate(app: &App, creds: &Credentials, workspace_header: Option<&st
             .read(|c| store::membership_of(c, &user))?
             .ok_or_else(|| Error::unauthorized("this account has no access any more"))?;
         let ws = resolve_workspace(app, &org, workspace_header)?;
-        return Ok(Principal {
-            via: Via::Session,
-            org_id: org,
-            user_id: Some(user),
-            role: Some(role),
-            credential_id: None,
-            session_hash: Some(hash),
-            workspace_id: ws,
-            permissions: role.permissions(),
-        });
+        return Ok((
+            Principal {
+                via: Via::Session,
+                org_id: org,
+                user_id: Some(user),
+                role: Some(role),
+                credential_id: None,
+                session_hash: Some(hash),
+                workspace_id: ws,
+                permissions: role.permissions(),
+            },
+            expires,
+        ));
     }
     Err(Error::unauthorized("sign in, or send an API credential as Authorization: Bearer <token>"))
 }

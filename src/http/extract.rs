@@ -167,6 +167,9 @@ async fn authenticate(parts: &Parts, app: &Arc<App>) -> Result<Principal, Error>
         check_same_origin(parts)?;
     }
     let ws = parts.headers.get(WORKSPACE_HEADER).and_then(|v| v.to_str().ok()).map(|s| s.trim().to_string());
+    if let Some(p) = auth::cached(app, &creds, ws.as_deref()) {
+        return Ok(p);
+    }
     app.blocking(move |app| auth::authenticate(app, &creds, ws.as_deref())).await
 }
 

@@ -7,6 +7,8 @@
 pub mod migrations;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
@@ -27,6 +29,21 @@ pub struct Db {
     path: PathBuf,
     writer: Mutex<Connection>,
     readers: r2d2::Pool<SqliteConnectionManager>,
+    identity: Arc<IdentityWatch>,
+}
+
+/// The tables whose rows decide who a caller is and what it may do: organizations, users,
+/// memberships, workspaces, sessions and API tokens. A write to any of them bumps the identity
+/// generation, which in-memory caches of authentication results compare against.
+pub const IDENTITY_TABLES: [&str; 6] =
+    ["organizations", "users", "memberships", "workspaces", "sessions", "api_tokens"];
+
+/// Set by the writer connection's update hook when a statement changes a row of an identity
+/// table; turned into a generation bump once that write's transaction has ended.
+#[derive(Default)]
+struct IdentityWatch {
+    touched: AtomicBool,
+    generation: AtomicU64,
 }
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -47,10 +64,7 @@ impl Db {
     /// Opens (creating if needed) the database at `path` and applies pending migrations.
     pub fn open(path: &Path, read_pool_size: u32) -> Result<Db> {
         let db = Self::open_without_migrating(path, read_pool_size)?;
-        {
-            let mut w = db.writer.lock();
-            migrations::apply(&mut w, None)?;
-        }
+        db.migrate(None)?;
         Ok(db)
     }
 
@@ -63,6 +77,17 @@ impl Db {
         .map_err(|e| Error::internal_msg(format!("cannot open the database {}: {e}", path.display())))?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
         apply_pragmas(&writer)?;
+        // Every write goes through this connection (the read pool is query_only), and the hook
+        // sees each changed row of a rowid table, whichever code path wrote it. (SQLite skips it
+        // for WITHOUT ROWID tables and for an unconditional DELETE's truncation: the identity
+        // tables are rowid tables and are only deleted from with a WHERE clause.)
+        let identity = Arc::new(IdentityWatch::default());
+        let watch = identity.clone();
+        writer.update_hook(Some(move |_: rusqlite::hooks::Action, _: &str, table: &str, _: i64| {
+            if IDENTITY_TABLES.contains(&table) {
+                watch.touched.store(true, Ordering::SeqCst);
+            }
+        }))?;
         let manager = SqliteConnectionManager::file(path)
             .with_flags(OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX)
             .with_init(|c| {
@@ -80,7 +105,7 @@ impl Db {
             .connection_timeout(Duration::from_secs(10))
             .build(manager)
             .map_err(|e| Error::internal_msg(format!("cannot open read connections: {e}")))?;
-        Ok(Db { path: path.to_path_buf(), writer: Mutex::new(writer), readers })
+        Ok(Db { path: path.to_path_buf(), writer: Mutex::new(writer), readers, identity })
     }
 
     pub fn path(&self) -> &Path {
@@ -97,16 +122,37 @@ impl Db {
     /// when `f` returns `Ok`, rolls back otherwise.
     pub fn write<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
         let mut conn = self.writer.lock();
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let out = f(&tx)?;
-        tx.commit()?;
-        Ok(out)
+        let result = (|| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let out = f(&tx)?;
+            tx.commit()?;
+            Ok(out)
+        })();
+        self.end_of_write();
+        result
+    }
+
+    /// Bumps the identity generation if the write that just ended (committed or rolled back)
+    /// changed an identity table. Runs with the writer lock held and after the commit, so a
+    /// reader that sees the old generation can only have read the rows as they were before.
+    fn end_of_write(&self) {
+        if self.identity.touched.swap(false, Ordering::SeqCst) {
+            self.identity.generation.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Changes whenever a write to one of [`IDENTITY_TABLES`] ends. Read it before reading those
+    /// tables; a result derived from them stays valid while the generation is unchanged.
+    pub fn identity_generation(&self) -> u64 {
+        self.identity.generation.load(Ordering::SeqCst)
     }
 
     /// Applies pending migrations (used by tests that open without migrating).
     pub fn migrate(&self, up_to: Option<u32>) -> Result<Vec<u32>> {
         let mut w = self.writer.lock();
-        migrations::apply(&mut w, up_to)
+        let applied = migrations::apply(&mut w, up_to);
+        self.end_of_write();
+        applied
     }
 
     pub fn migration_status(&self) -> Result<migrations::Status> {
@@ -159,6 +205,37 @@ pub fn is_unique_violation(e: &rusqlite::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identity_generation_moves_only_with_writes_to_identity_tables() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("t.db"), 2).unwrap();
+        let g0 = db.identity_generation();
+        db.write(|tx| {
+            tx.execute(
+                "INSERT INTO organizations (id, name, created_at) VALUES ('org_1', 'Acme', '2026-01-01T00:00:00Z')",
+                [],
+            )?;
+            tx.execute("UPDATE organizations SET name = 'Acme 2' WHERE id = 'org_1'", [])?;
+            Ok(())
+        })
+        .unwrap();
+        let g1 = db.identity_generation();
+        assert_eq!(g1, g0 + 1, "one bump per write, however many rows it changed");
+        db.write(|tx| Ok(tx.execute("CREATE TABLE other (a)", []).map(|_| ())?)).unwrap();
+        db.write(|tx| Ok(tx.execute("INSERT INTO other VALUES (1)", []).map(|_| ())?)).unwrap();
+        assert_eq!(db.identity_generation(), g1, "other tables leave it alone");
+        // a write that fails after touching an identity table still bumps (a spurious miss, never a stale hit)
+        let _ = db.write(|tx| {
+            tx.execute("DELETE FROM organizations WHERE id = 'org_1'", [])?;
+            Err::<(), _>(Error::internal_msg("abandoned"))
+        });
+        assert_eq!(db.identity_generation(), g1 + 1);
+        assert!(
+            db.read(|c| Ok(c.query_row("SELECT count(*) FROM organizations", [], |r| r.get::<_, i64>(0))?)).unwrap()
+                == 1
+        );
+    }
 
     #[test]
     fn pragmas_are_applied_on_both_paths() {

@@ -64,6 +64,57 @@ async fn revoked_and_expired_tokens_get_401() {
     t.get("/api/v1/auth/me", &Auth::None).await.assert_status(401);
 }
 
+/// Repeated requests with one credential are answered from the authentication cache; a
+/// revocation, a logout or an expiry takes effect on the very next request.
+#[tokio::test]
+async fn cached_authentication_follows_revocation_logout_and_expiry_at_once() {
+    use steward::auth::{Credentials, cached};
+    let t = TestApp::new();
+    let owner = t.owner().await;
+    let bearer = |s: &str| Credentials { bearer: Some(s.to_string()), session: None };
+
+    let r = t.post("/api/v1/account/tokens", &owner, json!({"name": "hot"})).await.json();
+    let (hot, id) = (r["secret"].as_str().unwrap().to_string(), r["token"]["id"].as_str().unwrap().to_string());
+    assert!(cached(&t.app, &bearer(&hot), None).is_none(), "nothing cached before first use");
+    for _ in 0..3 {
+        t.get("/api/v1/auth/me", &Auth::Bearer(hot.clone())).await.assert_status(200);
+    }
+    let p = cached(&t.app, &bearer(&hot), None).expect("the repeated requests were cached");
+    assert_eq!(p.credential_id.as_deref(), Some(id.as_str()));
+    assert!(cached(&t.app, &bearer("stw_pat_unknown"), None).is_none());
+
+    // a revocation: the next request is refused
+    t.delete(&format!("/api/v1/account/tokens/{id}"), &owner).await.assert_status(204);
+    assert!(cached(&t.app, &bearer(&hot), None).is_none());
+    let r = t.get("/api/v1/auth/me", &Auth::Bearer(hot.clone())).await;
+    r.assert_status(401);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("revoked"));
+
+    // an expiry, with nothing written in between
+    let r = t.post("/api/v1/account/tokens", &owner, json!({"name": "short", "expiresInDays": 1})).await.json();
+    let short = r["secret"].as_str().unwrap().to_string();
+    for _ in 0..3 {
+        t.get("/api/v1/auth/me", &Auth::Bearer(short.clone())).await.assert_status(200);
+    }
+    assert!(cached(&t.app, &bearer(&short), None).is_some());
+    t.clock.advance_secs(24 * 3600 + 1);
+    assert!(cached(&t.app, &bearer(&short), None).is_none());
+    let r = t.get("/api/v1/auth/me", &Auth::Bearer(short.clone())).await;
+    r.assert_status(401);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("expired"));
+
+    // a logout ends a cached session
+    let Auth::Cookie(cookie) = &owner else { unreachable!() };
+    let session = Credentials { bearer: None, session: Some(cookie.split_once('=').unwrap().1.to_string()) };
+    for _ in 0..2 {
+        t.get("/api/v1/auth/me", &owner).await.assert_status(200);
+    }
+    assert!(cached(&t.app, &session, None).is_some());
+    t.post("/api/v1/auth/logout", &owner, json!({})).await.assert_status(204);
+    assert!(cached(&t.app, &session, None).is_none());
+    t.get("/api/v1/auth/me", &owner).await.assert_status(401);
+}
+
 #[tokio::test]
 async fn token_permissions_are_enforced() {
     let t = TestApp::new();
