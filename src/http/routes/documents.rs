@@ -312,7 +312,7 @@ pub struct SearchBody {
 
 pub async fn search(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<SearchBody>) -> Result<impl IntoResponse> {
     let out = app
-        .blocking(move |app| {
+        .compute(move |app| {
             query::search(
                 app,
                 &ctx.p,
