@@ -16,7 +16,8 @@ use parking_lot::Mutex;
 
 use super::{Credentials, Principal};
 
-/// More distinct (credential, workspace header) pairs than this and the cache starts over.
+/// At this many (credential, workspace header) pairs, an insert first drops the stale entries, and
+/// starts the cache over if that is not enough.
 const MAX_ENTRIES: usize = 4096;
 
 /// Which credential of a request decides: the bearer when present (as in `authenticate`).
