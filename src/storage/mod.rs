@@ -35,8 +35,7 @@ pub struct Db {
 /// The tables whose rows decide who a caller is and what it may do: organizations, users,
 /// memberships, workspaces, sessions and API tokens. A write to any of them bumps the identity
 /// generation, which in-memory caches of authentication results compare against.
-pub const IDENTITY_TABLES: [&str; 6] =
-    ["organizations", "users", "memberships", "workspaces", "sessions", "api_tokens"];
+const IDENTITY_TABLES: [&str; 6] = ["organizations", "users", "memberships", "workspaces", "sessions", "api_tokens"];
 
 /// Set by the writer connection's update hook when a statement changes a row of an identity
 /// table; turned into a generation bump once that write's transaction has ended.
@@ -141,13 +140,14 @@ impl Db {
         }
     }
 
-    /// Changes whenever a write to one of [`IDENTITY_TABLES`] ends. Read it before reading those
+    /// Changes whenever a write to one of the identity tables (organizations, users, memberships,
+    /// workspaces, sessions, API tokens) ends. Read it before reading those
     /// tables; a result derived from them stays valid while the generation is unchanged.
     pub fn identity_generation(&self) -> u64 {
         self.identity.generation.load(Ordering::SeqCst)
     }
 
-    /// Applies pending migrations (used by tests that open without migrating).
+    /// Applies pending migrations (at open, and in tests that open without migrating).
     pub fn migrate(&self, up_to: Option<u32>) -> Result<Vec<u32>> {
         let mut w = self.writer.lock();
         let applied = migrations::apply(&mut w, up_to);
