@@ -27,6 +27,8 @@ pub struct App {
     pub models: Models,
     pub pipeline: Pipeline,
     pub upload_limiter: RateLimiter,
+    /// Places for uploads being read at once (`uploads_concurrent`).
+    pub uploads: Arc<tokio::sync::Semaphore>,
     /// Signalled whenever documents finish processing (ready or failed), for long-polls.
     pub document_events: tokio::sync::Notify,
     /// The running answer turns, one per conversation at a time (supersede coordination).
@@ -86,9 +88,10 @@ impl App {
             Some(_) => Some(SearchIndex::open(&config.data_dir.join("index"), &db)?),
             None => None,
         };
-        Ok(Arc::new(App {
+        let app = Arc::new(App {
             models: Models::new(&config),
             upload_limiter: RateLimiter::new(config.upload_limit),
+            uploads: Arc::new(tokio::sync::Semaphore::new(config.uploads_concurrent)),
             document_events: tokio::sync::Notify::new(),
             turns: Default::default(),
             config,
@@ -101,7 +104,27 @@ impl App {
             search,
             started_at: Instant::now(),
             _data_dir_lock: lock,
-        }))
+        });
+        if app._data_dir_lock.is_some() {
+            app.seal_stored_secrets()?;
+        }
+        Ok(app)
+    }
+
+    /// Seals secrets an older version stored in clear (sensitive context values). Without the
+    /// encryption key it can only say how many are left.
+    fn seal_stored_secrets(&self) -> Result<()> {
+        let (sealed, left) = crate::agents::context::seal_stored_values(self)?;
+        if sealed > 0 {
+            tracing::info!(values = sealed, "sealed sensitive context values stored in clear by an older version");
+        }
+        if left > 0 {
+            tracing::warn!(
+                values = left,
+                "sensitive context values are stored in clear: set CONNECTOR_ENCRYPTION_KEY and restart to seal them"
+            );
+        }
+        Ok(())
     }
 
     /// Loads the embedding model, then starts the embedding pipeline and the worker threads.
@@ -140,7 +163,9 @@ impl App {
         T: Send + 'static,
     {
         let app = self.clone();
-        tokio::task::spawn_blocking(move || f(&app)).await?
+        // the caller's span (a request's, with its id) goes along, so logs there carry it
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || span.in_scope(|| f(&app))).await?
     }
 
     /// Like [`App::blocking`], for short CPU-bound request work that is on the latency path (a

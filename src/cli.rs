@@ -155,6 +155,9 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Sign-in and registration under a flood: 64 concurrent bogus registrations and 100
+    /// concurrent wrong passwords from one address, with the server's memory.
+    Auth,
     /// Score retrieval settings on Cranfield in-process (used to choose the defaults).
     #[command(hide = true)]
     Tune {
@@ -207,7 +210,25 @@ pub fn init_tracing(config: &Config) {
     };
 }
 
+/// Replaces the default panic output (which prints the panic's message, and a message can quote a
+/// visitor's or a document's text, e.g. a slice error shows the string) with one log line: where
+/// it happened and on which thread, inside the current span, so a request's or job's id is on it.
+pub fn install_panic_hook() {
+    std::panic::set_hook(Box::new(log_panic));
+}
+
+fn log_panic(info: &std::panic::PanicHookInfo<'_>) {
+    let location = info.location().map(|l| format!("{}:{}:{}", l.file(), l.line(), l.column()));
+    let thread = std::thread::current().name().map(str::to_string);
+    tracing::error!(
+        location = location.as_deref().unwrap_or("unknown"),
+        thread = thread.as_deref().unwrap_or("unnamed"),
+        "panicked (the message is withheld: it may quote user or document text)"
+    );
+}
+
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    install_panic_hook();
     match cli.command {
         None => serve(overrides(&cli.global, &cli.serve)),
         Some(Command::Serve(args)) => {
@@ -489,6 +510,12 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        BenchCommand::Auth => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::auth::run())?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
         BenchCommand::Tune { cranfield, ingestion } => {
             let c = bench::cranfield::Collection::load(&cranfield)?;
             bench::tune::run(&c, serde_json::from_str(&ingestion)?, config)?;
@@ -576,4 +603,47 @@ async fn knowledge_report(
 
 fn knowledge_stop(s: crate::bench::server::ChildServer) {
     s.stop();
+}
+
+#[cfg(test)]
+mod panic_tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buf(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_panic_logs_where_it_happened_and_never_its_message() {
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::fmt().with_writer(move || writer.clone()).with_ansi(false).finish();
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(super::log_panic));
+        let r = tracing::subscriber::with_default(subscriber, || {
+            let span = tracing::info_span!("request", request_id = "req-42");
+            let _e = span.enter();
+            std::panic::catch_unwind(|| {
+                let visitor = String::from("İ my card number is 4111");
+                let _ = &visitor[..1]; // not a char boundary: the std message quotes the text
+            })
+        });
+        std::panic::set_hook(previous);
+        assert!(r.is_err());
+        let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
+        assert!(out.contains("panicked"), "{out}");
+        assert!(out.contains("src/cli.rs:"), "the location is logged: {out}");
+        assert!(out.contains("req-42"), "inside the request's span: {out}");
+        assert!(!out.contains("4111") && !out.contains("card"), "the message is withheld: {out}");
+    }
 }

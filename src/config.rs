@@ -92,7 +92,14 @@ pub struct Config {
     pub session_ttl: Duration,
     pub login_limit_per_email: RateLimit,
     pub login_limit_per_ip: RateLimit,
+    /// Registrations per client address per window (counted whatever their result).
+    pub register_limit_per_ip: RateLimit,
+    /// Password hashes (argon2id, 19 MiB each) computed at once, process-wide; a few more wait
+    /// their turn, beyond that a sign-in or registration answers 503.
+    pub password_hashes_concurrent: usize,
     pub upload_limit: RateLimit,
+    /// Uploads whose bodies are read at once; more answer 429.
+    pub uploads_concurrent: usize,
     /// `DOCUMENT_UPLOAD_MAX_BYTES`.
     pub upload_max_bytes: u64,
     pub job_lease: Duration,
@@ -132,7 +139,10 @@ impl Config {
             session_ttl: Duration::from_secs(14 * 24 * 3600),
             login_limit_per_email: RateLimit { max: 10, window: Duration::from_secs(15 * 60) },
             login_limit_per_ip: RateLimit { max: 50, window: Duration::from_secs(15 * 60) },
+            register_limit_per_ip: RateLimit { max: 20, window: Duration::from_secs(15 * 60) },
+            password_hashes_concurrent: cores.clamp(1, 8),
             upload_limit: RateLimit { max: 120, window: Duration::from_secs(60) },
+            uploads_concurrent: 4,
             upload_max_bytes: DEFAULT_UPLOAD_MAX_BYTES,
             job_lease: Duration::from_secs(300),
             job_max_attempts: 5,
@@ -193,7 +203,10 @@ pub struct FileConfig {
     pub login_attempts_per_email: Option<u32>,
     pub login_attempts_per_ip: Option<u32>,
     pub login_window_secs: Option<u64>,
+    pub register_attempts_per_ip: Option<u32>,
+    pub password_hashes_concurrent: Option<usize>,
     pub uploads_per_minute: Option<u32>,
+    pub uploads_concurrent: Option<usize>,
     pub upload_max_bytes: Option<u64>,
     pub job_lease_secs: Option<u64>,
     pub job_max_attempts: Option<u32>,
@@ -300,9 +313,19 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     if let Some(v) = file.login_window_secs {
         c.login_limit_per_email.window = Duration::from_secs(v);
         c.login_limit_per_ip.window = Duration::from_secs(v);
+        c.register_limit_per_ip.window = Duration::from_secs(v);
+    }
+    if let Some(v) = file.register_attempts_per_ip {
+        c.register_limit_per_ip.max = v;
+    }
+    if let Some(v) = file.password_hashes_concurrent {
+        c.password_hashes_concurrent = v.max(1);
     }
     if let Some(v) = file.uploads_per_minute {
         c.upload_limit.max = v;
+    }
+    if let Some(v) = file.uploads_concurrent {
+        c.uploads_concurrent = v.max(1);
     }
     if let Some(v) = file.upload_max_bytes {
         c.upload_max_bytes = v;

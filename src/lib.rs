@@ -22,6 +22,8 @@ pub mod readiness;
 pub mod search;
 pub mod settings;
 pub mod storage;
+#[cfg(test)]
+pub(crate) mod testkit;
 pub mod turn;
 pub mod usage;
 pub mod workspace_init;

@@ -1,16 +1,34 @@
-//! In-memory sliding-window rate limits (login attempts, uploads). Per process: a restart forgets
-//! them, which is acceptable for a single-binary appliance.
+//! In-memory sliding-window rate limits (sign-in, registration, uploads). Per process: a restart
+//! forgets them, which is acceptable for a single-binary appliance.
+//!
+//! Keys are bounded: a key longer than [`MAX_KEY_BYTES`] is replaced by its SHA-256, and the table
+//! holds at most [`MAX_KEYS`] keys (expired ones are pruned first, then the least recently hit are
+//! dropped), so a flood of distinct keys cannot grow memory without bound.
 
 use std::collections::{HashMap, VecDeque};
 
 use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
 
 use crate::config::RateLimit;
 use crate::error::{Error, ErrorCode};
 
+/// Longest key kept as given; longer ones are hashed.
+pub const MAX_KEY_BYTES: usize = 64;
+/// Most keys one limiter tracks.
+pub const MAX_KEYS: usize = 10_000;
+
 pub struct RateLimiter {
     limit: RateLimit,
     hits: Mutex<HashMap<String, VecDeque<i64>>>,
+}
+
+fn bounded(key: &str) -> std::borrow::Cow<'_, str> {
+    if key.len() <= MAX_KEY_BYTES {
+        std::borrow::Cow::Borrowed(key)
+    } else {
+        std::borrow::Cow::Owned(format!("sha256:{}", hex::encode(Sha256::digest(key.as_bytes()))))
+    }
 }
 
 impl RateLimiter {
@@ -22,41 +40,56 @@ impl RateLimiter {
         self.limit.window.as_millis() as i64
     }
 
-    /// Fails with 429 `rate_limit_exceeded` when `key` has used its allowance, without recording.
-    pub fn check(&self, key: &str, now_ms: i64) -> Result<(), Error> {
-        let mut hits = self.hits.lock();
-        let Some(q) = hits.get_mut(key) else {
-            return Ok(());
-        };
-        while q.front().is_some_and(|t| *t <= now_ms - self.window_ms()) {
-            q.pop_front();
-        }
-        if q.len() as u32 >= self.limit.max {
-            let retry_after_ms = q.front().map(|t| t + self.window_ms() - now_ms).unwrap_or(0);
-            return Err(self.error(retry_after_ms));
-        }
-        Ok(())
-    }
-
-    /// Records one event for `key`.
-    pub fn record(&self, key: &str, now_ms: i64) {
-        let mut hits = self.hits.lock();
-        if hits.len() > 10_000 {
-            let cutoff = now_ms - self.window_ms();
-            hits.retain(|_, q| q.back().is_some_and(|t| *t > cutoff));
-        }
-        hits.entry(key.to_string()).or_default().push_back(now_ms);
-    }
-
-    /// Checks and records in one step.
+    /// Counts one event for `key`, or fails with 429 `rate_limit_exceeded` (counting nothing) when
+    /// the key has used its allowance. Check and count are one step, so concurrent callers cannot
+    /// all pass a check before any of them counts.
     pub fn hit(&self, key: &str, now_ms: i64) -> Result<(), Error> {
-        self.check(key, now_ms)?;
-        self.record(key, now_ms);
+        let key = bounded(key);
+        let cutoff = now_ms - self.window_ms();
+        let mut hits = self.hits.lock();
+        if let Some(q) = hits.get_mut(key.as_ref()) {
+            while q.front().is_some_and(|t| *t <= cutoff) {
+                q.pop_front();
+            }
+            if q.len() as u32 >= self.limit.max {
+                let retry_after_ms = q.front().map(|t| t + self.window_ms() - now_ms).unwrap_or(0);
+                return Err(self.error(retry_after_ms));
+            }
+            q.push_back(now_ms);
+            return Ok(());
+        }
+        if hits.len() >= MAX_KEYS {
+            evict(&mut hits, cutoff);
+        }
+        hits.insert(key.into_owned(), VecDeque::from([now_ms]));
         Ok(())
+    }
+
+    /// Takes back one event counted at `at` (an attempt that succeeded, or that never ran).
+    pub fn refund(&self, key: &str, at: i64) {
+        let key = bounded(key);
+        let mut hits = self.hits.lock();
+        if let Some(q) = hits.get_mut(key.as_ref()) {
+            if let Some(i) = q.iter().rposition(|t| *t == at) {
+                q.remove(i);
+            }
+            if q.is_empty() {
+                hits.remove(key.as_ref());
+            }
+        }
     }
 
     pub fn reset(&self, key: &str) {
-        self.hits.lock().remove(key);
+        self.hits.lock().remove(bounded(key).as_ref());
+    }
+
+    /// Keys tracked now (tests).
+    pub fn len(&self) -> usize {
+        self.hits.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     fn error(&self, retry_after_ms: i64) -> Error {
@@ -70,15 +103,41 @@ impl RateLimiter {
     }
 }
 
+/// Makes room in a full table: drops keys with no event inside the window, then, if that freed
+/// less than an eighth, the least recently hit keys down to seven eighths of [`MAX_KEYS`].
+fn evict(hits: &mut HashMap<String, VecDeque<i64>>, cutoff: i64) {
+    hits.retain(|_, q| q.back().is_some_and(|t| *t > cutoff));
+    let target = MAX_KEYS - MAX_KEYS / 8;
+    if hits.len() <= target {
+        return;
+    }
+    let mut last: Vec<i64> = hits.values().map(|q| q.back().copied().unwrap_or(i64::MIN)).collect();
+    let drop = hits.len() - target;
+    let (_, nth, _) = last.select_nth_unstable(drop - 1);
+    let threshold = *nth;
+    let mut dropped = 0;
+    hits.retain(|_, q| {
+        let keep = dropped >= drop || q.back().copied().unwrap_or(i64::MIN) > threshold;
+        if !keep {
+            dropped += 1;
+        }
+        keep
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
 
+    fn limiter(max: u32) -> RateLimiter {
+        RateLimiter::new(RateLimit { max, window: Duration::from_secs(60) })
+    }
+
     #[test]
     fn allows_max_per_window_then_refuses_until_it_slides() {
-        let rl = RateLimiter::new(RateLimit { max: 3, window: Duration::from_secs(60) });
+        let rl = limiter(3);
         for i in 0..3 {
             rl.hit("k", 1000 + i).unwrap();
         }
@@ -86,5 +145,54 @@ mod tests {
         assert_eq!(err.code, ErrorCode::RateLimitExceeded);
         rl.hit("other", 2000).unwrap();
         rl.hit("k", 61_001).unwrap();
+    }
+
+    #[test]
+    fn concurrent_hits_never_pass_more_than_the_limit() {
+        let rl = std::sync::Arc::new(limiter(50));
+        let passed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (rl, passed) = (rl.clone(), passed.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..25 {
+                        if rl.hit("addr", 1000).is_ok() {
+                            passed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        assert_eq!(passed.load(std::sync::atomic::Ordering::Relaxed), 50);
+    }
+
+    #[test]
+    fn a_refund_gives_the_attempt_back() {
+        let rl = limiter(2);
+        rl.hit("k", 10).unwrap();
+        rl.hit("k", 11).unwrap();
+        assert!(rl.hit("k", 12).is_err());
+        rl.refund("k", 11);
+        rl.hit("k", 13).unwrap();
+        rl.refund("k", 10);
+        rl.refund("k", 13);
+        assert!(rl.is_empty(), "an empty key is dropped");
+    }
+
+    #[test]
+    fn keys_and_the_table_are_bounded() {
+        let rl = limiter(1);
+        let long = "x".repeat(10_000);
+        rl.hit(&long, 1).unwrap();
+        assert!(rl.hit(&long, 2).is_err(), "a long key still counts");
+        assert!(rl.hits.lock().keys().all(|k| k.len() <= MAX_KEY_BYTES + 8));
+        for i in 0..(MAX_KEYS as i64 * 2) {
+            rl.hit(&format!("k{i}"), 100 + i).unwrap();
+        }
+        assert!(rl.len() <= MAX_KEYS, "{}", rl.len());
+        // the most recent keys are the ones kept
+        let last = MAX_KEYS as i64 * 2 - 1;
+        assert!(rl.hit(&format!("k{last}"), 100 + last + 1).is_err());
     }
 }

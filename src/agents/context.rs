@@ -1,7 +1,9 @@
 //! Context variables: a workspace catalog of facts about the visitor or the situation (plan,
 //! order id, …), enabled per agent (pushed by the caller, or resolved by one of the agent's
 //! skills), with values set per scope and resolved most specific first: session → customer →
-//! agent → workspace. Sensitive values are never returned by the values API, traced or logged.
+//! agent → workspace. Sensitive values are sealed at rest (AES-256-GCM with
+//! `CONNECTOR_ENCRYPTION_KEY`, bound to workspace, variable and scope; without the key they cannot
+//! be stored: 503 `encryption_not_configured`), never returned by the values API, traced or logged.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
@@ -12,6 +14,7 @@ use crate::app::App;
 use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
+use crate::crypto::{self, Sealed};
 use crate::error::{Error, Result};
 use crate::ids::WorkspaceId;
 
@@ -205,6 +208,9 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, i: VariableInpu
             "UPDATE context_variables SET name = ?2, description = ?3, value_type = ?4, trust_tier = ?5, sensitivity = ?6, default_surfacing = ?7, updated_at = ?8 WHERE id = ?1",
             params![id, v.name, v.description, v.value_type, v.trust_tier, v.sensitivity, v.default_surfacing, now],
         )?;
+        if cur.sensitive() != v.sensitive() {
+            restore_values(tx, key(app), &p.workspace_id, id, v.sensitive())?;
+        }
         touch_agents(tx, id, &now)?;
         audit::record(tx, &now, actor, Event::new("context_variable.updated").workspace(&p.workspace_id).target("context_variable", id))?;
         Ok(find(tx, &p.workspace_id, id)?.view())
@@ -388,10 +394,12 @@ pub fn put_value(app: &App, p: &Principal, actor: &Actor, id: &str, i: ValueInpu
         if i.scope.kind == "agent" {
             get_in(tx, &p.workspace_id, &sid)?;
         }
+        let stored = Stored::of(key(app), &p.workspace_id, id, &i.scope.kind, &sid, &i.data, v.sensitive())?;
         tx.execute(
-            "INSERT INTO context_values (variable_id, scope_type, scope_id, data, updated_at) VALUES (?1, ?2, ?3, ?4, ?5)
-             ON CONFLICT (variable_id, scope_type, scope_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at",
-            params![id, i.scope.kind, sid, i.data.to_string(), now],
+            "INSERT INTO context_values (variable_id, scope_type, scope_id, data, nonce, ciphertext, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+             ON CONFLICT (variable_id, scope_type, scope_id) DO UPDATE SET data = excluded.data, nonce = excluded.nonce,
+                ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
+            params![id, i.scope.kind, sid, stored.data, stored.nonce, stored.ciphertext, now],
         )?;
         // the audit trail names the scope, never the value
         audit::record(tx, &now, actor, Event::new("context_variable.value_set").workspace(&p.workspace_id).target("context_variable", id).meta(json!({"scopeType": i.scope.kind})))?;
@@ -456,9 +464,153 @@ pub struct Subject<'a> {
     pub agent_id: Option<&'a str>,
 }
 
-/// The value of `variable_id` for `subject`, most specific scope first, with the scope it came
-/// from.
-pub fn resolve(c: &Connection, ws: &WorkspaceId, variable_id: &str, s: &Subject) -> Result<Option<(String, Value)>> {
+/// The deployment key that seals sensitive values.
+fn key(app: &App) -> Option<&[u8; 32]> {
+    app.config.encryption_key.as_ref().map(|k| k.expose())
+}
+
+/// What a sealed value is bound to: its workspace, variable and scope, so a row copied elsewhere
+/// does not open.
+fn value_aad(ws: &WorkspaceId, variable_id: &str, scope_type: &str, scope_id: &str) -> String {
+    format!("context_value:{}:{variable_id}:{scope_type}:{scope_id}", ws.0)
+}
+
+/// A value as its row stores it: clear JSON in `data`, or (sensitive variables) sealed with the
+/// deployment key in `nonce`/`ciphertext` and `data` empty.
+struct Stored {
+    data: String,
+    nonce: Option<Vec<u8>>,
+    ciphertext: Option<Vec<u8>>,
+}
+
+impl Stored {
+    /// Without `CONNECTOR_ENCRYPTION_KEY` a sensitive value cannot be stored: 503
+    /// `encryption_not_configured`.
+    fn of(
+        key: Option<&[u8; 32]>,
+        ws: &WorkspaceId,
+        variable_id: &str,
+        scope_type: &str,
+        scope_id: &str,
+        data: &Value,
+        sensitive: bool,
+    ) -> Result<Stored> {
+        if !sensitive {
+            return Ok(Stored { data: data.to_string(), nonce: None, ciphertext: None });
+        }
+        let aad = value_aad(ws, variable_id, scope_type, scope_id);
+        let sealed = crypto::seal(key, data.to_string().as_bytes(), &aad)?;
+        Ok(Stored { data: String::new(), nonce: Some(sealed.nonce), ciphertext: Some(sealed.ciphertext) })
+    }
+
+    fn open(
+        &self,
+        key: Option<&[u8; 32]>,
+        ws: &WorkspaceId,
+        variable_id: &str,
+        scope_type: &str,
+        scope_id: &str,
+    ) -> Result<Value> {
+        match (&self.nonce, &self.ciphertext) {
+            (Some(nonce), Some(ciphertext)) => {
+                let aad = value_aad(ws, variable_id, scope_type, scope_id);
+                let plain = crypto::open(key, &Sealed { nonce: nonce.clone(), ciphertext: ciphertext.clone() }, &aad)?;
+                Ok(serde_json::from_slice(&plain).unwrap_or(Value::Null))
+            }
+            _ => Ok(serde_json::from_str(&self.data).unwrap_or(Value::Null)),
+        }
+    }
+}
+
+/// Re-stores every value of a variable whose sensitivity changed: sealed when it became
+/// sensitive, in clear when it stopped being. Needs the key either way (503 without).
+fn restore_values(
+    tx: &crate::storage::Tx,
+    key: Option<&[u8; 32]>,
+    ws: &WorkspaceId,
+    variable_id: &str,
+    sensitive: bool,
+) -> Result<()> {
+    let rows: Vec<(String, String, Stored)> = {
+        let mut st = tx.prepare(
+            "SELECT scope_type, scope_id, data, nonce, ciphertext FROM context_values WHERE variable_id = ?1",
+        )?;
+        st.query_map([variable_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, Stored { data: r.get(2)?, nonce: r.get(3)?, ciphertext: r.get(4)? }))
+        })?
+        .collect::<rusqlite::Result<_>>()?
+    };
+    if !rows.is_empty() && key.is_none() {
+        return Err(crypto::not_configured());
+    }
+    for (scope_type, scope_id, stored) in rows {
+        let value = stored.open(key, ws, variable_id, &scope_type, &scope_id)?;
+        let next = Stored::of(key, ws, variable_id, &scope_type, &scope_id, &value, sensitive)?;
+        tx.execute(
+            "UPDATE context_values SET data = ?4, nonce = ?5, ciphertext = ?6 WHERE variable_id = ?1 AND scope_type = ?2 AND scope_id = ?3",
+            params![variable_id, scope_type, scope_id, next.data, next.nonce, next.ciphertext],
+        )?;
+    }
+    Ok(())
+}
+
+/// Seals the values of sensitive variables still stored in clear (written before values were
+/// sealed). Runs at start; without the key it only counts them (and the server warns).
+/// Returns `(sealed, left in clear)`.
+pub fn seal_stored_values(app: &App) -> Result<(usize, usize)> {
+    let pending: Vec<(String, String, String, String, String)> = app.db.read(|c| {
+        let mut st = c.prepare(
+            "SELECT v.workspace_id, cv.variable_id, cv.scope_type, cv.scope_id, cv.data FROM context_values cv
+             JOIN context_variables v ON v.id = cv.variable_id WHERE v.sensitivity = 'sensitive' AND cv.ciphertext IS NULL",
+        )?;
+        Ok(st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?.collect::<rusqlite::Result<_>>()?)
+    })?;
+    if pending.is_empty() {
+        return Ok((0, 0));
+    }
+    let Some(k) = key(app) else { return Ok((0, pending.len())) };
+    app.db.write(|tx| {
+        for (ws, variable_id, scope_type, scope_id, data) in &pending {
+            let value: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+            let next = Stored::of(Some(k), &WorkspaceId(ws.clone()), variable_id, scope_type, scope_id, &value, true)?;
+            tx.execute(
+                "UPDATE context_values SET data = ?4, nonce = ?5, ciphertext = ?6 WHERE variable_id = ?1 AND scope_type = ?2 AND scope_id = ?3",
+                params![variable_id, scope_type, scope_id, next.data, next.nonce, next.ciphertext],
+            )?;
+        }
+        Ok(())
+    })?;
+    Ok((pending.len(), 0))
+}
+
+/// A value resolved for a turn.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub variable: Variable,
+    /// Where it came from: `session`, `customer`, `agent` or `workspace`.
+    pub scope: &'static str,
+    pub value: Value,
+}
+
+/// The value of `variable_id` for `subject`, most specific scope first (sealed values opened).
+/// `None` when no scope has one.
+pub fn resolve(
+    app: &App,
+    c: &Connection,
+    ws: &WorkspaceId,
+    variable_id: &str,
+    s: &Subject,
+) -> Result<Option<Resolved>> {
+    let Some(variable) = c
+        .query_row(
+            &format!("SELECT {COLS} FROM context_variables WHERE id = ?1 AND workspace_id = ?2"),
+            params![variable_id, ws.0],
+            row,
+        )
+        .optional()?
+    else {
+        return Ok(None);
+    };
     let order = [
         ("session", s.session_id),
         ("customer", s.customer_id),
@@ -467,16 +619,27 @@ pub fn resolve(c: &Connection, ws: &WorkspaceId, variable_id: &str, s: &Subject)
     ];
     for (kind, id) in order {
         let Some(id) = id else { continue };
-        let data: Option<String> = c
+        let stored = c
             .query_row(
-                "SELECT data FROM context_values WHERE variable_id = ?1 AND scope_type = ?2 AND scope_id = ?3",
+                "SELECT data, nonce, ciphertext FROM context_values WHERE variable_id = ?1 AND scope_type = ?2 AND scope_id = ?3",
                 params![variable_id, kind, id],
-                |r| r.get(0),
+                |r| Ok(Stored { data: r.get(0)?, nonce: r.get(1)?, ciphertext: r.get(2)? }),
             )
             .optional()?;
-        if let Some(d) = data {
-            return Ok(Some((kind.to_string(), serde_json::from_str(&d).unwrap_or(Value::Null))));
+        if let Some(stored) = stored {
+            let value = stored.open(key(app), ws, variable_id, kind, id)?;
+            return Ok(Some(Resolved { variable, scope: kind, value }));
         }
     }
     Ok(None)
+}
+
+/// A variable of the workspace by id, if it exists (for frozen test values).
+pub fn variable(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Variable>> {
+    Ok(c.query_row(
+        &format!("SELECT {COLS} FROM context_variables WHERE id = ?1 AND workspace_id = ?2"),
+        params![id, ws.0],
+        row,
+    )
+    .optional()?)
 }

@@ -182,28 +182,30 @@ pub fn state(app: &App, p: &Principal, agent_id: &str) -> Result<Value> {
     })
 }
 
-#[derive(Debug, Deserialize)]
+/// The candidate body: optional; `expectedDraftGeneration`, when given, guards against a draft that
+/// moved since the caller read it (409).
+#[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CandidateInput {
-    pub expected_draft_generation: i64,
+    #[serde(default)]
+    pub expected_draft_generation: Option<i64>,
 }
 
 /// `POST …/revisions/candidates`: the candidate of the current draft generation (made once).
 /// Returns `(created, revision)`.
 pub fn candidate(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: CandidateInput) -> Result<(bool, Value)> {
     p.require(Perm::AgentsManage)?;
-    if i.expected_draft_generation < 1 {
+    if i.expected_draft_generation.is_some_and(|g| g < 1) {
         return Err(Error::invalid_field("expectedDraftGeneration", "expectedDraftGeneration is a positive integer"));
     }
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         let a = get_in(tx, &p.workspace_id, agent_id)?;
-        if a.draft_generation != i.expected_draft_generation {
+        if let Some(expected) = i.expected_draft_generation
+            && a.draft_generation != expected
+        {
             return Err(conflict(
-                format!(
-                    "the draft changed: it is at generation {}, not {}",
-                    a.draft_generation, i.expected_draft_generation
-                ),
+                format!("the draft changed: it is at generation {}, not {expected}", a.draft_generation),
                 json!({"currentDraftGeneration": a.draft_generation}),
             ));
         }

@@ -5,9 +5,7 @@
 use chrono::Duration as ChronoDuration;
 use serde::Serialize;
 
-use super::password::{
-    self, check_password_rules, hash_password, new_secret, normalize_email, sha256_hex, verify_password,
-};
+use super::password::{check_password_rules, new_secret, normalize_email, sha256_hex};
 use super::permissions::{Perm, PermSet, Role};
 use super::{Invitation, Organization, Principal, User, Via, Workspace, store};
 use crate::app::App;
@@ -88,31 +86,85 @@ fn start_session(tx: &Tx, app: &App, user: &UserId, client: &ClientInfo) -> Resu
         user,
         &rfc3339(now),
         &expires,
-        client.user_agent.as_deref().map(|s| &s[..s.len().min(300)]),
+        client.user_agent.as_deref().map(|s| &s[..s.floor_char_boundary(300)]),
         client.addr.as_deref(),
     )?;
     Ok((token, expires))
 }
 
+/// Who may register: the founder of a server without an organization, or the holder of a valid
+/// invitation to the existing one.
+enum Admission {
+    Founder,
+    Invited { org: Organization, invitation: Box<Invitation> },
+}
+
+fn invitation_error(message: &str, code: &str) -> Error {
+    Error::new(ErrorCode::InvitationRequired, message.to_string()).with_details(serde_json::json!({"code": code}))
+}
+
+/// Decides whether `email` may register with `token`, from the database alone (no hashing): run
+/// before the password is hashed, and again in the writing transaction.
+fn admission(
+    c: &rusqlite::Connection,
+    now: chrono::DateTime<chrono::Utc>,
+    email: &str,
+    token: Option<&str>,
+) -> Result<Admission> {
+    if store::user_by_email(c, email)?.is_some() {
+        return Err(Error::conflict("an account with this email already exists; sign in instead")
+            .with_details(serde_json::json!({"code": "email_taken"})));
+    }
+    let Some(org) = store::the_organization(c)? else { return Ok(Admission::Founder) };
+    let Some(token) = token.filter(|t| !t.is_empty()) else {
+        return Err(Error::new(
+            ErrorCode::InvitationRequired,
+            "this server already has an organization; ask an owner or admin for an invitation",
+        ));
+    };
+    let inv = store::invitation_by_hash(c, &sha256_hex(token))?
+        .filter(|i| i.organization_id == org.id)
+        .ok_or_else(|| invitation_error("the invitation is not valid", "invitation_invalid"))?;
+    if inv.revoked_at.is_some() || inv.accepted_at.is_some() {
+        return Err(invitation_error("the invitation was already used or revoked", "invitation_used"));
+    }
+    if parse_rfc3339(&inv.expires_at).is_none_or(|e| e <= now) {
+        return Err(invitation_error("the invitation has expired; ask for a new one", "invitation_expired"));
+    }
+    if inv.email.as_deref().is_some_and(|e| e != email) {
+        return Err(invitation_error(
+            "the invitation was made for a different email address",
+            "invitation_email_mismatch",
+        ));
+    }
+    Ok(Admission::Invited { org, invitation: Box::new(inv) })
+}
+
 /// Registers a person. The first registration on a server creates the organization, its default
 /// workspace and the owner; later ones need a valid invitation (403 `invitation_required`).
+/// Registrations are limited per client address (429), and the invitation is checked before the
+/// password is hashed, so a flood of bogus registrations costs no hashing.
 pub fn register(app: &App, input: RegisterInput, client: &ClientInfo) -> Result<SignedIn> {
+    let addr_key = client.addr.clone().unwrap_or_else(|| "unknown".into());
+    app.auth.register_by_addr.hit(&addr_key, app.clock.now_ms())?;
+    register_unlimited(app, input, client)
+}
+
+fn register_unlimited(app: &App, input: RegisterInput, client: &ClientInfo) -> Result<SignedIn> {
     let email = normalize_email(&input.email)?;
     check_password_rules(&input.password)?;
     let name = clean_name("name", input.name)?;
     let org_name = clean_name("organizationName", input.organization_name)?;
-    let hash = hash_password(&input.password)?;
+    let token = input.invitation_token.as_deref();
+    app.db.read(|c| admission(c, app.clock.now(), &email, token))?;
+    let hash = app.auth.hashing.hash(&input.password)?;
     let now = rfc3339(app.clock.now());
     let actor_req = Actor { kind: "user", id: None, request_id: None };
 
     app.db.write(|tx| {
-        if store::user_by_email(tx, &email)?.is_some() {
-            return Err(Error::conflict("an account with this email already exists; sign in instead")
-                .with_details(serde_json::json!({"code": "email_taken"})));
-        }
         let user = User { id: UserId::new(), email: email.clone(), name: name.clone(), created_at: now.clone() };
-        match store::the_organization(tx)? {
-            None => {
+        match admission(tx, app.clock.now(), &email, token)? {
+            Admission::Founder => {
                 let org = Organization {
                     id: OrgId::new(),
                     name: org_name.clone().unwrap_or_else(|| "My organization".into()),
@@ -147,42 +199,7 @@ pub fn register(app: &App, input: RegisterInput, client: &ClientInfo) -> Result<
                 let (session_token, expires_at) = start_session(tx, app, &user.id, client)?;
                 Ok(SignedIn { user, organization: org, role: Role::Owner, session_token, expires_at })
             }
-            Some(org) => {
-                let Some(token) = input.invitation_token.as_deref().filter(|t| !t.is_empty()) else {
-                    return Err(Error::new(
-                        ErrorCode::InvitationRequired,
-                        "this server already has an organization; ask an owner or admin for an invitation",
-                    ));
-                };
-                let inv = store::invitation_by_hash(tx, &sha256_hex(token))?
-                    .filter(|i| i.organization_id == org.id)
-                    .ok_or_else(|| {
-                        Error::new(ErrorCode::InvitationRequired, "the invitation is not valid")
-                            .with_details(serde_json::json!({"code": "invitation_invalid"}))
-                    })?;
-                if inv.revoked_at.is_some() || inv.accepted_at.is_some() {
-                    return Err(Error::new(
-                        ErrorCode::InvitationRequired,
-                        "the invitation was already used or revoked",
-                    )
-                    .with_details(serde_json::json!({"code": "invitation_used"})));
-                }
-                if parse_rfc3339(&inv.expires_at).is_none_or(|e| e <= app.clock.now()) {
-                    return Err(Error::new(
-                        ErrorCode::InvitationRequired,
-                        "the invitation has expired; ask for a new one",
-                    )
-                    .with_details(serde_json::json!({"code": "invitation_expired"})));
-                }
-                if let Some(inv_email) = &inv.email
-                    && inv_email != &email
-                {
-                    return Err(Error::new(
-                        ErrorCode::InvitationRequired,
-                        "the invitation was made for a different email address",
-                    )
-                    .with_details(serde_json::json!({"code": "invitation_email_mismatch"})));
-                }
+            Admission::Invited { org, invitation: inv } => {
                 store::insert_user(tx, &user, &hash)?;
                 store::insert_membership(tx, &org.id, &user.id, inv.role, &now)?;
                 if !store::accept_invitation(tx, &inv.id, &user.id, &now)? {
@@ -205,28 +222,34 @@ pub fn register(app: &App, input: RegisterInput, client: &ClientInfo) -> Result<
     })
 }
 
-/// Signs in with email and password. Failed attempts are limited per email and per client
-/// address (429 `rate_limit_exceeded`).
+/// Signs in with email and password. Attempts are limited per email and per client address
+/// (429 `rate_limit_exceeded`): each attempt is counted before the password is checked, so
+/// parallel attempts cannot all slip past the limit, and refunded when it succeeds (or when the
+/// server was too busy to check it).
 pub fn login(app: &App, email: &str, pw: &str, client: &ClientInfo) -> Result<SignedIn> {
     let email_key = email.trim().to_lowercase();
     let addr_key = client.addr.clone().unwrap_or_else(|| "unknown".into());
     let now_ms = app.clock.now_ms();
-    app.auth.login_by_email.check(&email_key, now_ms)?;
-    app.auth.login_by_addr.check(&addr_key, now_ms)?;
-    let found = app.db.read(|c| store::user_by_email(c, &email_key))?;
-    let ok = match &found {
-        Some((_, hash)) => verify_password(pw, hash),
-        None => {
-            // spend the same time as a real check so unknown emails are not revealed by timing
-            let _ = verify_password(pw, password::dummy_hash());
-            false
-        }
+    app.auth.login_by_email.hit(&email_key, now_ms)?;
+    if let Err(e) = app.auth.login_by_addr.hit(&addr_key, now_ms) {
+        app.auth.login_by_email.refund(&email_key, now_ms);
+        return Err(e);
+    }
+    let refund = || {
+        app.auth.login_by_email.refund(&email_key, now_ms);
+        app.auth.login_by_addr.refund(&addr_key, now_ms);
     };
+    let found = app.db.read(|c| store::user_by_email(c, &email_key)).inspect_err(|_| refund())?;
+    let ok = match &found {
+        Some((_, hash)) => app.auth.hashing.verify(pw, hash),
+        // the same time as a real check, so unknown emails are not revealed by timing
+        None => app.auth.hashing.verify_nobody(pw).map(|()| false),
+    }
+    .inspect_err(|_| refund())?;
     let Some((user, _)) = found.filter(|_| ok) else {
-        app.auth.login_by_email.record(&email_key, now_ms);
-        app.auth.login_by_addr.record(&addr_key, now_ms);
         return Err(Error::unauthorized("the email or password is not right"));
     };
+    app.auth.login_by_addr.refund(&addr_key, now_ms);
     app.auth.login_by_email.reset(&email_key);
     let (org, role) = app
         .db
@@ -495,7 +518,7 @@ pub fn bootstrap(app: &App, email: &str, pw: &str, name: Option<String>, mint_to
     let existing_org = app.db.read(store::the_organization)?;
     let (created_org, created_user) = match existing_org {
         None => {
-            register(
+            register_unlimited(
                 app,
                 RegisterInput {
                     email: email.clone(),
@@ -519,7 +542,7 @@ pub fn bootstrap(app: &App, email: &str, pw: &str, name: Option<String>, mint_to
                     )));
                 }
                 Some((_, hash)) => {
-                    if !verify_password(pw, &hash) {
+                    if !app.auth.hashing.verify(pw, &hash)? {
                         return Err(Error::unauthorized(format!(
                             "{email} already exists and the password does not match"
                         )));

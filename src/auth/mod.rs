@@ -170,6 +170,9 @@ pub struct Credentials {
 pub struct AuthState {
     pub login_by_email: RateLimiter,
     pub login_by_addr: RateLimiter,
+    pub register_by_addr: RateLimiter,
+    /// Bounds the password hashing of the whole process.
+    pub hashing: password::HashGate,
     touched: Mutex<HashMap<String, i64>>,
     cache: cache::AuthCache,
 }
@@ -179,6 +182,8 @@ impl AuthState {
         AuthState {
             login_by_email: RateLimiter::new(config.login_limit_per_email),
             login_by_addr: RateLimiter::new(config.login_limit_per_ip),
+            register_by_addr: RateLimiter::new(config.register_limit_per_ip),
+            hashing: password::HashGate::new(config.password_hashes_concurrent),
             touched: Mutex::new(HashMap::new()),
             cache: cache::AuthCache::default(),
         }

@@ -1,9 +1,12 @@
 //! Password hashing (argon2id, PHC strings) and the random secrets behind sessions, tokens and
 //! invitations (stored only as SHA-256).
 
+use std::time::Duration;
+
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::{Algorithm, Argon2, Params, Version};
 use base64::Engine;
+use parking_lot::{Condvar, Mutex};
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
@@ -52,11 +55,114 @@ pub fn verify_password(password: &str, phc: &str) -> bool {
     }
 }
 
-/// A hash to verify against when the account does not exist, so a login for an unknown email
-/// costs the same time as one with a wrong password.
-pub fn dummy_hash() -> &'static str {
-    static DUMMY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    DUMMY.get_or_init(|| hash_password("not-a-real-password").unwrap_or_default())
+/// Bounds the argon2id work of the whole process: each hash or verification allocates 19 MiB and
+/// takes ~100 ms of one core, so unbounded concurrency is a memory and CPU exhaustion. At most
+/// `permits` run at once; up to [`MAX_WAITING`] more wait (at most [`MAX_WAIT`]) for a turn, and
+/// beyond that the request answers 503 `service_unavailable` with `Retry-After` at once.
+pub struct HashGate {
+    permits: usize,
+    /// Hashes and verifications run so far (tests and metrics).
+    runs: std::sync::atomic::AtomicU64,
+    state: Mutex<GateState>,
+    turn: Condvar,
+    /// The hash an unknown email is verified against (made once, through the gate).
+    dummy: std::sync::OnceLock<String>,
+}
+
+#[derive(Default)]
+struct GateState {
+    running: usize,
+    waiting: usize,
+}
+
+/// Requests that may wait for a hashing turn before others are refused.
+pub const MAX_WAITING: usize = 64;
+/// Longest wait for a hashing turn.
+pub const MAX_WAIT: Duration = Duration::from_secs(10);
+
+fn busy() -> Error {
+    Error::unavailable("the server is busy checking passwords; try again in a moment")
+        .with_details(serde_json::json!({"retryAfterSeconds": 1}))
+}
+
+/// A running hash's place in the gate; dropping it lets the next one run.
+struct Turn<'a>(&'a HashGate);
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        self.0.state.lock().running -= 1;
+        self.0.turn.notify_one();
+    }
+}
+
+impl HashGate {
+    pub fn new(permits: usize) -> Self {
+        HashGate {
+            permits: permits.max(1),
+            runs: std::sync::atomic::AtomicU64::new(0),
+            state: Mutex::new(GateState::default()),
+            turn: Condvar::new(),
+            dummy: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn enter(&self) -> Result<Turn<'_>> {
+        self.runs.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut st = self.state.lock();
+        if st.running < self.permits {
+            st.running += 1;
+            return Ok(Turn(self));
+        }
+        if st.waiting >= MAX_WAITING {
+            return Err(busy());
+        }
+        st.waiting += 1;
+        let deadline = std::time::Instant::now() + MAX_WAIT;
+        while st.running >= self.permits {
+            if self.turn.wait_until(&mut st, deadline).timed_out() && st.running >= self.permits {
+                st.waiting -= 1;
+                return Err(busy());
+            }
+        }
+        st.waiting -= 1;
+        st.running += 1;
+        Ok(Turn(self))
+    }
+
+    /// Hashes a new password (waits for a turn, or 503).
+    pub fn hash(&self, password: &str) -> Result<String> {
+        let _turn = self.enter()?;
+        hash_password(password)
+    }
+
+    /// Checks a password against a stored hash (waits for a turn, or 503).
+    pub fn verify(&self, password: &str, phc: &str) -> Result<bool> {
+        let _turn = self.enter()?;
+        Ok(verify_password(password, phc))
+    }
+
+    /// Spends the time of a real check on a made-up hash, so a sign-in for an unknown email is
+    /// not told apart by its timing.
+    pub fn verify_nobody(&self, password: &str) -> Result<()> {
+        let dummy = match self.dummy.get() {
+            Some(d) => d,
+            None => {
+                let h = self.hash("not-a-real-password")?;
+                self.dummy.get_or_init(|| h)
+            }
+        };
+        self.verify(password, dummy).map(|_| ())
+    }
+
+    /// Hashes and verifications asked for so far.
+    pub fn hashes_run(&self) -> u64 {
+        self.runs.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Hashes running now (for tests and metrics).
+    pub fn running(&self) -> usize {
+        self.state.lock().running
+    }
 }
 
 /// A new random secret: `prefix` + 32 random bytes in base64url.
@@ -105,6 +211,30 @@ mod tests {
         assert!(verify_password("correct horse", &a));
         assert!(!verify_password("wrong horse", &a));
         assert!(!verify_password("x", "garbage"));
+    }
+
+    #[test]
+    fn the_gate_bounds_concurrent_hashing_and_refuses_beyond_the_queue() {
+        let gate = std::sync::Arc::new(HashGate::new(1));
+        // hold the only turn, fill the queue, then one more is refused at once
+        let held = gate.enter().unwrap();
+        let waiters: Vec<_> = (0..MAX_WAITING)
+            .map(|_| {
+                let g = gate.clone();
+                std::thread::spawn(move || g.enter().map(|_| ()).is_ok())
+            })
+            .collect();
+        while gate.state.lock().waiting < MAX_WAITING {
+            std::thread::yield_now();
+        }
+        let refused = gate.enter().err().expect("a full queue refuses");
+        assert_eq!(refused.code, crate::error::ErrorCode::ServiceUnavailable);
+        assert_eq!(refused.details.unwrap()["retryAfterSeconds"], 1);
+        assert_eq!(gate.running(), 1);
+        drop(held);
+        // the waiters each get their turn, one at a time
+        assert!(waiters.into_iter().all(|w| w.join().unwrap()));
+        assert_eq!(gate.running(), 0);
     }
 
     #[test]

@@ -43,6 +43,7 @@ perms! {
     WorkspacesManage = 11, "organization.workspaces.manage", "Create and rename workspaces.";
     ApiAccessManage = 12, "organization.api_access.manage", "Create and revoke workspace service credentials.";
     AuditRead = 13, "organization.audit.read", "Read the audit log.";
+    UsageRead = 14, "organization.usage.read", "Read the organization's usage across all its workspaces.";
 }
 
 /// A set of permissions.

@@ -1,5 +1,6 @@
 //! `steward bench …`: the benchmarks behind the figures in docs/performance.md.
 
+pub mod auth;
 pub mod chat;
 pub mod cranfield;
 pub mod embed;

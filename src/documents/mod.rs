@@ -23,9 +23,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use service::{
-    DocumentPage, DocumentUpdate, NewDocument, ReprocessOutcome, Upload, create, decode_cursor, delete, encode_cursor,
-    get, import, ingestion_settings, list, progress, reprocess, reprocess_workspace, too_large, update,
-    update_ingestion_settings, usage,
+    DocumentPage, DocumentUpdate, NewDocument, ReprocessOutcome, Upload, UploadPermit, admit_upload, create,
+    decode_cursor, delete, encode_cursor, get, import, ingestion_settings, list, organization_usage, progress,
+    reprocess, reprocess_workspace, too_large, update, update_ingestion_settings, usage,
 };
 pub use sources::{
     crawl_control, delete_source, ensure_builtin_source, list_sources, patch_source, reprocess_source, source_documents,

@@ -36,6 +36,8 @@ pub struct Upload {
     pub filename: String,
     pub bytes: Vec<u8>,
     pub title: Option<String>,
+    /// An operator source to file it under (default: the workspace's upload source).
+    pub source_id: Option<String>,
     pub metadata: Option<Value>,
     pub external_document_id: Option<String>,
     pub enrichment_override: Option<String>,
@@ -238,10 +240,30 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
 }
 
 /// Imports an uploaded file: checks its type from its content, keeps the original, queues it.
-pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload) -> Result<Document> {
+/// An upload let in: the caller may upload, is within its upload rate, and holds one of the
+/// places for uploads being read (`uploads_concurrent`). Taken before the body is read; dropping
+/// it frees the place.
+pub struct UploadPermit {
+    _place: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Lets an upload in, before its body is read: 403 without the permission, 429 over the caller's
+/// upload rate or when every upload place is taken (`Retry-After` 1 s).
+pub fn admit_upload(app: &App, p: &Principal) -> Result<UploadPermit> {
     p.require(Perm::DocumentsManage)?;
     let key = p.credential_id.clone().or_else(|| p.user_id.as_ref().map(|u| u.0.clone())).unwrap_or_default();
+    let place = app.uploads.clone().try_acquire_owned().map_err(|_| {
+        Error::new(ErrorCode::RateLimitExceeded, "too many uploads are in progress; try again in a moment")
+            .with_details(json!({"limit": app.config.uploads_concurrent, "retryAfterSeconds": 1}))
+    })?;
     app.upload_limiter.hit(&key, app.clock.now_ms())?;
+    Ok(UploadPermit { _place: place })
+}
+
+/// Stores an uploaded file as a document and queues its processing. `_permit` (from
+/// [`admit_upload`]) is held until the file is stored.
+pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: UploadPermit) -> Result<Document> {
+    p.require(Perm::DocumentsManage)?;
     if up.bytes.len() as u64 > app.config.upload_max_bytes {
         return Err(too_large(app.config.upload_max_bytes));
     }
@@ -263,7 +285,10 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload) -> Result<Doc
     let now = rfc3339(app.clock.now());
     let fname = if filename.is_empty() { None } else { Some(filename.chars().take(255).collect::<String>()) };
     let id = app.db.write(|tx| {
-        let source = ensure_builtin_source(tx, &ws, UPLOAD_SOURCE, &now)?;
+        let source = match &up.source_id {
+            Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?,
+            None => ensure_builtin_source(tx, &ws, UPLOAD_SOURCE, &now)?,
+        };
         if let Some(ext) = &external
             && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)? {
                 store::delete_unlive_chunks(tx, &existing.id)?;
@@ -597,8 +622,20 @@ pub fn reprocess_workspace(app: &App, p: &Principal, actor: &Actor, over: Option
     reprocess_scope(app, &p.workspace_id, actor, None, over, "settings.ingestion.reprocess")
 }
 
-pub fn usage(app: &App, p: &Principal) -> Result<usage::AccountUsage> {
+/// Days of daily usage [`usage`] reports.
+pub const USAGE_DAYS: u32 = 30;
+
+/// The request's workspace's usage: stored and monthly indexed bytes, documents, this month's
+/// embeddings and the last [`USAGE_DAYS`] days.
+pub fn usage(app: &App, p: &Principal) -> Result<usage::WorkspaceUsage> {
     p.require(Perm::SettingsRead)?;
+    let now = app.clock.now();
+    app.db.read(|c| usage::workspace_usage(c, &p.org_id.0, &p.workspace_id.0, now, USAGE_DAYS))
+}
+
+/// The organization's usage across all its workspaces (the account meters).
+pub fn organization_usage(app: &App, p: &Principal) -> Result<usage::AccountUsage> {
+    p.require(Perm::UsageRead)?;
     let now = app.clock.now();
     app.db.read(|c| usage::account_usage(c, &p.org_id.0, now))
 }
@@ -631,7 +668,7 @@ pub fn progress(app: &App, p: &Principal) -> Result<Progress> {
     p.require(Perm::DocumentsRead)?;
     let (queued, processing, ready, failed, pending_chunks) = app.db.read(|c| store::progress(c, &p.workspace_id))?;
     let live_chunks = app.db.read(|c| store::live_chunks(c, &p.workspace_id))?;
-    let (text_documents, vectors) = app.search()?.counts();
+    let (text_documents, vectors) = app.search()?.counts_of(&p.workspace_id);
     Ok(Progress {
         queued,
         processing,

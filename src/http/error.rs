@@ -29,8 +29,11 @@ impl IntoResponse for Error {
         }
         let body = envelope(self.code.as_str(), &self.message, self.details.as_ref());
         let mut resp = (status, axum::Json(body)).into_response();
-        if (self.code == ErrorCode::RateLimitExceeded || self.code == ErrorCode::UsageLimitExceeded)
-            && let Some(secs) = self.details.as_ref().and_then(|d| d.get("retryAfterSeconds")).and_then(|v| v.as_u64())
+        // a refusal that can be retried later says when
+        if matches!(
+            self.code,
+            ErrorCode::RateLimitExceeded | ErrorCode::UsageLimitExceeded | ErrorCode::ServiceUnavailable
+        ) && let Some(secs) = self.details.as_ref().and_then(|d| d.get("retryAfterSeconds")).and_then(|v| v.as_u64())
             && let Ok(v) = HeaderValue::from_str(&secs.to_string())
         {
             resp.headers_mut().insert(header::RETRY_AFTER, v);
@@ -74,14 +77,10 @@ pub fn ensure_envelope(resp: Response) -> Response {
     Response::from_parts(parts, Body::from(body.to_string()))
 }
 
-/// The response for a panic inside a handler (no internals).
-pub fn panic_response(err: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let detail = err
-        .downcast_ref::<String>()
-        .cloned()
-        .or_else(|| err.downcast_ref::<&str>().map(|s| s.to_string()))
-        .unwrap_or_else(|| "unknown panic".into());
-    tracing::error!(panic = %detail, "a request handler panicked");
+/// The response for a panic inside a handler (no internals). The panic's message is not logged:
+/// it can quote the request's text. The panic hook ([`crate::cli::install_panic_hook`]) logged
+/// where it happened, inside the request's span (so with its request id).
+pub fn panic_response(_err: Box<dyn std::any::Any + Send + 'static>) -> Response {
     let body = envelope(ErrorCode::Internal.as_str(), "internal error", None);
     (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(body)).into_response()
 }

@@ -63,6 +63,38 @@ pub fn json_rejection(rej: JsonRejection) -> Error {
     }
 }
 
+/// A JSON body that may be absent: no body (or only whitespace) is `T::default()`; anything else
+/// must be JSON that matches `T`, with the same errors as [`Json`].
+pub struct OptionalJson<T>(pub T);
+
+impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
+    type Rejection = Error;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
+            if e.status().as_u16() == 413 {
+                Error::new(ErrorCode::PayloadTooLarge, "the request body is too large (the limit is 1 MB)")
+            } else {
+                Error::invalid(format!("could not read the request body: {}", e.body_text()))
+            }
+        })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(OptionalJson(T::default()));
+        }
+        serde_json::from_slice(&bytes).map(OptionalJson).map_err(body_error)
+    }
+}
+
+/// The envelope for a body that does not parse as `T`: syntax errors are `malformed_json`, shape
+/// errors `invalid_request`, each with serde's description (it names the field).
+fn body_error(e: serde_json::Error) -> Error {
+    if e.is_syntax() || e.is_eof() {
+        Error::new(ErrorCode::MalformedJson, format!("the request body is not valid JSON: {e}"))
+    } else {
+        Error::invalid(format!("the request body does not match what this route expects: {e}"))
+    }
+}
+
 /// Path parameters.
 pub struct Path<T>(pub T);
 
@@ -199,27 +231,46 @@ impl FromRequestParts<Arc<App>> for SessionCtx {
     }
 }
 
-/// The client's address and user agent. Behind a trusted proxy the first `X-Forwarded-For`
-/// address is used.
+/// The client's address and user agent. Behind a trusted proxy (`trust_proxy`) the address is the
+/// right-most `X-Forwarded-For` entry: the one the proxy appended. Entries to its left come from
+/// the client and can say anything.
 pub struct Client(pub ClientInfo);
+
+/// The address a trusted proxy appended: the last entry of the last `X-Forwarded-For` header.
+pub fn forwarded_for(headers: &axum::http::HeaderMap) -> Option<String> {
+    let last = headers.get_all("x-forwarded-for").iter().next_back()?.to_str().ok()?;
+    let addr = last.rsplit(',').next()?.trim();
+    (!addr.is_empty()).then(|| addr.to_string())
+}
 
 impl FromRequestParts<Arc<App>> for Client {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
-        let forwarded = if app.config.trust_proxy {
-            parts
-                .headers
-                .get("x-forwarded-for")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.split(',').next())
-                .map(|s| s.trim().to_string())
-        } else {
-            None
-        };
+        let forwarded = if app.config.trust_proxy { forwarded_for(&parts.headers) } else { None };
         let addr =
             forwarded.or_else(|| parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()));
         let user_agent = parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(|s| s.to_string());
         Ok(Client(ClientInfo { addr, user_agent }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::{HeaderMap, HeaderValue};
+
+    use super::forwarded_for;
+
+    #[test]
+    fn the_proxy_appended_entry_is_the_right_most_one() {
+        let mut h = HeaderMap::new();
+        assert_eq!(forwarded_for(&h), None);
+        // the client sent "1.1.1.1, 2.2.2.2"; the proxy appended the real peer 203.0.113.9
+        h.insert("x-forwarded-for", HeaderValue::from_static("1.1.1.1, 2.2.2.2, 203.0.113.9"));
+        assert_eq!(forwarded_for(&h).as_deref(), Some("203.0.113.9"));
+        h.append("x-forwarded-for", HeaderValue::from_static(" 198.51.100.7 "));
+        assert_eq!(forwarded_for(&h).as_deref(), Some("198.51.100.7"));
+        h.insert("x-forwarded-for", HeaderValue::from_static("1.1.1.1, "));
+        assert_eq!(forwarded_for(&h), None);
     }
 }

@@ -7,6 +7,7 @@ mod routes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use axum::Router;
@@ -76,6 +77,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .route("/api/v1/settings/ingestion", get(documents::ingestion_settings).put(documents::put_ingestion_settings))
         .route("/api/v1/settings/ingestion/reprocess", post(documents::reprocess_all))
         .route("/api/v1/usage", get(documents::usage))
+        .route("/api/v1/usage/organization", get(documents::organization_usage))
         .route("/api/v1/settings/credentials", get(settings::list_credentials))
         .route(
             "/api/v1/settings/credentials/{provider}",
@@ -147,6 +149,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .fallback(not_found)
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(middleware::from_fn_with_state(app.clone(), timeout))
+        .layer(middleware::from_fn(close_unread))
         .layer(middleware::from_fn_with_state(app.clone(), observe))
         .with_state(app)
 }
@@ -199,6 +202,61 @@ async fn timeout(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
         Ok(resp) => resp,
         Err(_) => Error::new(ErrorCode::Timeout, "the request took too long and was stopped").into_response(),
     }
+}
+
+/// A request body that notes when it has been read to its end.
+struct Tracked {
+    inner: axum::body::Body,
+    done: Arc<AtomicBool>,
+}
+
+impl axum::body::HttpBody for Tracked {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let r = std::pin::Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(r, std::task::Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.done.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Says `Connection: close` on a response sent before the request's body was read to its end (an
+/// early 400, 401 or 413): the server will not read the rest, so it closes the connection after
+/// the response, and without the header a client reusing the connection meets a closed socket on
+/// its next request.
+async fn close_unread(req: Request, next: Next) -> Response {
+    let has_body = req.headers().contains_key(axum::http::header::TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|n| n > 0);
+    if !has_body {
+        return next.run(req).await;
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let (parts, body) = req.into_parts();
+    let body = axum::body::Body::new(Tracked { inner: body, done: done.clone() });
+    let mut resp = next.run(Request::from_parts(parts, body)).await;
+    if !done.load(Ordering::Relaxed) {
+        resp.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    resp
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets in-flight requests finish.

@@ -137,19 +137,23 @@ pub fn sentences(text: &str) -> Vec<(usize, &str)> {
             None
         };
         if let Some(e) = end {
-            let s = text[start..e].trim();
-            if s.chars().filter(|c| c.is_alphanumeric()).count() >= 12 {
-                out.push((start, s));
-            }
+            push_sentence(&mut out, text, start, e);
             start = e.min(text.len());
         }
         i += 1;
     }
-    let s = text[start..].trim();
-    if s.chars().filter(|c| c.is_alphanumeric()).count() >= 12 {
-        out.push((start, s));
-    }
+    push_sentence(&mut out, text, start, text.len());
     out
+}
+
+/// Adds `text[start..end]`, trimmed, with the offset where the trimmed sentence starts, when it
+/// has enough letters to be a sentence.
+fn push_sentence<'a>(out: &mut Vec<(usize, &'a str)>, text: &'a str, start: usize, end: usize) {
+    let raw = &text[start..end];
+    let s = raw.trim();
+    if s.chars().filter(|c| c.is_alphanumeric()).count() >= 12 {
+        out.push((start + (raw.len() - raw.trim_start().len()), s));
+    }
 }
 
 fn clip(s: &str, max: usize) -> String {

@@ -14,7 +14,9 @@
 //! ```
 //!
 //! Range operators compare numbers with numbers and dates with dates; a value of another type
-//! does not match. A malformed filter is a 400 naming the problem and its path.
+//! does not match. A malformed filter is a 400 naming the problem and its path. A filter holds at
+//! most [`MAX_CLAUSES`] clauses in all (every `$and`/`$or`/`$not`, field operator and `$in`
+//! value counts one) and nests at most 16 levels.
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde_json::{Map, Value};
@@ -79,12 +81,25 @@ fn valid_field(name: &str) -> bool {
         && !name.contains("..")
 }
 
+/// The most clauses one filter may hold, counted over the whole tree.
+pub const MAX_CLAUSES: usize = 500;
+
 /// Parses and validates a filter.
 pub fn parse(v: &Value) -> Result<Filter> {
-    parse_at(v, "$", 0)
+    let mut budget = MAX_CLAUSES;
+    parse_at(v, "$", 0, &mut budget)
 }
 
-fn parse_at(v: &Value, path: &str, depth: usize) -> Result<Filter> {
+/// Takes `n` clauses from the budget, or fails naming the limit.
+fn spend(budget: &mut usize, n: usize, path: &str) -> Result<()> {
+    if n > *budget {
+        return Err(bad(path, format!("the filter has too many clauses (at most {MAX_CLAUSES} in all)")));
+    }
+    *budget -= n;
+    Ok(())
+}
+
+fn parse_at(v: &Value, path: &str, depth: usize, budget: &mut usize) -> Result<Filter> {
     if depth > 16 {
         return Err(bad(path, "the filter is nested too deeply (more than 16 levels)"));
     }
@@ -95,6 +110,7 @@ fn parse_at(v: &Value, path: &str, depth: usize) -> Result<Filter> {
     let mut clauses = Vec::new();
     for (k, val) in map {
         let p = format!("{path}.{k}");
+        spend(budget, 1, &p)?;
         match k.as_str() {
             "$and" | "$or" => {
                 let Value::Array(items) = val else { return Err(bad(&p, "expected an array of filters")) };
@@ -104,11 +120,11 @@ fn parse_at(v: &Value, path: &str, depth: usize) -> Result<Filter> {
                 let fs = items
                     .iter()
                     .enumerate()
-                    .map(|(i, f)| parse_at(f, &format!("{p}[{i}]"), depth + 1))
+                    .map(|(i, f)| parse_at(f, &format!("{p}[{i}]"), depth + 1, budget))
                     .collect::<Result<Vec<_>>>()?;
                 clauses.push(if k == "$and" { Filter::And(fs) } else { Filter::Or(fs) });
             }
-            "$not" => clauses.push(Filter::Not(Box::new(parse_at(val, &p, depth + 1)?))),
+            "$not" => clauses.push(Filter::Not(Box::new(parse_at(val, &p, depth + 1, budget)?))),
             other if other.starts_with('$') => {
                 return Err(bad(&p, format!("unknown operator {other}; use $and, $or, $not or a field name")));
             }
@@ -123,10 +139,9 @@ fn parse_at(v: &Value, path: &str, depth: usize) -> Result<Filter> {
                             return Err(bad(&p, "expected at least one operator"));
                         }
                         for (op, arg) in ops {
-                            clauses.push(Filter::Field {
-                                path: fpath.clone(),
-                                op: parse_op(op, arg, &format!("{p}.{op}"))?,
-                            });
+                            let op_path = format!("{p}.{op}");
+                            spend(budget, 1 + arg.as_array().map_or(0, Vec::len), &op_path)?;
+                            clauses.push(Filter::Field { path: fpath.clone(), op: parse_op(op, arg, &op_path)? });
                         }
                     }
                     Value::Array(_) => return Err(bad(&p, "use {\"$in\": [...]} to match one of several values")),
@@ -317,5 +332,17 @@ mod tests {
             assert!(e.message.contains(needle), "{f}: {}", e.message);
             assert_eq!(e.details.as_ref().unwrap()["field"], "metadataFilter");
         }
+    }
+
+    #[test]
+    fn the_whole_tree_has_a_clause_budget() {
+        // wide, not deep: 40 × 20 `$in` values pass the depth and per-operator limits
+        let wide = |n: usize| json!({"$or": (0..n).map(|i| json!({format!("f{i}"): {"$in": (0..20).collect::<Vec<_>>()}})).collect::<Vec<_>>()});
+        assert!(parse(&wide(10)).is_ok());
+        let e = parse(&wide(40)).unwrap_err();
+        assert!(e.message.contains("too many clauses"), "{}", e.message);
+        let fields: serde_json::Map<String, Value> =
+            (0..MAX_CLAUSES + 1).map(|i| (format!("k{i}"), json!(1))).collect();
+        assert!(parse(&Value::Object(fields)).unwrap_err().message.contains("at most 500"));
     }
 }

@@ -26,6 +26,7 @@ pub use snippet::snippet;
 pub use store::{LiveChunk, SearchRecord};
 
 use crate::error::{Error, Result};
+use crate::ids::WorkspaceId;
 use crate::storage::Db;
 use text::{Boosts, TextDoc, TextIndex};
 use vectors::VectorIndex;
@@ -500,6 +501,11 @@ impl SearchIndex {
     /// (chunks in the text index, vectors in the vector index).
     pub fn counts(&self) -> (u64, usize) {
         (self.text.num_docs(), self.vectors.len())
+    }
+
+    /// Chunks in the text index and vectors in the vector index, of one workspace.
+    pub fn counts_of(&self, ws: &WorkspaceId) -> (u64, usize) {
+        (self.text.num_docs_of(&ws.0), self.vectors.len_of(&ws.0))
     }
 
     /// Segments in the lexical index.

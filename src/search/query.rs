@@ -346,6 +346,21 @@ pub struct SearchRequest {
 pub const MAX_QUERY_CHARS: usize = 2000;
 
 /// `POST /api/v1/document/search`: retrieves, saves the search with its results, returns it.
+/// The most sources one search may name (each is one SQL variable), as an agent's source scope.
+pub const MAX_SOURCE_IDS: usize = 200;
+
+/// 400 when a search names more than [`MAX_SOURCE_IDS`] sources.
+pub fn check_source_ids(ids: Option<&[String]>) -> Result<()> {
+    match ids {
+        Some(ids) if ids.len() > MAX_SOURCE_IDS => Err(Error::invalid_field(
+            "sourceIds",
+            format!("sourceIds names {} sources; at most {MAX_SOURCE_IDS} are allowed", ids.len()),
+        )
+        .with_details(serde_json::json!({"field": "sourceIds", "limit": MAX_SOURCE_IDS}))),
+        _ => Ok(()),
+    }
+}
+
 pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Result<Value> {
     p.require(Perm::RetrievalQuery)?;
     let query = req.query.trim().to_string();
@@ -360,6 +375,7 @@ pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Re
         return Err(Error::invalid_field("limit", "limit must be between 1 and 100"));
     }
     let filter = req.metadata_filter.as_ref().map(filter::parse).transpose()?;
+    check_source_ids(req.source_ids.as_deref())?;
     let mode = req.mode.unwrap_or_default();
     let started = Instant::now();
     let (hits, trace) = retrieve_traced(

@@ -127,4 +127,17 @@ mod tests {
         assert_eq!(s, "<mark>Refunds</mark> &lt;b&gt;apply&lt;/b&gt; to <mark>aerodynamics</mark> &amp; more");
         assert_eq!(snippet("", &["x".into()]), "");
     }
+
+    proptest::proptest! {
+        /// Snippets of arbitrary Unicode with arbitrary terms never panic and stay escaped.
+        #[test]
+        fn snippets_never_panic_on_arbitrary_unicode(
+            content in crate::testkit::hostile_text(600),
+            terms in proptest::collection::vec(crate::testkit::hostile_text(3), 0..4),
+        ) {
+            let s = snippet(&content, &terms);
+            let unmarked = s.replace("<mark>", "").replace("</mark>", "");
+            proptest::prop_assert!(!unmarked.contains('<'));
+        }
+    }
 }

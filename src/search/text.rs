@@ -496,6 +496,12 @@ impl TextIndex {
     pub fn num_docs(&self) -> u64 {
         self.reader.searcher().num_docs()
     }
+
+    /// Chunk keys present in one workspace.
+    pub fn num_docs_of(&self, workspace: &str) -> u64 {
+        let q = TermQuery::new(Term::from_field_text(self.fields.workspace, workspace), IndexRecordOption::Basic);
+        self.reader.searcher().search(&q, &tantivy::collector::Count).map_or(0, |n| n as u64)
+    }
 }
 
 #[cfg(test)]

@@ -176,6 +176,11 @@ impl VectorIndex {
         self.len() == 0
     }
 
+    /// Vectors of one workspace.
+    pub fn len_of(&self, ws: &str) -> usize {
+        self.spaces.read().get(ws).map_or(0, |s| s.read().index.size())
+    }
+
     pub fn memory_bytes(&self) -> usize {
         self.spaces.read().values().map(|s| s.read().index.memory_usage()).sum()
     }

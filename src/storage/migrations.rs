@@ -26,6 +26,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(3, "0003_models"),
     migration!(4, "0004_agents"),
     migration!(5, "0005_conversations"),
+    migration!(6, "0006_hardening"),
 ];
 
 fn checksum(sql: &str) -> String {

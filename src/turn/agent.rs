@@ -32,6 +32,17 @@ pub struct SkillSnap {
     pub enabled: bool,
 }
 
+/// A context-variable enablement as the revision holds it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EnablementSnap {
+    #[serde(rename = "contextVariableId")]
+    pub variable_id: String,
+    pub source: String,
+    pub surfacing: String,
+    pub enabled: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub agent_id: String,
@@ -42,6 +53,7 @@ pub struct AgentConfig {
     pub settings: Settings,
     pub directives: Vec<AuthoredDirective>,
     pub skills: Vec<SkillSnap>,
+    pub context_variables: Vec<EnablementSnap>,
 }
 
 impl AgentConfig {
@@ -66,6 +78,10 @@ impl AgentConfig {
             Some(v) if !v.is_null() => serde_json::from_value(v.clone()).map_err(|e| bad("skills", e))?,
             _ => Vec::new(),
         };
+        let context_variables: Vec<EnablementSnap> = match snap.get("contextVariableEnablements") {
+            Some(v) if !v.is_null() => serde_json::from_value(v.clone()).map_err(|e| bad("context variables", e))?,
+            _ => Vec::new(),
+        };
         Ok(AgentConfig {
             agent_id: agent_id.to_string(),
             revision_id,
@@ -74,6 +90,7 @@ impl AgentConfig {
             settings,
             directives,
             skills,
+            context_variables,
         })
     }
 

@@ -39,6 +39,7 @@ fn system_agent() -> AgentConfig {
         settings: Default::default(),
         directives: vec![],
         skills: vec![],
+        context_variables: vec![],
     }
 }
 
@@ -72,7 +73,7 @@ pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput
         match &models.chat {
             Resolved::Builtin => compose::builtin_grounded(&query, &hits, &mut NoSink),
             Resolved::Model(m) => {
-                compose::model_grounded(m.as_ref(), &cfg, &[], &[], &query, &[], &hits, &mut NoSink, &cancel)
+                compose::model_grounded(m.as_ref(), &cfg, &[], &[], "", &query, &[], &hits, &mut NoSink, &cancel)
                     .map_err(compose::llm_error)?
             }
         }

@@ -138,7 +138,12 @@ pub fn builtin_grounded(question: &str, hits: &[Hit], sink: &mut dyn Sink) -> Op
 
 /// The system prompt of a model turn: who the agent is, its instruction and the directives that
 /// apply (earlier ones win conflicts).
-fn persona(agent: &AgentConfig, directives: &[Matched], gated: &[super::agent::AuthoredDirective]) -> String {
+fn persona(
+    agent: &AgentConfig,
+    directives: &[Matched],
+    gated: &[super::agent::AuthoredDirective],
+    context: &str,
+) -> String {
     let mut s = format!("You are {}, an assistant answering a website visitor.", agent.name);
     let ci = agent.settings.custom_instruction.trim();
     if !ci.is_empty() {
@@ -156,6 +161,7 @@ fn persona(agent: &AgentConfig, directives: &[Matched], gated: &[super::agent::A
             s.push_str(&format!("\n- Only if your coverage is {}: {}", cc.coverage.join(" or "), d.body.action.trim()));
         }
     }
+    s.push_str(context);
     s
 }
 
@@ -320,6 +326,7 @@ pub fn model_grounded(
     agent: &AgentConfig,
     directives: &[Matched],
     gated: &[super::agent::AuthoredDirective],
+    context: &str,
     question: &str,
     history: &[(String, String)],
     hits: &[Hit],
@@ -339,7 +346,7 @@ pub fn model_grounded(
         "{}\n\nAnswer only from the numbered sources below; do not use outside knowledge. Cite every claim with its source number in brackets, like [1]. If the sources do not contain the answer, say so briefly instead of guessing. If the question is outside what you are here for, decline briefly.\n\
          Begin your reply with exactly one line: COVERAGE: <answered|partial|unanswered|unclear> <sufficient_evidence|insufficient_evidence|conflicting_evidence|ambiguous_request|intentional_scope_boundary>\n\
          Allowed pairs: answered sufficient_evidence; partial or unanswered with insufficient_evidence, conflicting_evidence or intentional_scope_boundary; unclear ambiguous_request. Then write the answer on the next lines.\n\nSources:\n{sources}",
-        persona(agent, directives, gated)
+        persona(agent, directives, gated, context)
     );
     let mut messages = vec![Message::system(system)];
     messages.extend(history_messages(history));
@@ -495,6 +502,7 @@ pub fn direct(
     m: Option<&dyn ChatModel>,
     agent: &AgentConfig,
     directives: &[Matched],
+    context: &str,
     reason: &str,
     question: &str,
     history: &[(String, String)],
@@ -505,7 +513,7 @@ pub fn direct(
         Some(m) => {
             let system = format!(
                 "{}\n\nReply directly and briefly. You cannot look anything up right now: if the visitor asks for facts you were not given, say you cannot check that here.",
-                persona(agent, directives, &[])
+                persona(agent, directives, &[], context)
             );
             let mut messages = vec![Message::system(system)];
             messages.extend(history_messages(history));

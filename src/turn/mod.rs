@@ -13,6 +13,7 @@
 pub mod agent;
 pub mod answer;
 pub mod compose;
+pub mod context;
 pub mod interpret;
 pub mod retrieval;
 pub mod steering;
@@ -223,6 +224,10 @@ pub struct TurnInput {
     pub turn_id: String,
     pub include_debug: bool,
     pub actor: Actor,
+    /// Who the turn is about, for session- and customer-scoped context values.
+    pub context_scope: context::ContextScope,
+    /// A test execution's frozen values (variable id → value), in place of stored ones.
+    pub test_values: Vec<(String, Value)>,
 }
 
 /// The error a superseded turn answers with.
@@ -377,6 +382,15 @@ pub fn run(app: &App, input: TurnInput, slot: &Slot, events: &mut dyn Events, st
         tr.stage(app, "retrieval_fanout", "skipped", json!({"reason": route.reason}));
     }
 
+    let turn_context = context::TurnContext::resolve(app, &ws, agent, &input.context_scope, &input.test_values)?;
+    // the authored text of this turn: what `on_reference` variables must be referenced in
+    let authored: Vec<&str> = std::iter::once(agent.settings.custom_instruction.as_str())
+        .chain(steering.matched.iter().map(|m| m.directive.body.action.as_str()))
+        .collect();
+    let context_block = turn_context.prompt_block(&authored);
+    let status = if agent.context_variables.is_empty() { "skipped" } else { "applied" };
+    tr.stage(app, "context_variables", status, turn_context.trace(&authored));
+
     let selection = steering::select_binding(agent, &steering.matched, route.kind);
     let mut lookup = Value::Null;
     if let Some((directive_id, skill_name, cap)) = &selection.winner
@@ -413,6 +427,7 @@ pub fn run(app: &App, input: TurnInput, slot: &Slot, events: &mut dyn Events, st
             as_model(&models.chat),
             agent,
             &steering.matched,
+            &context_block,
             route.reason,
             &input.message,
             &history,
@@ -430,6 +445,7 @@ pub fn run(app: &App, input: TurnInput, slot: &Slot, events: &mut dyn Events, st
                 agent,
                 &steering.matched,
                 &steering.gated,
+                &context_block,
                 &input.message,
                 &history,
                 &hits,
@@ -712,6 +728,35 @@ pub struct ChatBody {
     /// Only on `POST /chat` (the default agent when absent).
     #[serde(default)]
     pub agent_id: Option<String>,
+    /// The session and customer the turn is about (their context values apply).
+    #[serde(default)]
+    pub context_scope: Option<ContextScopeBody>,
+}
+
+/// `contextScope` of a chat request.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContextScopeBody {
+    #[serde(default)]
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub customer_id: Option<String>,
+}
+
+impl ContextScopeBody {
+    fn checked(&self) -> Result<context::ContextScope> {
+        let clean = |field: &str, v: &Option<String>| -> Result<Option<String>> {
+            match v.as_deref().map(str::trim) {
+                None | Some("") => Ok(None),
+                Some(s) if s.chars().count() <= 200 => Ok(Some(s.to_string())),
+                Some(_) => Err(Error::invalid_field(field, format!("{field} must be at most 200 characters"))),
+            }
+        };
+        Ok(context::ContextScope {
+            session_id: clean("contextScope.sessionId", &self.session_id)?,
+            customer_id: clean("contextScope.customerId", &self.customer_id)?,
+        })
+    }
 }
 
 pub fn check_message(m: &str) -> Result<String> {
@@ -738,6 +783,7 @@ pub fn prepare_chat(app: &App, p: &Principal, agent_id: Option<&str>, body: &Cha
     p.require(Perm::Chat)?;
     let message = check_message(&body.message)?;
     let filter = parse_filter(body.metadata_filter.as_ref())?;
+    let context_scope = body.context_scope.clone().unwrap_or_default().checked()?;
     let ws = p.workspace_id.clone();
     let started_by = p.user_id.as_ref().map(|u| u.0.clone()).or_else(|| p.credential_id.clone());
     let (cid, agent) = app.db.write(|tx| {
@@ -794,6 +840,8 @@ pub fn prepare_chat(app: &App, p: &Principal, agent_id: Option<&str>, body: &Cha
         turn_id: crate::ids::new_id(),
         include_debug: body.include_debug,
         actor: Actor::system(),
+        context_scope,
+        test_values: Vec::new(),
     })
 }
 

@@ -268,7 +268,9 @@ pub fn split_question(question: &str) -> Vec<String> {
     let content_words = |s: &str| s.split(|c: char| !c.is_alphanumeric()).filter(|w| w.len() > 3).count();
     let mut parts: Vec<String> = Vec::new();
     for piece in question.split(['?', ';']) {
-        let lower = piece.to_lowercase();
+        // ASCII folding keeps byte offsets: the joints are ASCII, so an offset found in `lower`
+        // is a char boundary of `piece` (full Unicode lowercasing can change lengths: `İ`).
+        let lower = piece.to_ascii_lowercase();
         let mut rest = piece.to_string();
         for joint in [" and also ", " as well as ", " and "] {
             if let Some(i) = lower.find(joint) {
@@ -558,5 +560,33 @@ mod tests {
         assert!(s.semantic_rewrite_instructions.is_empty(), "an empty instruction keeps the default");
         assert_eq!(s.effective_strategy("Where is it?"), "fixed");
         assert_eq!(s.effective_strategy("What is the return window and how are refunds paid?"), "reasoning");
+    }
+
+    proptest::proptest! {
+        /// What a turn does with a visitor's message before searching (routing, splitting a
+        /// question, rewriting, references to context variables, the extractive answerer's
+        /// sentence split, the model answer's parsing) never panics on arbitrary Unicode.
+        #[test]
+        fn query_handling_never_panics_on_arbitrary_unicode(q in crate::testkit::hostile_text(200)) {
+            let parts = split_question(&q);
+            proptest::prop_assert!(!parts.is_empty() && parts.len() <= MAX_PLANNED_SEARCHES);
+            let _ = crate::turn::interpret::route(&q, 0, true);
+            let _ = crate::turn::interpret::route(&q, 3, false);
+            let s = Settings::system();
+            let _ = s.effective_strategy(&q);
+            let _ = crate::turn::context::references(&q, "plan");
+            let _ = crate::agents::directives::chip_tokens(&q);
+            for (off, sentence) in crate::models::extractive::sentences(&q) {
+                proptest::prop_assert!(q[off..].starts_with(sentence));
+            }
+            let _ = crate::turn::compose::strip_markers(&q);
+            let _ = crate::turn::compose::parse_head(&q);
+            let _ = crate::turn::compose::claims(&q, 3);
+            let passages = vec![crate::models::extractive::Passage {
+                document_id: "d".into(), chunk_id: "c".into(), title: q.clone(), content: q.clone(),
+            }];
+            let _ = crate::models::extractive::compose(&q, &passages);
+            let _ = crate::models::extractive::attribute(&q, &passages);
+        }
     }
 }

@@ -363,6 +363,7 @@ mod tests {
             settings: Default::default(),
             directives: vec![],
             skills,
+            context_variables: vec![],
         }
     }
 

@@ -122,6 +122,50 @@ fn view(c: &rusqlite::Connection, e: &Execution, transcripts: bool) -> Result<Va
     }))
 }
 
+/// What a test value's aad binds it to: its workspace, execution and variable.
+fn test_value_aad(ws: &str, execution_id: &str, variable_id: &str) -> String {
+    format!("test_value:{ws}:{execution_id}:{variable_id}")
+}
+
+/// A test value as the execution stores it: a sensitive variable's value sealed with the
+/// deployment key (503 `encryption_not_configured` without it), others as given.
+fn freeze_value(
+    app: &App,
+    ws: &str,
+    execution_id: &str,
+    var: &crate::agents::context::Variable,
+    value: &Value,
+) -> Result<Value> {
+    if !var.sensitive() {
+        return Ok(json!({"contextVariableId": var.id, "value": value}));
+    }
+    let key = app.config.encryption_key.as_ref().map(|k| k.expose());
+    let sealed = crate::crypto::seal(key, value.to_string().as_bytes(), &test_value_aad(ws, execution_id, &var.id))?;
+    Ok(
+        json!({"contextVariableId": var.id, "sealed": {"nonce": hex::encode(sealed.nonce), "ciphertext": hex::encode(sealed.ciphertext)}}),
+    )
+}
+
+/// The execution's test values for a turn (variable id → value), sealed ones opened.
+fn thaw_values(app: &App, ws: &str, e: &Execution) -> Result<Vec<(String, Value)>> {
+    let key = app.config.encryption_key.as_ref().map(|k| k.expose());
+    let mut out = Vec::new();
+    for v in e.test_values.as_array().into_iter().flatten() {
+        let Some(id) = v["contextVariableId"].as_str() else { continue };
+        let value = match v.get("sealed") {
+            Some(s) => {
+                let bytes = |k: &str| hex::decode(s[k].as_str().unwrap_or_default()).unwrap_or_default();
+                let sealed = crate::crypto::Sealed { nonce: bytes("nonce"), ciphertext: bytes("ciphertext") };
+                let plain = crate::crypto::open(key, &sealed, &test_value_aad(ws, &e.id, id))?;
+                serde_json::from_slice(&plain).unwrap_or(Value::Null)
+            }
+            None => v["value"].clone(),
+        };
+        out.push((id.to_string(), value));
+    }
+    Ok(out)
+}
+
 fn copy_seed(tx: &Tx, ws: &str, seed: &conversations::Conversation, side_cid: &str, now: &str) -> Result<usize> {
     let msgs = conv_store::messages_after(tx, &seed.id, 0, 10_000)?;
     let mut n = 0;
@@ -207,8 +251,11 @@ pub fn start(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: StartIn
         for rid in &revision_ids {
             crate::agents::revisions::snapshot_with_version(tx, agent_id, rid)?.ok_or_else(|| Error::not_found("revision"))?;
         }
+        let id = crate::ids::new_id();
+        let mut stored_values: Vec<Value> = Vec::new();
         for v in &values {
-            crate::agents::context::find(tx, &ws, &v.context_variable_id)?;
+            let var = crate::agents::context::find(tx, &ws, &v.context_variable_id)?;
+            stored_values.push(freeze_value(app, &ws.0, &id, &var, &v.value)?);
         }
         let seed = match &i.seed_conversation_id {
             Some(id) => {
@@ -230,7 +277,6 @@ pub fn start(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: StartIn
         };
         let needs_draft = side_revisions.iter().any(|(_, r)| r.is_none());
         let frozen = if needs_draft { Some(agent::draft_snapshot(tx, &ws, agent_id)?.1) } else { None };
-        let id = crate::ids::new_id();
         let mut sides = Vec::new();
         for (label, rid) in side_revisions {
             let cid = crate::ids::new_id();
@@ -254,7 +300,6 @@ pub fn start(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: StartIn
             }
             sides.push(Side { label, revision_id: rid, conversation_id: cid });
         }
-        let stored_values: Vec<Value> = values.iter().map(|v| json!({"contextVariableId": v.context_variable_id, "value": v.value})).collect();
         tx.execute(
             "INSERT INTO test_executions (id, workspace_id, agent_id, mode, sides, frozen_draft, draft_generation, seed_conversation_id, test_values,
                 skill_effects, idempotency_key, created_by, created_at, updated_at)
@@ -331,6 +376,7 @@ pub fn prepare_message(
     app.db.read(|c| {
         crate::agents::get_in(c, &ws, agent_id)?;
         let e = find(c, &ws.0, agent_id, id)?;
+        let test_values = thaw_values(app, &ws.0, &e)?;
         let mut out = Vec::new();
         for s in &e.sides {
             let cfg = match &s.revision_id {
@@ -356,6 +402,8 @@ pub fn prepare_message(
                     turn_id: crate::ids::new_id(),
                     include_debug: i.include_debug,
                     actor: Actor::system(),
+                    context_scope: Default::default(),
+                    test_values: test_values.clone(),
                 },
             ));
         }

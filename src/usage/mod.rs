@@ -114,18 +114,97 @@ pub struct AccountUsage {
     pub embeddings_this_month: EmbeddingTotals,
 }
 
-/// The account's usage for the month containing `now` (limits are not enforced in this edition;
-/// they report null).
-pub fn account_usage(c: &Connection, org: &str, now: chrono::DateTime<chrono::Utc>) -> Result<AccountUsage> {
+/// A calendar month: its key (`YYYY-MM`), first day and the instant the next one starts.
+fn month_of(now: chrono::DateTime<chrono::Utc>) -> (String, chrono::NaiveDate, String) {
     use chrono::Datelike;
-    let period = now.format("%Y-%m").to_string();
-    let start = chrono::NaiveDate::from_ymd_opt(now.year(), now.month(), 1).expect("valid month start");
-    let next = if now.month() == 12 {
-        chrono::NaiveDate::from_ymd_opt(now.year() + 1, 1, 1)
-    } else {
-        chrono::NaiveDate::from_ymd_opt(now.year(), now.month() + 1, 1)
+    let start = chrono::NaiveDate::from_ymd_opt(now.year(), now.month(), 1).unwrap_or_default();
+    let next = start.checked_add_months(chrono::Months::new(1)).unwrap_or(start);
+    (now.format("%Y-%m").to_string(), start, format!("{next}T00:00:00.000Z"))
+}
+
+/// One day of a workspace's embedding usage.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageDay {
+    pub day: String,
+    pub embedding_calls: i64,
+    pub vectors: i64,
+    pub indexed_bytes: i64,
+}
+
+/// The usage of one workspace: what its documents hold now and what it embedded this month.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceUsage {
+    /// The organization the workspace belongs to (the account of the account-level meters).
+    pub account_id: String,
+    pub workspace_id: String,
+    pub stored_indexed_bytes: Meter,
+    pub monthly_indexed_bytes: PeriodMeter,
+    pub stored_documents: Meter,
+    pub embeddings_this_month: EmbeddingTotals,
+    /// The last `days` days, oldest first, every day present (zeros included).
+    pub daily: Vec<UsageDay>,
+}
+
+/// The usage of workspace `ws` for the month containing `now`, with the last `days` days.
+pub fn workspace_usage(
+    c: &Connection,
+    org: &str,
+    ws: &str,
+    now: chrono::DateTime<chrono::Utc>,
+    days: u32,
+) -> Result<WorkspaceUsage> {
+    let (_, start, reset_at) = month_of(now);
+    let month_start = format!("{start}T00:00:00");
+    let (docs, stored): (i64, i64) = c.query_row(
+        "SELECT count(*), coalesce(sum(metered_bytes), 0) FROM documents WHERE workspace_id = ?1",
+        [ws],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?;
+    let (events, vectors, tokens, bytes): (i64, i64, i64, i64) = c.query_row(
+        "SELECT count(*), coalesce(sum(vector_count),0), coalesce(sum(tokens),0), coalesce(sum(input_bytes),0)
+         FROM usage_events WHERE workspace_id = ?1 AND kind = 'embedding' AND created_at >= ?2",
+        params![ws, month_start],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+    )?;
+    let first = now.date_naive() - chrono::Days::new(u64::from(days.max(1)) - 1);
+    let mut by_day: std::collections::HashMap<String, (i64, i64, i64)> = std::collections::HashMap::new();
+    let mut st = c.prepare_cached(
+        "SELECT substr(created_at, 1, 10) AS day, count(*), coalesce(sum(vector_count),0), coalesce(sum(input_bytes),0)
+         FROM usage_events WHERE workspace_id = ?1 AND kind = 'embedding' AND created_at >= ?2 GROUP BY day",
+    )?;
+    let rows = st.query_map(params![ws, format!("{first}T00:00:00")], |r| {
+        Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
+    })?;
+    for row in rows {
+        let (day, v) = row?;
+        by_day.insert(day, v);
     }
-    .expect("valid next month");
+    let daily = first
+        .iter_days()
+        .take_while(|d| *d <= now.date_naive())
+        .map(|d| {
+            let key = d.to_string();
+            let (calls, vectors, bytes) = by_day.get(&key).copied().unwrap_or_default();
+            UsageDay { day: key, embedding_calls: calls, vectors, indexed_bytes: bytes }
+        })
+        .collect();
+    Ok(WorkspaceUsage {
+        account_id: org.to_string(),
+        workspace_id: ws.to_string(),
+        stored_indexed_bytes: Meter { used: stored, limit: None },
+        monthly_indexed_bytes: PeriodMeter { used: bytes, limit: None, period_start: start.to_string(), reset_at },
+        stored_documents: Meter { used: docs, limit: None },
+        embeddings_this_month: EmbeddingTotals { events, vectors, tokens, input_bytes: bytes },
+        daily,
+    })
+}
+
+/// The account's (organization's) usage for the month containing `now`, across its workspaces
+/// (limits are not enforced in this edition; they report null).
+pub fn account_usage(c: &Connection, org: &str, now: chrono::DateTime<chrono::Utc>) -> Result<AccountUsage> {
+    let (period, start, reset_at) = month_of(now);
     let docs: i64 = c.query_row(
         "SELECT count(*) FROM documents d JOIN workspaces w ON w.id = d.workspace_id WHERE w.organization_id = ?1",
         [org],
@@ -144,7 +223,7 @@ pub fn account_usage(c: &Connection, org: &str, now: chrono::DateTime<chrono::Ut
             used: meter(c, org, MONTHLY_INDEXED_BYTES, &period)?,
             limit: None,
             period_start: start.to_string(),
-            reset_at: format!("{next}T00:00:00.000Z"),
+            reset_at,
         },
         stored_documents: Meter { used: docs, limit: None },
         embeddings_this_month: EmbeddingTotals { events, vectors, tokens, input_bytes: bytes },

@@ -133,6 +133,7 @@ async fn a_grounded_answer_has_the_documented_envelope() {
             "turn_interpretation",
             "directive_steering",
             "retrieval_fanout",
+            "context_variables",
             "skill_selection",
             "compose",
             "coverage_assessment",

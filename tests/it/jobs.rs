@@ -225,3 +225,21 @@ fn a_job_of_a_kind_without_a_handler_waits_in_the_queue() {
     assert_eq!(t.run_jobs(), 1);
     assert_eq!(LATE_RUNS.load(Ordering::SeqCst), 1);
 }
+
+fn panics_with_text(_: &App, _: &JobCtx, _: &Value) -> Outcome {
+    let doc = String::from("İ confidential paragraph");
+    let cut = 1;
+    Outcome::retry(doc[..cut].to_string())
+}
+
+#[test]
+fn a_panicking_job_retries_and_its_stored_error_never_quotes_the_payload() {
+    let t = TestApp::with_handlers(vec![("test.panics", panics_with_text)]);
+    let e = jobs::enqueue(&t.app, NewJob::new("test.panics", json!({})).max_attempts(2)).unwrap();
+    assert_eq!(t.run_jobs(), 1);
+    let row = jobs::get(&t.app, e.id).unwrap().unwrap();
+    assert_eq!(row.state, "queued", "a crash is retried");
+    let err = row.last_error.unwrap();
+    assert!(err.contains("crashed"), "{err}");
+    assert!(!err.contains("confidential") && !err.contains('İ'), "{err}");
+}

@@ -174,17 +174,13 @@ fn presplit(text: &str, max_bytes: usize) -> Vec<(usize, &str)> {
     let mut off = 0;
     while text.len() - off > max_bytes {
         let window = &text[off..];
-        let mut limit = max_bytes;
-        while !window.is_char_boundary(limit) {
-            limit -= 1;
-        }
+        let limit = window.floor_char_boundary(max_bytes);
         let head = &window[..limit];
-        let cut = head[limit / 2..]
-            .rfind('\n')
-            .or_else(|| head[limit / 2..].rfind(char::is_whitespace))
-            .map(|i| limit / 2 + i + 1)
-            .filter(|c| window.is_char_boundary(*c))
-            .unwrap_or(limit);
+        let half = head.floor_char_boundary(limit / 2);
+        // the cut goes after the last newline (else whitespace) of the window's second half
+        let tail = &head[half..];
+        let after = |i: usize| half + i + tail[i..].chars().next().map_or(1, char::len_utf8);
+        let cut = tail.rfind('\n').or_else(|| tail.rfind(char::is_whitespace)).map(after).unwrap_or(limit);
         out.push((off, &window[..cut]));
         off += cut;
     }
@@ -681,5 +677,71 @@ mod tests {
         assert_eq!(approx_tokens("the cat sat."), 4);
         let t = approx_tokens("experimental investigation of the aerodynamics of a wing in a slipstream .");
         assert!((12..=20).contains(&t), "{t}");
+    }
+
+    fn hostile_settings(strategy: ChunkingStrategy, max: u32) -> IngestionSettings {
+        IngestionSettings {
+            chunking_strategy: strategy,
+            fixed_window_chunk_size: max * 4,
+            fixed_window_chunk_overlap: max,
+            structured_min_chunk_size: max / 4,
+            structured_max_chunk_size: max,
+            ..Default::default()
+        }
+    }
+
+    /// Chunks `text` every way the format allows and checks every chunk's offsets.
+    fn chunk_all_ways(text: &str, formats: &[Format], max: u32) -> Result<(), proptest::test_runner::TestCaseError> {
+        let doc =
+            Extracted { text: text.to_string(), segments: vec![Segment { start: 0, page: Some(1), sheet: None }] };
+        for format in formats {
+            for strategy in
+                [ChunkingStrategy::FixedWindow, ChunkingStrategy::StructuredSemantic, ChunkingStrategy::RecursiveText]
+            {
+                for c in chunk(&doc, format, &hostile_settings(strategy, max)) {
+                    proptest::prop_assert!(text.is_char_boundary(c.start) && text.is_char_boundary(c.end));
+                    proptest::prop_assert!(c.start <= c.end && c.end <= text.len());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_window_whose_middle_falls_inside_a_character_is_presplit() {
+        // one ASCII byte, then three-byte characters: the window's middle is not a boundary
+        let text = format!("x{}", "名".repeat(20_000));
+        let parts = presplit(&text, 28_160);
+        assert!(parts.len() > 1);
+        assert_eq!(parts.iter().map(|(_, p)| p.len()).sum::<usize>(), text.len());
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Every strategy and format chunks short arbitrary Unicode without panicking, and every
+        /// chunk's offsets are char boundaries.
+        #[test]
+        fn chunking_never_panics_on_arbitrary_unicode(text in crate::testkit::hostile_text(300), max in 1u32..120) {
+            chunk_all_ways(&text, &[Format::Text, Format::Markdown, Format::Code("rust".into()), Format::Code("python".into())], max)?;
+            for (off, piece) in split_prose(&text, max as usize) {
+                proptest::prop_assert!(text.is_char_boundary(off));
+                proptest::prop_assert!(text[off..].starts_with(piece));
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+
+        /// Long runs of multi-byte text (kilobytes): windows and their halves land inside
+        /// characters.
+        #[test]
+        fn long_text_is_presplit_and_chunked_on_char_boundaries(text in crate::testkit::long_hostile_text()) {
+            for (off, piece) in presplit(&text, 4096) {
+                proptest::prop_assert!(text[off..].starts_with(piece));
+            }
+            chunk_all_ways(&text, &[Format::Text], 200)?;
+        }
     }
 }

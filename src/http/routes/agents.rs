@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::agents::{self, context, directives, revisions, skills};
 use crate::app::App;
 use crate::error::{Error, Result};
-use crate::http::extract::{Ctx, Json, Path, Query};
+use crate::http::extract::{Ctx, Json, OptionalJson, Path, Query};
 
 pub async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     Ok(axum::Json(app.blocking(move |app| agents::list(app, &ctx.p)).await?))
@@ -101,7 +101,7 @@ pub async fn candidates(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     Path(id): Path<String>,
-    Json(b): Json<revisions::CandidateInput>,
+    OptionalJson(b): OptionalJson<revisions::CandidateInput>,
 ) -> Result<impl IntoResponse> {
     let (created, v) = app.blocking(move |app| revisions::candidate(app, &ctx.p, &ctx.actor(), &id, b)).await?;
     Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, axum::Json(v)))

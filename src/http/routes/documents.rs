@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use super::account::{PageQuery, page_limit};
 use crate::app::App;
 use crate::documents::{self, DocumentUpdate, ListFilter, NewDocument, Upload};
-use crate::error::{Error, ErrorCode, Result};
-use crate::http::extract::{Ctx, Json, Path, Query};
+use crate::error::{Error, Result};
+use crate::http::extract::{Ctx, Json, OptionalJson, Path, Query, SessionCtx};
 use crate::search::Mode;
 use crate::search::query::{self, SearchRequest};
 use crate::settings::ingestion::IngestionPatch;
@@ -87,11 +87,13 @@ async fn text_field(field: axum::extract::multipart::Field<'_>, limit: u64) -> R
 }
 
 /// `POST /api/v1/document/import`: multipart with `file` and optional `title`, `metadata` (JSON),
-/// `externalDocumentId`, `documentEnrichmentOverride`.
+/// `externalDocumentId`, `sourceId`, `documentEnrichmentOverride`. The upload is let in (permission,
+/// rate, concurrent uploads) before any of its body is read.
 pub async fn import(State(app): State<Arc<App>>, ctx: Ctx, mut mp: Multipart) -> Result<impl IntoResponse> {
+    let permit = documents::admit_upload(&app, &ctx.p)?;
     let limit = app.config.upload_max_bytes;
     let mut file: Option<(String, Vec<u8>)> = None;
-    let (mut title, mut metadata, mut external, mut over) = (None, None, None, None);
+    let (mut title, mut metadata, mut external, mut over, mut source_id) = (None, None, None, None, None);
     while let Some(mut field) = mp.next_field().await.map_err(|e| multipart_error(e, limit))? {
         match field.name().unwrap_or_default() {
             "file" => {
@@ -114,10 +116,11 @@ pub async fn import(State(app): State<Arc<App>>, ctx: Ctx, mut mp: Multipart) ->
                     })?);
             }
             "externalDocumentId" => external = Some(text_field(field, limit).await?),
+            "sourceId" => source_id = Some(text_field(field, limit).await?),
             "documentEnrichmentOverride" => over = Some(text_field(field, limit).await?),
             other => {
                 return Err(Error::invalid(format!(
-                    "unknown form part {other:?}; send file, title, metadata, externalDocumentId or documentEnrichmentOverride"
+                    "unknown form part {other:?}; send file, title, metadata, externalDocumentId, sourceId or documentEnrichmentOverride"
                 )));
             }
         }
@@ -131,7 +134,16 @@ pub async fn import(State(app): State<Arc<App>>, ctx: Ctx, mut mp: Multipart) ->
                 app,
                 &ctx.p,
                 &ctx.actor(),
-                Upload { filename, bytes, title, metadata, external_document_id: external, enrichment_override: over },
+                Upload {
+                    filename,
+                    bytes,
+                    title,
+                    source_id,
+                    metadata,
+                    external_document_id: external,
+                    enrichment_override: over,
+                },
+                permit,
             )
         })
         .await?;
@@ -199,22 +211,12 @@ pub struct OverrideBody {
     document_enrichment_override: Option<String>,
 }
 
-/// An optional JSON body: absent or empty is the default.
-fn optional_body(body: axum::body::Bytes) -> Result<OverrideBody> {
-    if body.iter().all(|b| b.is_ascii_whitespace()) {
-        return Ok(OverrideBody::default());
-    }
-    serde_json::from_slice(&body)
-        .map_err(|e| Error::new(ErrorCode::InvalidRequest, format!("the request body is not valid: {e}")))
-}
-
 pub async fn reprocess(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    OptionalJson(b): OptionalJson<OverrideBody>,
 ) -> Result<impl IntoResponse> {
-    let b = optional_body(body)?;
     let doc = app
         .blocking(move |app| documents::reprocess(app, &ctx.p, &ctx.actor(), &id, b.document_enrichment_override))
         .await?;
@@ -271,9 +273,8 @@ pub async fn reprocess_source(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    OptionalJson(b): OptionalJson<OverrideBody>,
 ) -> Result<impl IntoResponse> {
-    let b = optional_body(body)?;
     let out = app
         .blocking(move |app| {
             documents::reprocess_source(app, &ctx.p, &ctx.actor(), &id, b.document_enrichment_override)
@@ -353,21 +354,22 @@ pub async fn ingestion_settings(State(app): State<Arc<App>>, ctx: Ctx) -> Result
     Ok(axum::Json(s))
 }
 
+/// Session only: settings that change state take the dashboard session (spec, Authentication).
 pub async fn put_ingestion_settings(
     State(app): State<Arc<App>>,
-    ctx: Ctx,
+    SessionCtx(ctx): SessionCtx,
     Json(b): Json<IngestionPatch>,
 ) -> Result<impl IntoResponse> {
     let s = app.blocking(move |app| documents::update_ingestion_settings(app, &ctx.p, &ctx.actor(), b)).await?;
     Ok(axum::Json(s))
 }
 
+/// Session only, like the ingestion settings it applies.
 pub async fn reprocess_all(
     State(app): State<Arc<App>>,
-    ctx: Ctx,
-    body: axum::body::Bytes,
+    SessionCtx(ctx): SessionCtx,
+    OptionalJson(b): OptionalJson<OverrideBody>,
 ) -> Result<impl IntoResponse> {
-    let b = optional_body(body)?;
     let out = app
         .blocking(move |app| documents::reprocess_workspace(app, &ctx.p, &ctx.actor(), b.document_enrichment_override))
         .await?;
@@ -376,6 +378,11 @@ pub async fn reprocess_all(
 
 pub async fn usage(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let u = app.blocking(move |app| documents::usage(app, &ctx.p)).await?;
+    Ok(axum::Json(u))
+}
+
+pub async fn organization_usage(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    let u = app.blocking(move |app| documents::organization_usage(app, &ctx.p)).await?;
     Ok(axum::Json(u))
 }
 

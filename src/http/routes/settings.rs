@@ -1,5 +1,6 @@
 //! Settings routes: provider credentials, model preferences, the document type catalog and
-//! retrieval defaults. (Ingestion settings live with the documents routes.)
+//! retrieval defaults. (Ingestion settings live with the documents routes.) Settings that change
+//! state take the dashboard session (`SessionCtx`); reads accept API credentials.
 
 use std::sync::Arc;
 
@@ -47,7 +48,11 @@ pub async fn llm_models(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl In
     Ok(axum::Json(app.blocking(move |app| llm_models::get(app, &ctx.p)).await?))
 }
 
-pub async fn put_llm_models(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<Value>) -> Result<impl IntoResponse> {
+pub async fn put_llm_models(
+    State(app): State<Arc<App>>,
+    SessionCtx(ctx): SessionCtx,
+    Json(b): Json<Value>,
+) -> Result<impl IntoResponse> {
     Ok(axum::Json(app.blocking(move |app| llm_models::put(app, &ctx.p, &ctx.actor(), b)).await?))
 }
 
@@ -57,7 +62,7 @@ pub async fn document_types(State(app): State<Arc<App>>, ctx: Ctx) -> Result<imp
 
 pub async fn put_document_types(
     State(app): State<Arc<App>>,
-    ctx: Ctx,
+    SessionCtx(ctx): SessionCtx,
     Json(b): Json<document_types::PutBody>,
 ) -> Result<impl IntoResponse> {
     Ok(axum::Json(app.blocking(move |app| document_types::put(app, &ctx.p, &ctx.actor(), b)).await?))
