@@ -104,11 +104,13 @@ pub fn parse(text: &str) -> Vec<Block> {
         }
         if let Some((level, htext)) = heading(line) {
             flush(&mut blocks, &mut para, &ls);
+            // The block is the trimmed line, and its offsets are the trimmed line's.
+            let lead = line.len() - line.trim_start().len();
             blocks.push(Block {
                 kind: BlockKind::Heading { level, text: htext },
                 text: line.trim().to_string(),
-                start: off,
-                end: off + line.len(),
+                start: off + lead,
+                end: off + line.trim_end().len(),
             });
             i += 1;
             continue;
@@ -256,6 +258,13 @@ fn html_table(html: &str, base: usize) -> Option<BlockKind> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_indented_heading_has_the_offsets_of_its_trimmed_text() {
+        let text = "intro\n\r  # Title \u{2028}\nbody";
+        let h = parse(text).into_iter().find(|b| matches!(b.kind, BlockKind::Heading { .. })).unwrap();
+        assert_eq!(&text[h.start..h.end], h.text);
+    }
 
     #[test]
     fn parses_headings_code_tables_and_paragraphs() {

@@ -392,7 +392,11 @@ impl Packer {
 
     fn push_code(&mut self, code: &str, start: usize, language: Option<&str>, heading: &Option<String>) {
         self.flush_before_block();
-        let cfg = || ChunkConfig::new(self.min.min(self.max)..self.max).with_sizer(Tokens);
+        // The same capacity `min..max` always gave, but never empty or zero-sized: text-splitter
+        // subtracts a chunk's size (at least 1) from the capacity's maximum.
+        let lo = self.min.clamp(1, self.max.max(1));
+        let hi = self.max.saturating_sub(1).max(lo);
+        let cfg = || ChunkConfig::new(lo..=hi).with_sizer(Tokens);
         let code_splitter = language.and_then(code::grammar).and_then(|g| CodeSplitter::new(g, cfg()).ok());
         let text_splitter = TextSplitter::new(cfg());
         let mut pieces: Vec<(usize, String)> = Vec::new();
