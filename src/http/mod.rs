@@ -1,6 +1,7 @@
 //! The HTTP edge: the router (every route in one place), middleware (request ids, metrics, logs,
 //! timeouts, panics, body limits, the error envelope) and serving with graceful shutdown.
 
+pub mod dashboard;
 pub mod error;
 pub mod extract;
 mod routes;
@@ -145,6 +146,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
     Router::new()
         .merge(api)
         .merge(uploads)
+        .merge(dashboard::routes())
         .merge(extra)
         .fallback(not_found)
         .layer(CatchPanicLayer::custom(error::panic_response))
