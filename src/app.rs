@@ -54,12 +54,9 @@ impl Default for Options {
     }
 }
 
-/// Every job kind the product runs, with its handler.
+/// Every job kind the product runs, with its handler: one line per area that has jobs.
 fn handlers() -> HashMap<&'static str, Handler> {
-    let mut h: HashMap<&'static str, Handler> = HashMap::new();
-    h.insert(crate::documents::PROCESS_JOB, crate::documents::process::run);
-    h.insert(crate::documents::enrich::JOB, crate::documents::enrich::run);
-    h
+    [crate::documents::jobs()].into_iter().flatten().collect()
 }
 
 impl App {

@@ -7,82 +7,65 @@ use std::fmt;
 
 use serde_json::Value;
 
-/// Stable, snake_case error codes. One exhaustive `match` maps each to an HTTP status.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorCode {
+/// Declares [`ErrorCode`] from one table: each code with its wire name and HTTP status, so the
+/// three can never drift apart (docs/api.md lists the same table).
+macro_rules! error_codes {
+    ($($(#[$doc:meta])* $variant:ident = $name:literal, $status:literal;)+) => {
+        /// Stable, snake_case error codes, each with one HTTP status.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum ErrorCode {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl ErrorCode {
+            /// Every code, in table order.
+            pub const ALL: &[ErrorCode] = &[$(ErrorCode::$variant),+];
+
+            /// The wire name (`error.code`).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $name,)+
+                }
+            }
+
+            /// The HTTP status for this code.
+            pub fn status(self) -> u16 {
+                match self {
+                    $(ErrorCode::$variant => $status,)+
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
     /// The request body or parameters are invalid.
-    InvalidRequest,
+    InvalidRequest = "invalid_request", 400;
     /// The body is not valid JSON.
-    MalformedJson,
-    Unauthorized,
-    Forbidden,
+    MalformedJson = "malformed_json", 400;
+    Unauthorized = "unauthorized", 401;
+    Forbidden = "forbidden", 403;
     /// Registration without an invitation once the organization exists.
-    InvitationRequired,
-    NotFound,
-    MethodNotAllowed,
-    Conflict,
-    RevisionConflict,
-    ChatTurnSuperseded,
-    PayloadTooLarge,
-    UnsupportedMediaType,
-    RevisionInvalid,
-    Unprocessable,
-    RateLimitExceeded,
-    UsageLimitExceeded,
-    Internal,
-    ServiceUnavailable,
-    EncryptionNotConfigured,
-    ProviderMisconfigured,
-    Timeout,
+    InvitationRequired = "invitation_required", 403;
+    NotFound = "not_found", 404;
+    MethodNotAllowed = "method_not_allowed", 405;
+    Conflict = "conflict", 409;
+    RevisionConflict = "revision_conflict", 409;
+    ChatTurnSuperseded = "chat_turn_superseded", 409;
+    PayloadTooLarge = "payload_too_large", 413;
+    UnsupportedMediaType = "unsupported_media_type", 415;
+    RevisionInvalid = "revision_invalid", 422;
+    Unprocessable = "unprocessable", 422;
+    RateLimitExceeded = "rate_limit_exceeded", 429;
+    UsageLimitExceeded = "usage_limit_exceeded", 429;
+    Internal = "internal_error", 500;
+    ProviderMisconfigured = "provider_misconfigured", 502;
+    ServiceUnavailable = "service_unavailable", 503;
+    EncryptionNotConfigured = "encryption_not_configured", 503;
+    Timeout = "timeout", 504;
 }
 
 impl ErrorCode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidRequest => "invalid_request",
-            ErrorCode::MalformedJson => "malformed_json",
-            ErrorCode::Unauthorized => "unauthorized",
-            ErrorCode::Forbidden => "forbidden",
-            ErrorCode::InvitationRequired => "invitation_required",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::MethodNotAllowed => "method_not_allowed",
-            ErrorCode::Conflict => "conflict",
-            ErrorCode::RevisionConflict => "revision_conflict",
-            ErrorCode::ChatTurnSuperseded => "chat_turn_superseded",
-            ErrorCode::PayloadTooLarge => "payload_too_large",
-            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
-            ErrorCode::RevisionInvalid => "revision_invalid",
-            ErrorCode::Unprocessable => "unprocessable",
-            ErrorCode::RateLimitExceeded => "rate_limit_exceeded",
-            ErrorCode::UsageLimitExceeded => "usage_limit_exceeded",
-            ErrorCode::Internal => "internal_error",
-            ErrorCode::ServiceUnavailable => "service_unavailable",
-            ErrorCode::EncryptionNotConfigured => "encryption_not_configured",
-            ErrorCode::ProviderMisconfigured => "provider_misconfigured",
-            ErrorCode::Timeout => "timeout",
-        }
-    }
-
-    /// The HTTP status for this code.
-    pub fn status(self) -> u16 {
-        match self {
-            ErrorCode::InvalidRequest | ErrorCode::MalformedJson => 400,
-            ErrorCode::Unauthorized => 401,
-            ErrorCode::Forbidden | ErrorCode::InvitationRequired => 403,
-            ErrorCode::NotFound => 404,
-            ErrorCode::MethodNotAllowed => 405,
-            ErrorCode::Conflict | ErrorCode::RevisionConflict | ErrorCode::ChatTurnSuperseded => 409,
-            ErrorCode::PayloadTooLarge => 413,
-            ErrorCode::UnsupportedMediaType => 415,
-            ErrorCode::RevisionInvalid | ErrorCode::Unprocessable => 422,
-            ErrorCode::RateLimitExceeded | ErrorCode::UsageLimitExceeded => 429,
-            ErrorCode::Internal => 500,
-            ErrorCode::ProviderMisconfigured => 502,
-            ErrorCode::ServiceUnavailable | ErrorCode::EncryptionNotConfigured => 503,
-            ErrorCode::Timeout => 504,
-        }
-    }
-
     /// The code a bare HTTP status maps to, for responses produced outside our handlers
     /// (body limit, panics, timeouts, unknown routes).
     pub fn from_status(status: u16) -> ErrorCode {
@@ -237,34 +220,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_code_has_a_status_and_a_snake_case_name() {
-        use ErrorCode::*;
-        for code in [
-            InvalidRequest,
-            MalformedJson,
-            Unauthorized,
-            Forbidden,
-            InvitationRequired,
-            NotFound,
-            MethodNotAllowed,
-            Conflict,
-            RevisionConflict,
-            ChatTurnSuperseded,
-            PayloadTooLarge,
-            UnsupportedMediaType,
-            RevisionInvalid,
-            Unprocessable,
-            RateLimitExceeded,
-            UsageLimitExceeded,
-            Internal,
-            ServiceUnavailable,
-            EncryptionNotConfigured,
-            ProviderMisconfigured,
-            Timeout,
-        ] {
+    fn every_code_has_a_status_and_a_unique_snake_case_name() {
+        let mut names = std::collections::HashSet::new();
+        for code in ErrorCode::ALL {
             let name = code.as_str();
             assert!(name.chars().all(|c| c.is_ascii_lowercase() || c == '_'), "{name}");
+            assert!(names.insert(name), "{name} is used twice");
             assert!((400..600).contains(&code.status()));
+        }
+    }
+
+    #[test]
+    fn docs_api_lists_every_code_with_its_status() {
+        let doc = include_str!("../docs/api.md");
+        for code in ErrorCode::ALL {
+            let row = format!("| `{}` | {} |", code.as_str(), code.status());
+            assert!(doc.contains(&row), "docs/api.md's error table lacks {row}");
         }
     }
 

@@ -36,6 +36,11 @@ use crate::ids::WorkspaceId;
 
 pub const PROCESS_JOB: &str = "document.process";
 
+/// The job kinds this module runs, with their handlers (registered by `App::build`).
+pub fn jobs() -> Vec<(&'static str, crate::jobs::Handler)> {
+    vec![(PROCESS_JOB, process::run), (enrich::JOB, enrich::run)]
+}
+
 /// The synthetic sources every workspace gets on demand.
 pub const API_SOURCE: &str = "api";
 pub const UPLOAD_SOURCE: &str = "upload";

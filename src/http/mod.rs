@@ -1,4 +1,5 @@
-//! The HTTP edge: the router (every route in one place), middleware (request ids, metrics, logs,
+//! The HTTP edge: the router (each area of `routes/` registers its own routes; `router_with` merges
+//! them, one line per area), middleware (request ids, metrics, logs,
 //! timeouts, panics, body limits, the error envelope) and serving with graceful shutdown.
 
 pub mod dashboard;
@@ -16,7 +17,6 @@ use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::{HeaderValue, Method, Uri};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, patch, post, put};
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::limit::RequestBodyLimitLayer;
 use tracing::Instrument;
@@ -37,109 +37,18 @@ pub fn router(app: Arc<App>) -> Router {
 pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
     use routes::*;
     let api = Router::new()
-        // operations
-        .route("/healthz", get(ops::healthz))
-        .route("/readyz", get(ops::readyz))
-        .route("/metrics", get(ops::metrics))
-        // accounts and access
-        .route("/api/v1/auth/register", post(account::register))
-        .route("/api/v1/auth/login", post(account::login))
-        .route("/api/v1/auth/logout", post(account::logout))
-        .route("/api/v1/auth/me", get(account::me))
-        .route("/api/v1/account/invitations", get(account::list_invitations).post(account::create_invitation))
-        .route("/api/v1/account/invitations/{id}", delete(account::revoke_invitation))
-        .route("/api/v1/account/tokens", get(account::list_tokens).post(account::create_token))
-        .route("/api/v1/account/tokens/{id}", delete(account::revoke_token))
-        .route("/api/v1/workspaces", get(account::list_workspaces).post(account::create_workspace))
-        .route("/api/v1/workspaces/{id}", get(account::get_workspace).patch(account::rename_workspace))
-        .route(
-            "/api/v1/service-credentials",
-            get(account::list_service_credentials).post(account::create_service_credential),
-        )
-        .route("/api/v1/service-credentials/{id}", delete(account::revoke_service_credential))
-        .route("/api/v1/audit-events", get(account::audit_events))
-        // documents, sources, search
-        .route("/api/v1/document", get(documents::list).post(documents::create))
-        .route("/api/v1/document/", get(documents::list).post(documents::create))
-        .route("/api/v1/document/progress", get(documents::progress))
-        .route("/api/v1/document/sources", get(documents::sources))
-        .route("/api/v1/document/sources/{id}", patch(documents::patch_source).delete(documents::delete_source))
-        .route("/api/v1/document/sources/{id}/documents", get(documents::source_documents))
-        .route("/api/v1/document/sources/{id}/reprocess", post(documents::reprocess_source))
-        .route("/api/v1/document/sources/{id}/recrawl", post(documents::recrawl))
-        .route("/api/v1/document/sources/{id}/pause-crawl", post(documents::pause_crawl))
-        .route("/api/v1/document/sources/{id}/resume-crawl", post(documents::resume_crawl))
-        .route("/api/v1/document/search", post(documents::search))
-        .route("/api/v1/document/search/history", get(documents::search_history))
-        .route("/api/v1/document/search/history/{id}", get(documents::search_replay))
-        .route("/api/v1/document/{id}", get(documents::get).put(documents::update).delete(documents::delete))
-        .route("/api/v1/document/{id}/reprocess", post(documents::reprocess))
-        // settings
-        .route("/api/v1/settings/ingestion", get(documents::ingestion_settings).put(documents::put_ingestion_settings))
-        .route("/api/v1/settings/ingestion/reprocess", post(documents::reprocess_all))
-        .route("/api/v1/usage", get(documents::usage))
-        .route("/api/v1/usage/organization", get(documents::organization_usage))
-        .route("/api/v1/settings/credentials", get(settings::list_credentials))
-        .route(
-            "/api/v1/settings/credentials/{provider}",
-            put(settings::put_credential).delete(settings::delete_credential),
-        )
-        .route("/api/v1/settings/llm-models", get(settings::llm_models).put(settings::put_llm_models))
-        .route("/api/v1/settings/document-types", get(settings::document_types).put(settings::put_document_types))
-        .route("/api/v1/settings/retrieval-defaults", get(settings::retrieval_defaults))
-        .route("/api/v1/agents", get(agents::list).post(agents::create))
-        .route("/api/v1/agents/{id}", get(agents::get).put(agents::update))
-        .route(
-            "/api/v1/agents/{id}/assistant-logo",
-            get(agents::get_logo).post(agents::put_logo).delete(agents::delete_logo),
-        )
-        .route("/api/v1/agents/{id}/default", post(agents::make_default))
-        .route("/api/v1/agents/{id}/revision-state", get(agents::revision_state))
-        .route("/api/v1/agents/{id}/revisions", get(agents::list_revisions))
-        .route("/api/v1/agents/{id}/revisions/candidates", post(agents::candidates))
-        .route("/api/v1/agents/{id}/revisions/{rid}", get(agents::get_revision))
-        .route("/api/v1/agents/{id}/revisions/{rid}/publish", post(agents::publish))
-        .route("/api/v1/agents/{id}/directives", get(agents::list_directives).post(agents::create_directive))
-        .route("/api/v1/agents/{id}/directives/draft", post(agents::draft_directive))
-        .route("/api/v1/agents/{id}/directives/{did}", patch(agents::update_directive).delete(agents::delete_directive))
-        .route("/api/v1/agents/{id}/skill-capabilities", get(agents::skill_capabilities))
-        .route("/api/v1/agents/{id}/skills", get(agents::list_skills).post(agents::create_skill))
-        .route("/api/v1/agents/{id}/skills/{sid}", patch(agents::update_skill).delete(agents::delete_skill))
-        .route("/api/v1/agents/{id}/context-variables", get(agents::list_enablements))
-        .route(
-            "/api/v1/agents/{id}/context-variables/{vid}",
-            put(agents::put_enablement).delete(agents::delete_enablement),
-        )
-        .route("/api/v1/context-variables", get(agents::list_variables).post(agents::create_variable))
-        .route(
-            "/api/v1/context-variables/{id}",
-            get(agents::get_variable).patch(agents::update_variable).delete(agents::delete_variable),
-        )
-        .route(
-            "/api/v1/context-variables/{id}/values",
-            get(agents::list_values).put(agents::put_value).delete(agents::delete_value),
-        )
-        .route("/api/v1/skills", get(agents::skills_catalog))
-        .route("/api/v1/skills/{name}", get(agents::skills_catalog_entry))
-        // the answer turn
-        .route("/api/v1/agents/{id}/chat", post(chat::agent_chat))
-        .route("/api/v1/chat", post(chat::default_chat))
-        .route("/api/v1/retrieval/answer", post(chat::retrieval_answer))
-        .route("/api/v1/agents/{id}/test-executions", get(chat::list_tests).post(chat::start_test))
-        .route("/api/v1/agents/{id}/test-executions/{eid}", get(chat::get_test))
-        .route("/api/v1/agents/{id}/test-executions/{eid}/messages", post(chat::test_message))
-        .route("/api/v1/history/chat", get(chat::history))
-        .route("/api/v1/history/chat/{id}", get(chat::conversation))
-        .route("/api/v1/history/chat/{id}/tail", get(chat::tail))
-        .route("/api/v1/traces/{id}", get(chat::get_trace))
-        .route("/api/v1/quality/turns", get(chat::quality_turns))
+        .merge(ops::routes())
+        .merge(account::routes())
+        .merge(documents::routes())
+        .merge(settings::routes())
+        .merge(agents::routes())
+        .merge(chat::routes())
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 
     // Uploads have their own limit (DOCUMENT_UPLOAD_MAX_BYTES, plus room for the form around it).
     let upload_limit = (app.config.upload_max_bytes as usize).saturating_add(1024 * 1024);
-    let uploads = Router::new()
-        .route("/api/v1/document/import", post(documents::import))
+    let uploads = documents::upload_routes()
         .layer(DefaultBodyLimit::max(upload_limit))
         .layer(RequestBodyLimitLayer::new(upload_limit));
 

@@ -14,6 +14,26 @@ use crate::auth::accounts::{self, NewInvitation, RegisterInput, SignedIn};
 use crate::auth::tokens::{self, NewToken};
 use crate::error::{Error, Result};
 use crate::http::extract::{Client, Ctx, Json, Path, Query, SESSION_COOKIE, SessionCtx};
+use axum::Router;
+use axum::routing;
+
+/// The account routes (merged into the API by `http::router_with`).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/api/v1/auth/register", routing::post(register))
+        .route("/api/v1/auth/login", routing::post(login))
+        .route("/api/v1/auth/logout", routing::post(logout))
+        .route("/api/v1/auth/me", routing::get(me))
+        .route("/api/v1/account/invitations", routing::get(list_invitations).post(create_invitation))
+        .route("/api/v1/account/invitations/{id}", routing::delete(revoke_invitation))
+        .route("/api/v1/account/tokens", routing::get(list_tokens).post(create_token))
+        .route("/api/v1/account/tokens/{id}", routing::delete(revoke_token))
+        .route("/api/v1/workspaces", routing::get(list_workspaces).post(create_workspace))
+        .route("/api/v1/workspaces/{id}", routing::get(get_workspace).patch(rename_workspace))
+        .route("/api/v1/service-credentials", routing::get(list_service_credentials).post(create_service_credential))
+        .route("/api/v1/service-credentials/{id}", routing::delete(revoke_service_credential))
+        .route("/api/v1/audit-events", routing::get(audit_events))
+}
 
 fn session_cookie(app: &App, value: &str, max_age_secs: u64) -> HeaderValue {
     let secure = if app.config.cookies_secure() { "; Secure" } else { "" };

@@ -14,6 +14,38 @@ use crate::agents::{self, context, directives, revisions, skills};
 use crate::app::App;
 use crate::error::{Error, Result};
 use crate::http::extract::{Ctx, Json, OptionalJson, Path, Query};
+use axum::Router;
+use axum::routing;
+
+/// The agents routes (merged into the API by `http::router_with`).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/api/v1/agents", routing::get(list).post(create))
+        .route("/api/v1/agents/{id}", routing::get(get).put(update))
+        .route("/api/v1/agents/{id}/assistant-logo", routing::get(get_logo).post(put_logo).delete(delete_logo))
+        .route("/api/v1/agents/{id}/default", routing::post(make_default))
+        .route("/api/v1/agents/{id}/revision-state", routing::get(revision_state))
+        .route("/api/v1/agents/{id}/revisions", routing::get(list_revisions))
+        .route("/api/v1/agents/{id}/revisions/candidates", routing::post(candidates))
+        .route("/api/v1/agents/{id}/revisions/{rid}", routing::get(get_revision))
+        .route("/api/v1/agents/{id}/revisions/{rid}/publish", routing::post(publish))
+        .route("/api/v1/agents/{id}/directives", routing::get(list_directives).post(create_directive))
+        .route("/api/v1/agents/{id}/directives/draft", routing::post(draft_directive))
+        .route("/api/v1/agents/{id}/directives/{did}", routing::patch(update_directive).delete(delete_directive))
+        .route("/api/v1/agents/{id}/skill-capabilities", routing::get(skill_capabilities))
+        .route("/api/v1/agents/{id}/skills", routing::get(list_skills).post(create_skill))
+        .route("/api/v1/agents/{id}/skills/{sid}", routing::patch(update_skill).delete(delete_skill))
+        .route("/api/v1/agents/{id}/context-variables", routing::get(list_enablements))
+        .route("/api/v1/agents/{id}/context-variables/{vid}", routing::put(put_enablement).delete(delete_enablement))
+        .route("/api/v1/context-variables", routing::get(list_variables).post(create_variable))
+        .route(
+            "/api/v1/context-variables/{id}",
+            routing::get(get_variable).patch(update_variable).delete(delete_variable),
+        )
+        .route("/api/v1/context-variables/{id}/values", routing::get(list_values).put(put_value).delete(delete_value))
+        .route("/api/v1/skills", routing::get(skills_catalog))
+        .route("/api/v1/skills/{name}", routing::get(skills_catalog_entry))
+}
 
 pub async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     Ok(axum::Json(app.blocking(move |app| agents::list(app, &ctx.p)).await?))

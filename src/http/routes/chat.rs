@@ -19,6 +19,24 @@ use crate::conversations::{self, ListQuery};
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, Path, Query};
 use crate::turn::{self, ChatBody, StreamEvent, test_exec, trace};
+use axum::Router;
+use axum::routing;
+
+/// The chat routes (merged into the API by `http::router_with`).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/api/v1/agents/{id}/chat", routing::post(agent_chat))
+        .route("/api/v1/chat", routing::post(default_chat))
+        .route("/api/v1/retrieval/answer", routing::post(retrieval_answer))
+        .route("/api/v1/agents/{id}/test-executions", routing::get(list_tests).post(start_test))
+        .route("/api/v1/agents/{id}/test-executions/{eid}", routing::get(get_test))
+        .route("/api/v1/agents/{id}/test-executions/{eid}/messages", routing::post(test_message))
+        .route("/api/v1/history/chat", routing::get(history))
+        .route("/api/v1/history/chat/{id}", routing::get(conversation))
+        .route("/api/v1/history/chat/{id}/tail", routing::get(tail))
+        .route("/api/v1/traces/{id}", routing::get(get_trace))
+        .route("/api/v1/quality/turns", routing::get(quality_turns))
+}
 
 /// `POST /agents/{agentId}/chat`.
 pub async fn agent_chat(

@@ -16,6 +16,37 @@ use crate::http::extract::{Ctx, Json, OptionalJson, Path, Query, SessionCtx};
 use crate::search::Mode;
 use crate::search::query::{self, SearchRequest};
 use crate::settings::ingestion::IngestionPatch;
+use axum::Router;
+use axum::routing;
+
+/// The documents routes (merged into the API by `http::router_with`).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/api/v1/document", routing::get(list).post(create))
+        .route("/api/v1/document/", routing::get(list).post(create))
+        .route("/api/v1/document/progress", routing::get(progress))
+        .route("/api/v1/document/sources", routing::get(sources))
+        .route("/api/v1/document/sources/{id}", routing::patch(patch_source).delete(delete_source))
+        .route("/api/v1/document/sources/{id}/documents", routing::get(source_documents))
+        .route("/api/v1/document/sources/{id}/reprocess", routing::post(reprocess_source))
+        .route("/api/v1/document/sources/{id}/recrawl", routing::post(recrawl))
+        .route("/api/v1/document/sources/{id}/pause-crawl", routing::post(pause_crawl))
+        .route("/api/v1/document/sources/{id}/resume-crawl", routing::post(resume_crawl))
+        .route("/api/v1/document/search", routing::post(search))
+        .route("/api/v1/document/search/history", routing::get(search_history))
+        .route("/api/v1/document/search/history/{id}", routing::get(search_replay))
+        .route("/api/v1/document/{id}", routing::get(get).put(update).delete(delete))
+        .route("/api/v1/document/{id}/reprocess", routing::post(reprocess))
+        .route("/api/v1/settings/ingestion", routing::get(ingestion_settings).put(put_ingestion_settings))
+        .route("/api/v1/settings/ingestion/reprocess", routing::post(reprocess_all))
+        .route("/api/v1/usage", routing::get(usage))
+        .route("/api/v1/usage/organization", routing::get(organization_usage))
+}
+
+/// The upload route, which has its own body limit (`http::router_with` sets it).
+pub fn upload_routes() -> Router<Arc<App>> {
+    Router::new().route("/api/v1/document/import", routing::post(import))
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -9,6 +9,16 @@ use serde_json::json;
 
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
+use axum::Router;
+use axum::routing;
+
+/// The ops routes (merged into the API by `http::router_with`).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/healthz", routing::get(healthz))
+        .route("/readyz", routing::get(readyz))
+        .route("/metrics", routing::get(metrics))
+}
 
 pub async fn healthz() -> impl IntoResponse {
     axum::Json(json!({ "status": "ok" }))

@@ -14,6 +14,18 @@ use crate::app::App;
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, Path, SessionCtx};
 use crate::settings::{credentials, document_types, llm_models, retrieval};
+use axum::Router;
+use axum::routing;
+
+/// The settings routes (merged into the API by `http::router_with`).
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/api/v1/settings/credentials", routing::get(list_credentials))
+        .route("/api/v1/settings/credentials/{provider}", routing::put(put_credential).delete(delete_credential))
+        .route("/api/v1/settings/llm-models", routing::get(llm_models).put(put_llm_models))
+        .route("/api/v1/settings/document-types", routing::get(document_types).put(put_document_types))
+        .route("/api/v1/settings/retrieval-defaults", routing::get(retrieval_defaults))
+}
 
 pub async fn list_credentials(State(app): State<Arc<App>>, SessionCtx(ctx): SessionCtx) -> Result<impl IntoResponse> {
     Ok(axum::Json(app.blocking(move |app| credentials::list(app, &ctx.p)).await?))
