@@ -33,6 +33,8 @@ pub struct App {
     pub document_events: tokio::sync::Notify,
     /// The running answer turns, one per conversation at a time (supersede coordination).
     pub turns: crate::turn::supersede::Turns,
+    /// The turn's routine stage (`turn::routine`).
+    pub routine_pass: Box<dyn crate::turn::routine::RoutinePass>,
     /// Open only in the process that holds the data directory (the server, tests, tools).
     search: Option<SearchIndex>,
     pub started_at: Instant,
@@ -91,6 +93,7 @@ impl App {
             uploads: Arc::new(tokio::sync::Semaphore::new(config.uploads_concurrent)),
             document_events: tokio::sync::Notify::new(),
             turns: Default::default(),
+            routine_pass: Box::new(crate::turn::routine::NoRoutines),
             config,
             db,
             clock: opts.clock,

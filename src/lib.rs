@@ -17,6 +17,7 @@ pub mod ids;
 pub mod jobs;
 pub mod metrics;
 pub mod models;
+pub mod names;
 pub mod ratelimit;
 pub mod readiness;
 pub mod search;

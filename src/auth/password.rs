@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
-use argon2::{Algorithm, Argon2, Params, Version};
+use argon2::password_hash::{Output, ParamsString, PasswordHash, SaltString};
+use argon2::{Algorithm, Argon2, Block, Params, Version};
 use base64::Engine;
 use parking_lot::{Condvar, Mutex};
 use rand::RngCore;
@@ -15,10 +15,78 @@ use crate::error::{Error, Result};
 pub const MIN_PASSWORD_CHARS: usize = 8;
 pub const MAX_PASSWORD_CHARS: usize = 256;
 
-fn argon() -> Argon2<'static> {
-    // OWASP's argon2id baseline: 19 MiB, 2 passes, 1 lane.
-    let params = Params::new(19 * 1024, 2, 1, None).expect("argon2 params");
-    Argon2::new(Algorithm::Argon2id, Version::V0x13, params)
+/// OWASP's argon2id baseline: 19 MiB, 2 passes, 1 lane.
+fn params() -> Params {
+    Params::new(19 * 1024, 2, 1, None).expect("argon2 params")
+}
+
+/// The largest memory cost a stored hash may ask for (KiB): a hash is only ever verified with
+/// memory from the gate's pool, never more than this.
+const MAX_MEMORY_KIB: u32 = 64 * 1024;
+
+/// Argon2's working memory, allocated once per gate permit and reused: allocating 19 MiB per
+/// check leaves the allocator holding far more than the permits use (a flood of 100 sign-ins kept
+/// 1.3 GB resident), so the blocks never go back to it.
+type Blocks = Vec<Block>;
+
+fn blocks_for(blocks: &mut Blocks, params: &Params) -> usize {
+    let n = params.block_count();
+    if blocks.len() < n {
+        blocks.resize(n, Block::default());
+    }
+    n
+}
+
+/// Hashes a new password in `blocks`; the PHC string.
+fn hash_in(blocks: &mut Blocks, password: &str) -> Result<String> {
+    let mut salt = [0u8; 16];
+    rand::rng().fill_bytes(&mut salt);
+    let salt = SaltString::encode_b64(&salt).map_err(|e| Error::internal_msg(e.to_string()))?;
+    let params = params();
+    let n = blocks_for(blocks, &params);
+    let mut raw = [0u8; 64];
+    let salt_bytes = salt.decode_b64(&mut raw).map_err(|e| Error::internal_msg(e.to_string()))?;
+    let mut out = [0u8; Params::DEFAULT_OUTPUT_LEN];
+    let failed = |e: &dyn std::fmt::Display| Error::internal_msg(format!("password hashing failed: {e}"));
+    Argon2::new(Algorithm::Argon2id, Version::V0x13, params.clone())
+        .hash_password_into_with_memory(password.as_bytes(), salt_bytes, &mut out, &mut blocks[..n])
+        .map_err(|e| failed(&e))?;
+    let phc = PasswordHash {
+        algorithm: Algorithm::Argon2id.ident(),
+        version: Some(Version::V0x13.into()),
+        params: ParamsString::try_from(&params).map_err(|e| failed(&e))?,
+        salt: Some(salt.as_salt()),
+        hash: Some(Output::new(&out).map_err(|e| failed(&e))?),
+    };
+    Ok(phc.to_string())
+}
+
+/// Checks `password` against a PHC string in `blocks` (false for anything malformed, or a memory
+/// cost above [`MAX_MEMORY_KIB`]).
+fn verify_in(blocks: &mut Blocks, password: &str, phc: &str) -> bool {
+    let mut check = || -> Option<bool> {
+        let parsed = PasswordHash::new(phc).ok()?;
+        let algorithm = Algorithm::try_from(parsed.algorithm).ok()?;
+        let version = match parsed.version {
+            Some(v) => Version::try_from(v).ok()?,
+            None => Version::default(),
+        };
+        let params = Params::try_from(&parsed).ok()?;
+        if params.m_cost() > MAX_MEMORY_KIB {
+            return None;
+        }
+        let expected = parsed.hash?;
+        let mut raw = [0u8; 64];
+        let salt = parsed.salt?.decode_b64(&mut raw).ok()?;
+        let n = blocks_for(blocks, &params);
+        let mut out = vec![0u8; expected.len()];
+        Argon2::new(algorithm, version, params)
+            .hash_password_into_with_memory(password.as_bytes(), salt, &mut out, &mut blocks[..n])
+            .ok()?;
+        // `Output`'s equality is constant-time
+        Some(Output::new(&out).ok()? == expected)
+    };
+    check().unwrap_or(false)
 }
 
 pub fn check_password_rules(password: &str) -> Result<()> {
@@ -38,21 +106,14 @@ pub fn check_password_rules(password: &str) -> Result<()> {
     Ok(())
 }
 
+/// Hashes a new password outside any gate (tests, one-off commands).
 pub fn hash_password(password: &str) -> Result<String> {
-    let mut salt = [0u8; 16];
-    rand::rng().fill_bytes(&mut salt);
-    let salt = SaltString::encode_b64(&salt).map_err(|e| Error::internal_msg(e.to_string()))?;
-    argon()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|h| h.to_string())
-        .map_err(|e| Error::internal_msg(format!("password hashing failed: {e}")))
+    hash_in(&mut Vec::new(), password)
 }
 
+/// Checks a password outside any gate (tests, one-off commands).
 pub fn verify_password(password: &str, phc: &str) -> bool {
-    match PasswordHash::new(phc) {
-        Ok(parsed) => argon().verify_password(password.as_bytes(), &parsed).is_ok(),
-        Err(_) => false,
-    }
+    verify_in(&mut Vec::new(), password, phc)
 }
 
 /// Bounds the argon2id work of the whole process: each hash or verification allocates 19 MiB and
@@ -67,6 +128,8 @@ pub struct HashGate {
     turn: Condvar,
     /// The hash an unknown email is verified against (made once, through the gate).
     dummy: std::sync::OnceLock<String>,
+    /// Argon2 memory of finished turns, for the next ones (at most `permits` buffers exist).
+    pool: Mutex<Vec<Blocks>>,
 }
 
 #[derive(Default)]
@@ -85,13 +148,25 @@ fn busy() -> Error {
         .with_details(serde_json::json!({"retryAfterSeconds": 1}))
 }
 
-/// A running hash's place in the gate; dropping it lets the next one run.
-struct Turn<'a>(&'a HashGate);
+/// A running hash's place in the gate, with its memory; dropping it returns the memory to the
+/// pool and lets the next one run.
+struct Turn<'a> {
+    gate: &'a HashGate,
+    blocks: Blocks,
+}
+
+impl Turn<'_> {
+    fn new(gate: &HashGate) -> Turn<'_> {
+        let blocks = gate.pool.lock().pop().unwrap_or_default();
+        Turn { gate, blocks }
+    }
+}
 
 impl Drop for Turn<'_> {
     fn drop(&mut self) {
-        self.0.state.lock().running -= 1;
-        self.0.turn.notify_one();
+        self.gate.pool.lock().push(std::mem::take(&mut self.blocks));
+        self.gate.state.lock().running -= 1;
+        self.gate.turn.notify_one();
     }
 }
 
@@ -103,6 +178,7 @@ impl HashGate {
             state: Mutex::new(GateState::default()),
             turn: Condvar::new(),
             dummy: std::sync::OnceLock::new(),
+            pool: Mutex::new(Vec::new()),
         }
     }
 
@@ -111,7 +187,8 @@ impl HashGate {
         let mut st = self.state.lock();
         if st.running < self.permits {
             st.running += 1;
-            return Ok(Turn(self));
+            drop(st);
+            return Ok(Turn::new(self));
         }
         if st.waiting >= MAX_WAITING {
             return Err(busy());
@@ -126,19 +203,20 @@ impl HashGate {
         }
         st.waiting -= 1;
         st.running += 1;
-        Ok(Turn(self))
+        drop(st);
+        Ok(Turn::new(self))
     }
 
     /// Hashes a new password (waits for a turn, or 503).
     pub fn hash(&self, password: &str) -> Result<String> {
-        let _turn = self.enter()?;
-        hash_password(password)
+        let mut turn = self.enter()?;
+        hash_in(&mut turn.blocks, password)
     }
 
     /// Checks a password against a stored hash (waits for a turn, or 503).
     pub fn verify(&self, password: &str, phc: &str) -> Result<bool> {
-        let _turn = self.enter()?;
-        Ok(verify_password(password, phc))
+        let mut turn = self.enter()?;
+        Ok(verify_in(&mut turn.blocks, password, phc))
     }
 
     /// Spends the time of a real check on a made-up hash, so a sign-in for an unknown email is
@@ -211,6 +289,25 @@ mod tests {
         assert!(verify_password("correct horse", &a));
         assert!(!verify_password("wrong horse", &a));
         assert!(!verify_password("x", "garbage"));
+    }
+
+    #[test]
+    fn hashes_made_by_the_argon2_crate_verify_and_a_huge_memory_cost_is_refused() {
+        use argon2::password_hash::PasswordHasher;
+        let salt = SaltString::encode_b64(b"sixteen byte sal").unwrap();
+        let theirs = Argon2::new(Algorithm::Argon2id, Version::V0x13, params())
+            .hash_password(b"correct horse", &salt)
+            .unwrap()
+            .to_string();
+        assert!(verify_password("correct horse", &theirs));
+        assert!(!verify_password("wrong horse", &theirs));
+        let huge = theirs.replace("m=19456", "m=4194304");
+        assert!(!verify_password("correct horse", &huge));
+        // the gate's hashes are the same format, made in reused memory
+        let gate = HashGate::new(1);
+        let ours = gate.hash("correct horse").unwrap();
+        assert!(gate.verify("correct horse", &ours).unwrap() && gate.verify("correct horse", &theirs).unwrap());
+        assert_eq!(gate.pool.lock().len(), 1, "one permit, one buffer, reused");
     }
 
     #[test]

@@ -1,25 +1,60 @@
 //! Conversations: who talks to which agent, on which revision, who owns the conversation (the AI
-//! or a person), and the messages in order. The answer turn (`crate::turn`) writes them; the
-//! history routes here read them. Test conversations (private test executions) are stored the
-//! same way but never appear in history.
+//! or a person), and the messages in order. The answer turn (`crate::turn`) writes them through
+//! the functions here; the history routes read them. Test conversations (private test executions)
+//! are stored the same way but never appear in history.
+//!
+//! Typed records in and out; all SQL is in the private `store.rs`; the wire shapes are in
+//! `api.rs` (owned by the HTTP edge).
 
-pub mod store;
+pub mod api;
+mod store;
 
-use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::app::App;
 use crate::auth::{Perm, Principal};
 use crate::documents::{decode_cursor, encode_cursor};
 use crate::error::{Error, Result};
+use crate::names::names;
+use crate::storage::{Conn, Tx};
 
-pub const AI_OWNED: &str = "ai_owned";
-pub const HUMAN_OWNED: &str = "human_owned";
+/// A conversation's free-form state (routines keep their progress here). Stored as JSON.
+pub type ConversationState = Value;
+/// A message's free-form metadata (coverage, suggestions, the turn id, a turn failure). Stored as
+/// JSON, and shown in history as the reference describes.
+pub type MessageMetadata = Value;
+/// A message's citations, as the turn that wrote them recorded them. Stored as JSON.
+pub type CitationsJson = Value;
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+names! {
+    /// Who answers the conversation.
+    pub OwnershipState { AiOwned = "ai_owned", HumanOwned = "human_owned" }
+}
+
+names! {
+    /// Visitor conversations appear in history; test conversations belong to a test execution.
+    pub Visibility { Visitor = "visitor", Test = "test" }
+}
+
+names! {
+    /// Where the conversation takes place.
+    pub Channel { Api = "api", Test = "test" }
+}
+
+names! {
+    /// Who a message is from, as a chat model sees it.
+    pub Role { User = "user", Assistant = "assistant" }
+}
+
+names! {
+    /// Who wrote a message.
+    pub Source { Visitor = "visitor", Tester = "tester", Agent = "agent" }
+}
+
+/// The ownership record.
+#[derive(Debug, Clone)]
 pub struct Ownership {
-    pub state: String,
+    pub state: OwnershipState,
     pub version: i64,
     pub reason: Option<String>,
     pub owner_user_id: Option<String>,
@@ -32,12 +67,12 @@ pub struct Conversation {
     pub workspace_id: String,
     pub agent_id: String,
     pub revision_id: Option<String>,
-    pub channel: String,
-    pub visibility: String,
+    pub channel: Channel,
+    pub visibility: Visibility,
     pub test_execution_id: Option<String>,
     pub ownership: Ownership,
     pub operator_replied: bool,
-    pub state: Value,
+    pub state: ConversationState,
     pub started_by: Option<String>,
     pub message_count: i64,
     pub last_message_at: Option<String>,
@@ -47,18 +82,10 @@ pub struct Conversation {
 
 impl Conversation {
     pub fn is_test(&self) -> bool {
-        self.visibility == "test"
+        self.visibility == Visibility::Test
     }
     pub fn human_owned(&self) -> bool {
-        self.ownership.state == HUMAN_OWNED
-    }
-    pub fn summary(&self) -> Value {
-        json!({
-            "id": self.id, "agentId": self.agent_id, "revisionId": self.revision_id, "channel": self.channel,
-            "ownership": {"state": self.ownership.state, "version": self.ownership.version, "reason": self.ownership.reason},
-            "messageCount": self.message_count, "lastMessageAt": self.last_message_at,
-            "createdAt": self.created_at, "updatedAt": self.updated_at,
-        })
+        self.ownership.state == OwnershipState::HumanOwned
     }
 }
 
@@ -67,60 +94,108 @@ pub struct Message {
     pub id: String,
     pub conversation_id: String,
     pub seq: i64,
-    pub role: String,
-    pub source: String,
+    pub role: Role,
+    pub source: Source,
     pub content: String,
-    pub citations: Value,
-    pub metadata: Value,
+    pub citations: CitationsJson,
+    pub metadata: MessageMetadata,
     pub trace_id: Option<String>,
     pub request_id: Option<String>,
     pub created_at: String,
 }
 
-impl Message {
-    /// The history shape of a message (content included: history is for operators).
-    pub fn view(&self) -> Value {
-        let mut v = json!({
-            "id": self.id, "role": self.role, "source": self.source, "text": self.content,
-            "createdAt": self.created_at, "cursor": self.seq.to_string(),
-        });
-        if self.role == "assistant" {
-            v["citations"] = self.citations.clone();
-            v["traceId"] = json!(self.trace_id);
-            for k in ["answerCoverage", "suggestions", "outcome"] {
-                if let Some(x) = self.metadata.get(k) {
-                    v[k] = x.clone();
-                }
-            }
-        }
-        if let Some(f) = self.metadata.get("turnFailure") {
-            v["turnFailure"] = f.clone();
-        }
-        v
-    }
+/// A conversation to start.
+pub struct NewConversation<'a> {
+    pub workspace_id: &'a str,
+    pub agent_id: &'a str,
+    /// The revision the conversation is pinned to (none: the agent has no published revision).
+    pub revision_id: Option<&'a str>,
+    pub channel: Channel,
+    pub visibility: Visibility,
+    pub test_execution_id: Option<&'a str>,
+    pub started_by: Option<&'a str>,
 }
 
 /// A message to append.
 pub struct NewMessage<'a> {
     pub conversation_id: &'a str,
-    pub role: &'a str,
-    pub source: &'a str,
+    pub role: Role,
+    pub source: Source,
     pub content: &'a str,
-    pub citations: Value,
-    pub metadata: Value,
+    pub citations: CitationsJson,
+    pub metadata: MessageMetadata,
     pub trace_id: Option<&'a str>,
     pub request_id: Option<&'a str>,
 }
 
+/// Starts a conversation; returns its id.
+pub fn start(tx: &Tx, c: &NewConversation, now: &str) -> Result<String> {
+    let id = crate::ids::new_id();
+    store::insert(tx, &id, c, now)?;
+    Ok(id)
+}
+
 /// The conversation, or 404 when it is not in the workspace. Test conversations are 404 too
 /// unless `include_test`.
-pub fn find_in(c: &rusqlite::Connection, ws: &str, id: &str, include_test: bool) -> Result<Conversation> {
+pub fn find_in(c: &Conn, ws: &str, id: &str, include_test: bool) -> Result<Conversation> {
     match store::find(c, ws, id)? {
         Some(conv) if include_test || !conv.is_test() => Ok(conv),
         _ => Err(Error::not_found("conversation")),
     }
 }
 
+/// Appends a message at the end of the conversation.
+pub fn append_message(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
+    store::append(tx, ws, m, now)
+}
+
+/// Messages after position `after_seq`, oldest first, at most `limit`.
+pub fn messages_after(c: &Conn, conversation: &str, after_seq: i64, limit: usize) -> Result<Vec<Message>> {
+    store::messages_after(c, conversation, after_seq, limit)
+}
+
+/// The last `limit` messages, oldest first.
+pub fn last_messages(c: &Conn, conversation: &str, limit: usize) -> Result<Vec<Message>> {
+    store::last_messages(c, conversation, limit)
+}
+
+/// Replaces the conversation's state.
+pub fn set_state(tx: &Tx, id: &str, state: &ConversationState, now: &str) -> Result<()> {
+    store::set_state(tx, id, state, now)
+}
+
+/// Hands the conversation to a person (`reason`, for example `retrieval_miss`); returns the new
+/// ownership version.
+pub fn hand_off(tx: &Tx, id: &str, reason: &str, now: &str) -> Result<i64> {
+    store::set_ownership(tx, id, OwnershipState::HumanOwned, Some(reason), now)
+}
+
+/// How a turn that did not finish ended, kept on its user message for the dashboard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnFailure {
+    /// A newer message replaced it.
+    Cancelled,
+    /// It failed.
+    Failed,
+}
+
+impl TurnFailure {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            TurnFailure::Cancelled => "cancelled",
+            TurnFailure::Failed => "failed",
+        }
+    }
+}
+
+/// Records on the user message a turn saved (found by its `turn_id`) that the turn ended at
+/// `stage` without a reply.
+pub fn mark_turn_failed(tx: &Tx, conversation: &str, turn_id: &str, failure: TurnFailure, stage: &str) -> Result<()> {
+    let patch = serde_json::json!({"turnFailure": {"eventStatus": failure.as_str(), "stage": stage}});
+    store::patch_turn_message(tx, conversation, turn_id, &patch)
+}
+
+/// What `GET /history/chat` asks for.
 pub struct ListQuery {
     pub agent_id: Option<String>,
     pub ownership: Option<String>,
@@ -128,14 +203,24 @@ pub struct ListQuery {
     pub limit: usize,
 }
 
+/// A page of conversations.
+pub struct ConversationPage {
+    pub conversations: Vec<Conversation>,
+    pub total: i64,
+    pub next_cursor: Option<String>,
+    pub has_more: bool,
+}
+
 /// `GET /history/chat`: visitor conversations, most recently active first.
-pub fn list(app: &App, p: &Principal, q: ListQuery) -> Result<Value> {
+pub fn list(app: &App, p: &Principal, q: ListQuery) -> Result<ConversationPage> {
     p.require(Perm::ConversationsRead)?;
-    if let Some(o) = &q.ownership
-        && ![AI_OWNED, HUMAN_OWNED].contains(&o.as_str())
-    {
-        return Err(Error::invalid_field("ownership", "ownership is ai_owned or human_owned"));
-    }
+    let ownership = match q.ownership.as_deref() {
+        None => None,
+        Some(o) => Some(
+            OwnershipState::parse(o)
+                .ok_or_else(|| Error::invalid_field("ownership", "ownership is ai_owned or human_owned"))?,
+        ),
+    };
     let limit = q.limit.clamp(1, 100);
     let after = q.cursor.as_deref().map(decode_cursor).transpose()?;
     let ws = p.workspace_id.0.clone();
@@ -144,34 +229,42 @@ pub fn list(app: &App, p: &Principal, q: ListQuery) -> Result<Value> {
             c,
             &ws,
             q.agent_id.as_deref(),
-            q.ownership.as_deref(),
+            ownership,
             after.as_ref().map(|(a, b)| (a.as_str(), b.as_str())),
             limit + 1,
         )
     })?;
-    let more = rows.len() > limit;
+    let has_more = rows.len() > limit;
     rows.truncate(limit);
-    let next = if more { rows.last().map(|c| encode_cursor(&c.updated_at, &c.id)) } else { None };
-    Ok(
-        json!({"conversations": rows.iter().map(Conversation::summary).collect::<Vec<_>>(), "total": total, "nextCursor": next, "hasMore": more}),
-    )
+    let next_cursor = if has_more { rows.last().map(|c| encode_cursor(&c.updated_at, &c.id)) } else { None };
+    Ok(ConversationPage { conversations: rows, total, next_cursor, has_more })
 }
 
+/// A conversation with a page of its messages.
+pub struct ConversationDetail {
+    pub conversation: Conversation,
+    pub messages: Vec<Message>,
+    pub has_more: bool,
+    /// The cursor of the newest message.
+    pub tail_cursor: i64,
+}
+
+/// Messages a history page shows at most.
+const HISTORY_PAGE: usize = 200;
+
 /// `GET /history/chat/{id}`: the conversation with its messages (up to 200 from the start, or
-/// after `cursor`) and the cursor of its newest message (`tailCursor`).
-pub fn get(app: &App, p: &Principal, id: &str, cursor: Option<&str>) -> Result<Value> {
+/// after `cursor`) and the cursor of its newest message.
+pub fn get(app: &App, p: &Principal, id: &str, cursor: Option<&str>) -> Result<ConversationDetail> {
     p.require(Perm::ConversationsRead)?;
     let after = parse_seq(cursor)?;
     let ws = p.workspace_id.0.clone();
     app.db.read(|c| {
-        let conv = find_in(c, &ws, id, false)?;
-        let msgs = store::messages_after(c, &conv.id, after, 201)?;
-        let more = msgs.len() > 200;
-        let mut v = conv.summary();
-        v["messages"] = json!(msgs.iter().take(200).map(Message::view).collect::<Vec<_>>());
-        v["hasMore"] = json!(more);
-        v["tailCursor"] = json!(conv.message_count.to_string());
-        Ok(v)
+        let conversation = find_in(c, &ws, id, false)?;
+        let mut messages = store::messages_after(c, &conversation.id, after, HISTORY_PAGE + 1)?;
+        let has_more = messages.len() > HISTORY_PAGE;
+        messages.truncate(HISTORY_PAGE);
+        let tail_cursor = conversation.message_count;
+        Ok(ConversationDetail { conversation, messages, has_more, tail_cursor })
     })
 }
 
@@ -187,24 +280,28 @@ fn parse_seq(cursor: Option<&str>) -> Result<i64> {
 /// Page size of a tail read.
 pub const TAIL_PAGE: usize = 50;
 
+/// New messages of a conversation.
+pub struct Tail {
+    pub conversation_id: String,
+    pub messages: Vec<Message>,
+    /// The advanced cursor.
+    pub cursor: i64,
+    pub ownership: Ownership,
+}
+
 /// `GET /history/chat/{id}/tail`: messages after `cursor` (none: the newest page), the advanced
 /// cursor and the ownership record.
-pub fn tail(app: &App, p: &Principal, id: &str, cursor: Option<&str>) -> Result<Value> {
+pub fn tail(app: &App, p: &Principal, id: &str, cursor: Option<&str>) -> Result<Tail> {
     p.require(Perm::ConversationsRead)?;
     let ws = p.workspace_id.0.clone();
     let after = cursor.map(|c| parse_seq(Some(c))).transpose()?;
     app.db.read(|c| {
         let conv = find_in(c, &ws, id, false)?;
-        let msgs = match after {
+        let messages = match after {
             Some(seq) => store::messages_after(c, &conv.id, seq, TAIL_PAGE)?,
             None => store::last_messages(c, &conv.id, TAIL_PAGE)?,
         };
-        let next = msgs.last().map(|m| m.seq).or(after).unwrap_or(0);
-        Ok(json!({
-            "conversationId": conv.id,
-            "messages": msgs.iter().map(Message::view).collect::<Vec<_>>(),
-            "cursor": next.to_string(),
-            "ownership": {"state": conv.ownership.state, "version": conv.ownership.version, "reason": conv.ownership.reason},
-        }))
+        let cursor = messages.last().map(|m| m.seq).or(after).unwrap_or(0);
+        Ok(Tail { conversation_id: conv.id, messages, cursor, ownership: conv.ownership })
     })
 }

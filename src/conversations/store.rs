@@ -1,11 +1,28 @@
-//! SQL for conversations and messages.
+//! SQL for conversations and messages (private to `conversations`).
 
+use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
-use super::{Conversation, Message, NewMessage, Ownership};
+use super::{
+    Channel, Conversation, ConversationState, Message, NewConversation, NewMessage, Ownership, OwnershipState, Role,
+    Source, Visibility,
+};
 use crate::error::Result;
 use crate::storage::Tx;
+
+/// Reads a stored name into its enum (an unknown name is a conversion error, never a guess).
+macro_rules! from_sql_names {
+    ($($t:ident),+) => {
+        $(impl FromSql for $t {
+            fn column_result(v: ValueRef<'_>) -> FromSqlResult<Self> {
+                let s = v.as_str()?;
+                $t::parse(s).ok_or_else(|| FromSqlError::Other(format!("unknown {} `{s}`", stringify!($t)).into()))
+            }
+        })+
+    };
+}
+from_sql_names!(OwnershipState, Visibility, Channel, Role, Source);
 
 const CONV_COLS: &str = "id, workspace_id, agent_id, revision_id, channel, visibility, test_execution_id, ownership_state, \
     ownership_version, ownership_reason, owner_user_id, taken_over_at, operator_replied, state, started_by, message_count, \
@@ -37,23 +54,11 @@ fn conv_row(r: &rusqlite::Row) -> rusqlite::Result<Conversation> {
     })
 }
 
-pub struct NewConversation<'a> {
-    pub id: &'a str,
-    pub workspace_id: &'a str,
-    pub agent_id: &'a str,
-    pub revision_id: Option<&'a str>,
-    pub channel: &'a str,
-    pub visibility: &'a str,
-    pub test_execution_id: Option<&'a str>,
-    pub state: &'a Value,
-    pub started_by: Option<&'a str>,
-}
-
-pub fn insert(tx: &Tx, c: &NewConversation, now: &str) -> Result<()> {
+pub fn insert(tx: &Tx, id: &str, c: &NewConversation, now: &str) -> Result<()> {
     tx.execute(
         "INSERT INTO conversations (id, workspace_id, agent_id, revision_id, channel, visibility, test_execution_id, state, started_by, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
-        params![c.id, c.workspace_id, c.agent_id, c.revision_id, c.channel, c.visibility, c.test_execution_id, c.state.to_string(), c.started_by, now],
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '{}', ?8, ?9, ?9)",
+        params![id, c.workspace_id, c.agent_id, c.revision_id, c.channel.as_str(), c.visibility.as_str(), c.test_execution_id, c.started_by, now],
     )?;
     Ok(())
 }
@@ -73,14 +78,14 @@ pub fn list(
     c: &Connection,
     ws: &str,
     agent: Option<&str>,
-    ownership: Option<&str>,
+    ownership: Option<OwnershipState>,
     after: Option<(&str, &str)>,
     limit: usize,
 ) -> Result<(Vec<Conversation>, i64)> {
     let filter = "workspace_id = ?1 AND visibility = 'visitor' AND (?2 IS NULL OR agent_id = ?2) AND (?3 IS NULL OR ownership_state = ?3)";
     let total: i64 = c.query_row(
         &format!("SELECT count(*) FROM conversations WHERE {filter}"),
-        params![ws, agent, ownership],
+        params![ws, agent, ownership.map(OwnershipState::as_str)],
         |r| r.get(0),
     )?;
     let (au, ai) = after.unzip();
@@ -89,12 +94,12 @@ pub fn list(
          ORDER BY updated_at DESC, id DESC LIMIT ?6"
     ))?;
     let rows = st
-        .query_map(params![ws, agent, ownership, au, ai, limit as i64], conv_row)?
+        .query_map(params![ws, agent, ownership.map(OwnershipState::as_str), au, ai, limit as i64], conv_row)?
         .collect::<rusqlite::Result<Vec<_>>>()?;
     Ok((rows, total))
 }
 
-pub fn set_state(tx: &Tx, id: &str, state: &Value, now: &str) -> Result<()> {
+pub fn set_state(tx: &Tx, id: &str, state: &ConversationState, now: &str) -> Result<()> {
     tx.execute(
         "UPDATE conversations SET state = ?2, updated_at = ?3 WHERE id = ?1",
         params![id, state.to_string(), now],
@@ -103,13 +108,13 @@ pub fn set_state(tx: &Tx, id: &str, state: &Value, now: &str) -> Result<()> {
 }
 
 /// Moves the conversation to `state`, bumping the version; returns the new version.
-pub fn set_ownership(tx: &Tx, id: &str, state: &str, reason: Option<&str>, now: &str) -> Result<i64> {
+pub fn set_ownership(tx: &Tx, id: &str, state: OwnershipState, reason: Option<&str>, now: &str) -> Result<i64> {
     Ok(tx.query_row(
         "UPDATE conversations SET ownership_state = ?2, ownership_reason = ?3, ownership_version = ownership_version + 1,
             taken_over_at = CASE WHEN ?2 = 'human_owned' THEN ?4 ELSE NULL END,
             operator_replied = CASE WHEN ?2 = 'human_owned' THEN operator_replied ELSE 0 END, updated_at = ?4
          WHERE id = ?1 RETURNING ownership_version",
-        params![id, state, reason, now],
+        params![id, state.as_str(), reason, now],
         |r| r.get(0),
     )?)
 }
@@ -149,8 +154,8 @@ pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
             id,
             m.conversation_id,
             seq,
-            m.role,
-            m.source,
+            m.role.as_str(),
+            m.source.as_str(),
             m.content,
             m.citations.to_string(),
             m.metadata.to_string(),
@@ -164,8 +169,8 @@ pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
         id,
         conversation_id: m.conversation_id.to_string(),
         seq,
-        role: m.role.to_string(),
-        source: m.source.to_string(),
+        role: m.role,
+        source: m.source,
         content: m.content.to_string(),
         citations: m.citations.clone(),
         metadata: m.metadata.clone(),
@@ -201,13 +206,4 @@ pub fn last_messages(c: &Connection, conversation: &str, limit: usize) -> Result
         st.query_map(params![conversation, limit as i64], msg_row)?.collect::<rusqlite::Result<_>>()?;
     v.reverse();
     Ok(v)
-}
-
-pub fn message(c: &Connection, ws: &str, id: &str) -> Result<Option<Message>> {
-    Ok(c.query_row(
-        &format!("SELECT {MSG_COLS} FROM messages WHERE id = ?1 AND workspace_id = ?2"),
-        params![id, ws],
-        msg_row,
-    )
-    .optional()?)
 }

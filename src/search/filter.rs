@@ -84,8 +84,11 @@ fn valid_field(name: &str) -> bool {
 /// The most clauses one filter may hold, counted over the whole tree.
 pub const MAX_CLAUSES: usize = 500;
 
+/// A `metadataFilter` as clients write it: JSON in the filter grammar, parsed by [`parse`].
+pub type FilterJson = Value;
+
 /// Parses and validates a filter.
-pub fn parse(v: &Value) -> Result<Filter> {
+pub fn parse(v: &FilterJson) -> Result<Filter> {
     let mut budget = MAX_CLAUSES;
     parse_at(v, "$", 0, &mut budget)
 }

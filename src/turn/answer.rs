@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::agent::{self, AgentConfig};
 use super::compose::{self, NoSink};
+use super::kinds::{Availability, RouteKind, StageStatus, TraceStage};
 use super::trace::{self, TraceBuilder, TurnRecord};
 use super::{AnswerCoverage, TurnModels, as_model, retrieval};
 use crate::app::App;
@@ -65,7 +66,7 @@ pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput
     let models = TurnModels::resolve(app, &ws, &cfg)?;
     let cancel = Cancel::new();
     let r = retrieval::run(app, &ws, &settings, &models.helpers, &query, &[], filter.as_ref(), &cancel)?;
-    tr.stage(app, "retrieval_fanout", "applied", r.trace);
+    tr.stage(app, TraceStage::RetrievalFanout, StageStatus::Applied, r.trace);
     let hits = r.hits;
     let composed = if hits.is_empty() {
         compose::decline(as_model(&models.workspace_chat), &query, &mut NoSink, &cancel)
@@ -81,13 +82,13 @@ pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput
     .ok_or_else(|| Error::internal_msg("composition was cancelled"))?;
     tr.stage(
         app,
-        "compose",
-        "applied",
+        TraceStage::Compose,
+        StageStatus::Applied,
         json!({"provider": composed.provider, "model": composed.model, "outcome": composed.outcome, "usage": composed.usage,
                "citations": composed.citations.iter().map(|c| c.chunk_id.clone()).collect::<Vec<_>>()}),
     );
     let (coverage, reason) = composed.coverage.clone().unzip();
-    let availability = if coverage.is_some() { "assessed" } else { "not_recorded" };
+    let availability = if coverage.is_some() { Availability::Assessed } else { Availability::NotRecorded };
     let trace_id = tr.trace_id.clone();
     let mut trace_json = tr.finish(app);
     trace_json["outcome"] = json!(composed.outcome);
@@ -104,7 +105,7 @@ pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput
                 message_id: None,
                 request_id,
                 surface: "retrieval_answer",
-                route: Some("retrieval"),
+                route: Some(RouteKind::Retrieval),
                 outcome: composed.outcome,
                 availability,
                 coverage: coverage.as_deref(),
@@ -126,7 +127,7 @@ pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput
         "answer": composed.text,
         "citations": composed.citations,
         "answerSegments": composed.segments,
-        "answerCoverage": coverage_view,
+        "answerCoverage": super::api::coverage(&coverage_view),
         "agentScope": scoped.as_ref().map(|a| json!({"agentId": a.agent_id, "retrievalEnabled": a.settings.retrieval_enabled})),
         "results": hits.iter().map(|h| json!({"documentId": h.document_id, "chunkId": h.chunk_id, "title": h.title, "snippet": h.snippet, "score": h.score})).collect::<Vec<_>>(),
         "traceId": trace_id,

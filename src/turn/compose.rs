@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::agent::AgentConfig;
+use super::kinds::Outcome;
 use super::steering::Matched;
 use super::trace::Grounding;
 use crate::agents::directives::legal_pair;
@@ -42,19 +43,35 @@ pub const WAITING_LINE: &str =
 pub const DIRECT_NO_MODEL: &str = "I can help with questions about our documents, but this assistant has document search switched off, so I can't look that up.";
 
 /// What composing produced.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Composed {
     pub text: String,
     pub citations: Vec<Citation>,
     pub segments: Vec<Segment>,
     /// `(coverage, reason)` when assessed; `None` when not recorded.
     pub coverage: Option<(String, String)>,
-    /// grounded, grounded_degraded, no_context, out_of_scope, clarification_needed, direct, waiting
-    pub outcome: &'static str,
+    pub outcome: Outcome,
     pub grounding: Option<Grounding>,
     pub usage: Usage,
     pub provider: String,
     pub model: String,
+}
+
+impl Composed {
+    /// A reply with no citations, segments or coverage.
+    fn plain(text: String, outcome: Outcome, usage: Usage, provider: String, model: String) -> Composed {
+        Composed {
+            text,
+            citations: vec![],
+            segments: vec![],
+            coverage: None,
+            outcome,
+            grounding: None,
+            usage,
+            provider,
+            model,
+        }
+    }
 }
 
 /// Where answer text goes as it is produced. `chunk` returns false when the turn may not emit
@@ -102,11 +119,11 @@ pub fn passages(hits: &[Hit], n: usize) -> Vec<Passage> {
 pub fn builtin_grounded(question: &str, hits: &[Hit], sink: &mut dyn Sink) -> Option<Composed> {
     let c = extractive::compose(question, &passages(hits, BUILTIN_PASSAGES));
     let (coverage, reason, outcome) = if !c.covered {
-        ("unanswered", "insufficient_evidence", "no_context")
+        ("unanswered", "insufficient_evidence", Outcome::NoContext)
     } else if c.coverage >= ANSWERED_COVERAGE {
-        ("answered", "sufficient_evidence", "grounded")
+        ("answered", "sufficient_evidence", Outcome::Grounded)
     } else {
-        ("partial", "insufficient_evidence", "grounded")
+        ("partial", "insufficient_evidence", Outcome::Grounded)
     };
     let n = c.segments.len() as i64;
     let chunks: Vec<String> = if c.segments.is_empty() {
@@ -435,11 +452,11 @@ pub fn model_grounded(
         }
     }
     let outcome = match head.as_ref().map(|(c, r)| (c.as_str(), r.as_str())) {
-        Some((_, "intentional_scope_boundary")) => "out_of_scope",
-        Some(("unclear", _)) => "clarification_needed",
-        Some(("unanswered", _)) => "no_context",
-        _ if grounding.verdict == "grounded" => "grounded",
-        _ => "grounded_degraded",
+        Some((_, "intentional_scope_boundary")) => Outcome::OutOfScope,
+        Some(("unclear", _)) => Outcome::ClarificationNeeded,
+        Some(("unanswered", _)) => Outcome::NoContext,
+        _ if grounding.verdict == "grounded" => Outcome::Grounded,
+        _ => Outcome::GroundedDegraded,
     };
     Ok(Some(Composed {
         text: strip_markers(&body).trim().to_string(),
@@ -484,14 +501,9 @@ pub fn decline(m: Option<&dyn ChatModel>, question: &str, sink: &mut dyn Sink, c
         return None;
     }
     Some(Composed {
-        text,
         coverage: Some(("unanswered".into(), "insufficient_evidence".into())),
-        outcome: "no_context",
         grounding: Some(Grounding::from_counts(0, 0, 0)),
-        usage,
-        provider,
-        model,
-        ..Default::default()
+        ..Composed::plain(text, Outcome::NoContext, usage, provider, model)
     })
 }
 
@@ -553,7 +565,7 @@ pub fn direct(
             (t, Usage::default(), extractive::PROVIDER.to_string(), extractive::MODEL.to_string())
         }
     };
-    Ok(Some(Composed { text, outcome: "direct", usage, provider, model, ..Default::default() }))
+    Ok(Some(Composed::plain(text, Outcome::Direct, usage, provider, model)))
 }
 
 fn is_thanks(q: &str) -> bool {

@@ -3,10 +3,12 @@
 //! retrieval off)? Deterministic and instant, so it costs no model call; the reasons are the
 //! original product's route reasons.
 
+use super::kinds::RouteKind;
+
 /// The route of a turn and why.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Route {
-    pub kind: &'static str,
+    pub kind: RouteKind,
     pub reason: &'static str,
 }
 
@@ -72,19 +74,19 @@ const IDENTITY: &[&str] = &[
 
 pub fn route(message: &str, history_len: usize, retrieval_enabled: bool) -> Route {
     if !retrieval_enabled {
-        return Route { kind: "direct", reason: "retrieval_disabled" };
+        return Route { kind: RouteKind::Direct, reason: "retrieval_disabled" };
     }
     let lower = message.to_lowercase();
     let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| !w.is_empty()).collect();
     if !words.is_empty() && words.len() <= 6 && words.iter().all(|w| SOCIAL.contains(w)) {
         let reason = if history_len == 0 { "conversation_start" } else { "social_only" };
-        return Route { kind: "direct", reason };
+        return Route { kind: RouteKind::Direct, reason };
     }
     let normalized = words.join(" ");
     if words.len() <= 8 && IDENTITY.iter().any(|p| normalized.contains(p)) {
-        return Route { kind: "direct", reason: "assistant_identity" };
+        return Route { kind: RouteKind::Direct, reason: "assistant_identity" };
     }
-    Route { kind: "retrieval", reason: "evidence_required" }
+    Route { kind: RouteKind::Retrieval, reason: "evidence_required" }
 }
 
 #[cfg(test)]
@@ -98,9 +100,9 @@ mod tests {
         assert_eq!(route("Who are you?", 2, true).reason, "assistant_identity");
         assert_eq!(
             route("How long do refunds take?", 0, true),
-            Route { kind: "retrieval", reason: "evidence_required" }
+            Route { kind: RouteKind::Retrieval, reason: "evidence_required" }
         );
-        assert_eq!(route("Hi, how long do refunds take?", 0, true).kind, "retrieval");
+        assert_eq!(route("Hi, how long do refunds take?", 0, true).kind, RouteKind::Retrieval);
         assert_eq!(route("How long do refunds take?", 0, false).reason, "retrieval_disabled");
     }
 }

@@ -18,6 +18,7 @@
 //!   `agent_selectable`, not available at runtime (MCP tools need a connection) or blocked (a
 //!   retrieval binding on an agent without retrieval) is skipped; the action still applies.
 
+use super::kinds::RouteKind;
 use serde_json::{Value, json};
 
 use super::agent::{AgentConfig, AuthoredDirective};
@@ -66,7 +67,7 @@ pub fn match_directives(
     app: &App,
     agent: &AgentConfig,
     question: &str,
-    route: &str,
+    route: RouteKind,
     matcher: &Resolved,
     cancel: &Cancel,
 ) -> Steering {
@@ -196,7 +197,7 @@ fn judge_with_model(
     m: &dyn crate::models::chat::ChatModel,
     ds: &[AuthoredDirective],
     question: &str,
-    route: &str,
+    route: RouteKind,
     cancel: &Cancel,
 ) -> Result<Vec<Matched>, String> {
     let listing: String = ds
@@ -271,7 +272,7 @@ pub struct Selection {
 
 /// Picks the binding winner among matched directives (rule 4), skipping unusable bindings
 /// (rule 5).
-pub fn select_binding(agent: &AgentConfig, matched: &[Matched], route: &str) -> Selection {
+pub fn select_binding(agent: &AgentConfig, matched: &[Matched], route: RouteKind) -> Selection {
     let mut candidates: Vec<&Matched> = Vec::new();
     let mut skipped = Vec::new();
     for m in matched {
@@ -285,7 +286,7 @@ pub fn select_binding(agent: &AgentConfig, matched: &[Matched], route: &str) -> 
             // external MCP skills run through a connection; none is registered in this build
             Some(s) if s.capability == "mcp_tool" => Some("not_registered"),
             Some(s) if s.capability == "retrieve" && !agent.settings.retrieval_enabled => Some("retrieval_unavailable"),
-            Some(s) if s.capability == "retrieve" && route != "retrieval" => Some("direct_route"),
+            Some(s) if s.capability == "retrieve" && route != RouteKind::Retrieval => Some("direct_route"),
             Some(s) if s.capability != "retrieve" => Some("not_bindable"),
             Some(_) => None,
         };
@@ -381,21 +382,21 @@ mod tests {
         let s = select_binding(
             &a,
             &[m(directive("b", Some(60), Some("faq")), 0.6), m(directive("a", Some(40), Some("kb")), 1.0)],
-            "retrieval",
+            RouteKind::Retrieval,
         );
         assert_eq!(s.winner.unwrap().1, "faq");
         // equal priority: confidence
         let s = select_binding(
             &a,
             &[m(directive("b", None, Some("faq")), 0.6), m(directive("a", None, Some("kb")), 0.9)],
-            "retrieval",
+            RouteKind::Retrieval,
         );
         assert_eq!(s.winner.unwrap().1, "kb");
         // equal priority and confidence: name ascending
         let s = select_binding(
             &a,
             &[m(directive("zeta", Some(50), Some("faq")), 1.0), m(directive("alpha", None, Some("kb")), 1.0)],
-            "retrieval",
+            RouteKind::Retrieval,
         );
         assert_eq!(s.winner.unwrap().0, "id-alpha");
         assert_eq!(s.trace["losing"][0]["directiveId"], "id-zeta");
@@ -416,13 +417,13 @@ mod tests {
             m(directive("d4", Some(90), Some("gone")), 1.0),
             m(directive("d5", Some(10), Some("ok")), 1.0),
         ];
-        let s = select_binding(&a, &ms, "retrieval");
+        let s = select_binding(&a, &ms, RouteKind::Retrieval);
         assert_eq!(s.winner.unwrap().1, "ok");
         let reasons: Vec<&str> =
             s.trace["skipped"].as_array().unwrap().iter().map(|x| x["reason"].as_str().unwrap()).collect();
         assert_eq!(reasons, vec!["skill_disabled", "not_turn_selectable", "not_registered", "skill_missing"]);
         // a direct-route turn stages no retrieval lookup
-        assert!(select_binding(&a, &ms, "direct").winner.is_none());
+        assert!(select_binding(&a, &ms, RouteKind::Direct).winner.is_none());
     }
 
     #[test]

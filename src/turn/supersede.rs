@@ -12,19 +12,20 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::kinds::Phase;
 use crate::models::chat::Cancel;
 
 /// Why a turn stopped: a newer message took over at `stage`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Superseded {
-    pub stage: &'static str,
+    pub stage: Phase,
 }
 
 #[derive(Debug)]
 struct SlotState {
-    stage: &'static str,
+    stage: Phase,
     pinned: bool,
-    cancelled_at: Option<&'static str>,
+    cancelled_at: Option<Phase>,
 }
 
 /// One turn's place in its conversation.
@@ -40,13 +41,13 @@ impl Slot {
     pub fn detached() -> Arc<Slot> {
         Arc::new(Slot {
             cancel: Cancel::new(),
-            state: Mutex::new(SlotState { stage: "preparing", pinned: false, cancelled_at: None }),
+            state: Mutex::new(SlotState { stage: Phase::Preparing, pinned: false, cancelled_at: None }),
             notify: tokio::sync::Notify::new(),
         })
     }
 
     /// Records the stage the turn is in; fails when the turn was superseded.
-    pub fn stage(&self, stage: &'static str) -> Result<(), Superseded> {
+    pub fn stage(&self, stage: Phase) -> Result<(), Superseded> {
         let mut s = self.state.lock();
         if let Some(at) = s.cancelled_at {
             return Err(Superseded { stage: at });
@@ -74,7 +75,7 @@ impl Slot {
         Ok(())
     }
 
-    pub fn current_stage(&self) -> &'static str {
+    pub fn current_stage(&self) -> Phase {
         self.state.lock().stage
     }
 
@@ -129,7 +130,7 @@ impl Turns {
     /// the ones that are pinned. Fails if an even newer message supersedes this one while it waits.
     pub async fn enter(&self, conversation: &str) -> Result<TurnGuard<'_>, Superseded> {
         let slot = Slot::detached();
-        slot.state.lock().stage = "waiting";
+        slot.state.lock().stage = Phase::Waiting;
         let order = {
             let mut convs = self.convs.lock();
             let conv = convs
@@ -145,9 +146,9 @@ impl Turns {
             TurnGuard { turns: self, conversation: conversation.to_string(), slot: slot.clone(), _order: None };
         tokio::select! {
             g = order.lock_owned() => guard._order = Some(g),
-            _ = slot.cancelled() => return Err(Superseded { stage: "waiting" }),
+            _ = slot.cancelled() => return Err(Superseded { stage: Phase::Waiting }),
         }
-        slot.stage("preparing")?;
+        slot.stage(Phase::Preparing)?;
         Ok(guard)
     }
 
@@ -179,7 +180,7 @@ mod tests {
     async fn a_newer_turn_cancels_an_unpinned_one_and_waits_for_a_pinned_one() {
         let turns = Turns::default();
         let first = turns.enter("c").await.unwrap();
-        first.slot.stage("routing").unwrap();
+        first.slot.stage(Phase::Routing).unwrap();
         // the second turn cancels the first (not pinned) and then waits for its guard
         let second = {
             let turns = &turns;
@@ -187,11 +188,11 @@ mod tests {
         };
         let (r, _) = tokio::join!(second, async {
             first.slot.cancelled().await;
-            assert_eq!(first.slot.check(), Err(Superseded { stage: "routing" }));
+            assert_eq!(first.slot.check(), Err(Superseded { stage: Phase::Routing }));
             assert!(first.slot.cancel.is_cancelled());
             drop(first);
         });
-        assert_eq!(r.unwrap(), "preparing");
+        assert_eq!(r.unwrap(), Phase::Preparing);
         assert_eq!(turns.active("c"), 0);
 
         // a pinned turn is not cancelled
@@ -222,6 +223,6 @@ mod tests {
         let results = [w.is_ok(), n.is_ok()];
         assert_eq!(results.iter().filter(|ok| **ok).count(), 1, "one of the two newer turns runs");
         let failed = if w.is_err() { w.err() } else { n.err() };
-        assert_eq!(failed.map(|s| s.stage), Some("waiting"));
+        assert_eq!(failed.map(|s| s.stage), Some(Phase::Waiting));
     }
 }

@@ -16,7 +16,7 @@ use crate::app::App;
 use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
-use crate::conversations::{self, NewMessage, store as conv_store};
+use crate::conversations::{self, Channel, NewConversation, NewMessage, Role, Visibility};
 use crate::documents::{decode_cursor, encode_cursor};
 use crate::error::{Error, ErrorCode, Result};
 use crate::storage::Tx;
@@ -102,8 +102,8 @@ fn view(c: &rusqlite::Connection, e: &Execution, transcripts: bool) -> Result<Va
     for s in &e.sides {
         let mut v = json!({"label": s.label, "revisionId": s.revision_id, "conversationId": s.conversation_id});
         if transcripts {
-            let msgs = conv_store::messages_after(c, &s.conversation_id, 0, 500)?;
-            v["messages"] = json!(msgs.iter().map(conversations::Message::view).collect::<Vec<_>>());
+            let msgs = conversations::messages_after(c, &s.conversation_id, 0, 500)?;
+            v["messages"] = json!(conversations::api::messages(&msgs));
         }
         sides.push(v);
     }
@@ -167,21 +167,21 @@ fn thaw_values(app: &App, ws: &str, e: &Execution) -> Result<Vec<(String, Value)
 }
 
 fn copy_seed(tx: &Tx, ws: &str, seed: &conversations::Conversation, side_cid: &str, now: &str) -> Result<usize> {
-    let msgs = conv_store::messages_after(tx, &seed.id, 0, 10_000)?;
+    let msgs = conversations::messages_after(tx, &seed.id, 0, 10_000)?;
     let mut n = 0;
-    for m in msgs.iter().filter(|m| m.role == "user" || m.role == "assistant") {
+    for m in msgs.iter().filter(|m| matches!(m.role, Role::User | Role::Assistant)) {
         let mut meta = m.metadata.clone();
         if let Some(o) = meta.as_object_mut() {
             o.remove("turnFailure");
             o.insert("seededFrom".into(), json!(m.id));
         }
-        conv_store::append(
+        conversations::append_message(
             tx,
             ws,
             &NewMessage {
                 conversation_id: side_cid,
-                role: &m.role,
-                source: &m.source,
+                role: m.role,
+                source: m.source,
                 content: &m.content,
                 citations: m.citations.clone(),
                 metadata: meta,
@@ -192,7 +192,7 @@ fn copy_seed(tx: &Tx, ws: &str, seed: &conversations::Conversation, side_cid: &s
         )?;
         n += 1;
     }
-    conv_store::set_state(tx, side_cid, &seed.state, now)?;
+    conversations::set_state(tx, side_cid, &seed.state, now)?;
     Ok(n)
 }
 
@@ -279,18 +279,15 @@ pub fn start(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: StartIn
         let frozen = if needs_draft { Some(agent::draft_snapshot(tx, &ws, agent_id)?.1) } else { None };
         let mut sides = Vec::new();
         for (label, rid) in side_revisions {
-            let cid = crate::ids::new_id();
-            conv_store::insert(
+            let cid = conversations::start(
                 tx,
-                &conv_store::NewConversation {
-                    id: &cid,
+                &NewConversation {
                     workspace_id: &ws.0,
                     agent_id,
                     revision_id: rid.as_deref(),
-                    channel: "test",
-                    visibility: "test",
+                    channel: Channel::Test,
+                    visibility: Visibility::Test,
                     test_execution_id: Some(&id),
-                    state: &json!({}),
                     started_by: p.user_id.as_ref().map(|u| u.0.as_str()),
                 },
                 &now,
@@ -416,7 +413,8 @@ pub async fn send(app: Arc<App>, agent_id: &str, id: &str, turns: Vec<(Side, Tur
     let mut results = Vec::new();
     for (side, input) in turns {
         let reply: Reply = super::execute(app.clone(), input, None).await?;
-        results.push(json!({"label": side.label, "revisionId": side.revision_id, "conversationId": side.conversation_id, "reply": reply.rest()}));
+        let reply = super::api::rest(&reply);
+        results.push(json!({"label": side.label, "revisionId": side.revision_id, "conversationId": side.conversation_id, "reply": reply}));
     }
     Ok(json!({"executionId": id, "agentId": agent_id, "results": results}))
 }

@@ -8,6 +8,7 @@ use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::kinds::{Availability, Outcome, RouteKind, StageStatus, TraceStage};
 use crate::app::App;
 use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
@@ -19,9 +20,8 @@ use crate::storage::Tx;
 #[serde(rename_all = "camelCase")]
 pub struct Stage {
     pub id: String,
-    pub kind: &'static str,
-    /// applied, rejected, failed, skipped
-    pub status: &'static str,
+    pub kind: TraceStage,
+    pub status: StageStatus,
     pub outputs: Value,
     pub started_at: String,
     pub completed_at: String,
@@ -52,7 +52,7 @@ impl TraceBuilder {
     }
 
     /// Records a stage that ran since the previous one.
-    pub fn stage(&mut self, app: &App, kind: &'static str, status: &'static str, outputs: Value) {
+    pub fn stage(&mut self, app: &App, kind: TraceStage, status: StageStatus, outputs: Value) {
         let now = Instant::now();
         let at = rfc3339(app.clock.now());
         self.stages.push(Stage {
@@ -126,9 +126,9 @@ pub struct TurnRecord<'a> {
     pub message_id: Option<&'a str>,
     pub request_id: Option<&'a str>,
     pub surface: &'a str,
-    pub route: Option<&'a str>,
-    pub outcome: &'a str,
-    pub availability: &'a str,
+    pub route: Option<RouteKind>,
+    pub outcome: Outcome,
+    pub availability: Availability,
     pub coverage: Option<&'a str>,
     pub reason: Option<&'a str>,
     pub grounding: Option<Grounding>,
@@ -152,9 +152,9 @@ pub fn insert(tx: &Tx, r: &TurnRecord, now: &str) -> Result<()> {
             r.message_id,
             r.request_id,
             r.surface,
-            r.route,
-            r.outcome,
-            r.availability,
+            r.route.map(RouteKind::as_str),
+            r.outcome.as_str(),
+            r.availability.as_str(),
             r.coverage,
             r.reason,
             g.map(|g| g.verdict),

@@ -18,7 +18,8 @@ use crate::app::App;
 use crate::conversations::{self, ListQuery};
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, Path, Query};
-use crate::turn::{self, ChatBody, StreamEvent, test_exec, trace};
+use crate::turn::api::ChatBody;
+use crate::turn::{self, StreamEvent, TurnError, test_exec, trace};
 use axum::Router;
 use axum::routing;
 
@@ -59,14 +60,15 @@ pub async fn default_chat(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<C
 
 async fn chat(app: Arc<App>, ctx: Ctx, agent: Option<String>, body: ChatBody) -> Result<Response> {
     let stream = body.stream;
+    let command = body.command()?;
     let request_id = ctx.request_id.clone();
     let actor = ctx.actor();
-    let mut input = app.blocking(move |app| turn::prepare_chat(app, &ctx.p, agent.as_deref(), &body)).await?;
+    let mut input = app.blocking(move |app| turn::prepare_chat(app, &ctx.p, agent.as_deref(), command)).await?;
     input.request_id = request_id;
     input.actor = actor;
     if !stream {
         let reply = turn::execute(app, input, None).await?;
-        return Ok(axum::Json(reply.rest()).into_response());
+        return Ok(axum::Json(turn::api::rest(&reply)).into_response());
     }
     let cid = input.conversation_id.clone();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -74,16 +76,8 @@ async fn chat(app: Arc<App>, ctx: Ctx, agent: Option<String>, body: ChatBody) ->
     tokio::spawn(async move {
         let last = match turn::execute(app, input, Some(tx)).await {
             Ok(reply) => StreamEvent::Done(Box::new(reply)),
-            Err(e) if e.code == crate::ErrorCode::ChatTurnSuperseded => StreamEvent::Cancelled {
-                conversation_id: e
-                    .details
-                    .as_ref()
-                    .and_then(|d| d["conversationId"].as_str())
-                    .unwrap_or_default()
-                    .to_string(),
-                stage: e.details.as_ref().and_then(|d| d["stage"].as_str()).unwrap_or("rendering").to_string(),
-            },
-            Err(e) => StreamEvent::Failed(e),
+            Err(TurnError::Superseded { conversation_id, stage }) => StreamEvent::Cancelled { conversation_id, stage },
+            Err(TurnError::Failed(e)) => StreamEvent::Failed(e),
         };
         let _ = final_tx.send(last);
     });
@@ -111,7 +105,7 @@ fn sse(
         let (event, terminal) = match ev {
             StreamEvent::Status(stage) => (Event::default().event("status").json_data(json!({"stage": stage})), false),
             StreamEvent::Chunk(text) => (Event::default().event("chunk").json_data(json!({"text": text})), false),
-            StreamEvent::Done(reply) => (Event::default().event("done").json_data(reply.rest()), true),
+            StreamEvent::Done(reply) => (Event::default().event("done").json_data(turn::api::rest(&reply)), true),
             StreamEvent::Cancelled { conversation_id, stage } => (
                 Event::default()
                     .event("cancelled")
@@ -173,7 +167,7 @@ pub async fn history(
             )
         })
         .await?;
-    Ok(axum::Json(v))
+    Ok(axum::Json(conversations::api::page(&v)))
 }
 
 #[derive(Deserialize)]
@@ -188,7 +182,8 @@ pub async fn conversation(
     Path(id): Path<String>,
     Query(q): Query<CursorQuery>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| conversations::get(app, &ctx.p, &id, q.cursor.as_deref())).await?))
+    let d = app.blocking(move |app| conversations::get(app, &ctx.p, &id, q.cursor.as_deref())).await?;
+    Ok(axum::Json(conversations::api::detail(&d)))
 }
 
 pub async fn tail(
@@ -197,7 +192,8 @@ pub async fn tail(
     Path(id): Path<String>,
     Query(q): Query<CursorQuery>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| conversations::tail(app, &ctx.p, &id, q.cursor.as_deref())).await?))
+    let t = app.blocking(move |app| conversations::tail(app, &ctx.p, &id, q.cursor.as_deref())).await?;
+    Ok(axum::Json(conversations::api::tail(&t)))
 }
 
 pub async fn get_trace(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
