@@ -54,7 +54,7 @@ pub async fn ingest_cranfield(
     concurrency: usize,
 ) -> anyhow::Result<(IngestRun, ChildServer)> {
     let s = ChildServer::start(&[])?;
-    s.send(reqwest::Method::PUT, "/api/v1/settings/ingestion", ingestion).await?;
+    s.send_session(reqwest::Method::PUT, "/api/v1/settings/ingestion", ingestion).await?;
     let docs = cranfield_docs(c);
     let n = docs.len();
     let started = Instant::now();
@@ -179,7 +179,7 @@ pub struct SyntheticReport {
 
 pub async fn synthetic(c: &Collection, chunks: usize, concurrency: usize) -> anyhow::Result<SyntheticReport> {
     let s = ChildServer::start(&[])?;
-    s.send(
+    s.send_session(
         reqwest::Method::PUT,
         "/api/v1/settings/ingestion",
         &json!({"chunkingStrategy": "fixed_window", "fixedWindowChunkSize": 600, "fixedWindowChunkOverlap": 0}),

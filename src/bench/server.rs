@@ -79,6 +79,37 @@ impl ChildServer {
         Ok(v)
     }
 
+    /// Like [`send`](Self::send), signed in as the bootstrap owner with a dashboard session (the
+    /// session-only settings routes refuse the token).
+    pub async fn send_session(&self, method: reqwest::Method, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let login = self
+            .http
+            .post(format!("{}/api/v1/auth/login", self.base))
+            .json(&serde_json::json!({"email": "bench@example.com", "password": "bench-password"}))
+            .send()
+            .await?;
+        anyhow::ensure!(login.status().is_success(), "sign-in failed: {}", login.status());
+        let cookie = login
+            .headers()
+            .get_all(reqwest::header::SET_COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()?.split(';').next().map(str::to_string))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let r = self
+            .http
+            .request(method.clone(), format!("{}{path}", self.base))
+            .header(reqwest::header::COOKIE, cookie)
+            .header(reqwest::header::ORIGIN, &self.base)
+            .json(body)
+            .send()
+            .await?;
+        let status = r.status();
+        let v: Value = r.json().await?;
+        anyhow::ensure!(status.is_success(), "{method} {path}: {status} {v}");
+        Ok(v)
+    }
+
     /// Waits (server-side long poll) until nothing is queued or processing.
     pub async fn wait_idle(&self) -> anyhow::Result<Value> {
         loop {
