@@ -1,5 +1,6 @@
 //! The command line: `serve` (the default), `admin bootstrap`, `doctor`, and the maintenance and
 //! benchmark commands.
+#![allow(clippy::print_stdout, reason = "the command line prints its results")]
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -551,6 +552,7 @@ async fn knowledge_report(
             knowledge_stop(old);
         }
     }
+    #[allow(clippy::expect_used, reason = "the loop runs at least once")]
     let server = last.expect("at least one run");
     let modes = knowledge::evaluate(&server, c).await?;
     let peak_after_queries = server.rss().0;

@@ -127,6 +127,7 @@ impl Config {
         let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(2);
         Config {
             data_dir: data_dir.into(),
+            #[allow(clippy::expect_used, reason = "the default address is a constant that parses")]
             listen: DEFAULT_LISTEN.parse().expect("default listen address"),
             models_dir: None,
             log_format: LogFormat::Text,

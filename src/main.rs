@@ -1,3 +1,6 @@
+//! The `steward` binary: parses the command line and hands it to `steward::cli::run`.
+#![allow(clippy::print_stdout, reason = "the command line prints its results")]
+
 use std::process::ExitCode;
 
 use clap::Parser;

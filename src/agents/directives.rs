@@ -411,6 +411,7 @@ impl Directive {
     /// The API shape, with the chip (if bound) located in the action text and its status.
     pub fn view(&self, skills: &[skills::Skill]) -> Value {
         let mut v = serde_json::to_value(&self.body).unwrap_or(json!({}));
+        #[allow(clippy::expect_used, reason = "a struct serializes to an object")]
         let m = v.as_object_mut().expect("object");
         m.insert("id".into(), json!(self.id));
         m.insert("agentId".into(), json!(self.agent_id));

@@ -357,6 +357,7 @@ fn logo_info(c: &Connection, id: &str) -> Result<Option<Value>> {
 
 pub fn view(c: &Connection, a: &Agent) -> Result<Value> {
     let mut v = serde_json::to_value(&a.settings)?;
+    #[allow(clippy::expect_used, reason = "a struct serializes to an object")]
     let m = v.as_object_mut().expect("object");
     m.insert("id".into(), json!(a.id));
     m.insert("workspaceId".into(), json!(a.workspace_id.0));

@@ -16,6 +16,7 @@ pub const MIN_PASSWORD_CHARS: usize = 8;
 pub const MAX_PASSWORD_CHARS: usize = 256;
 
 /// OWASP's argon2id baseline: 19 MiB, 2 passes, 1 lane.
+#[allow(clippy::expect_used, reason = "constant parameters within argon2 bounds")]
 fn params() -> Params {
     Params::new(19 * 1024, 2, 1, None).expect("argon2 params")
 }

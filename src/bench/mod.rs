@@ -1,4 +1,5 @@
 //! `steward bench …`: the benchmarks behind the figures in docs/performance.md.
+#![allow(clippy::print_stdout, reason = "benchmarks print their reports")]
 
 pub mod auth;
 pub mod chat;

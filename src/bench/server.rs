@@ -143,6 +143,7 @@ fn spawn_serve(data: &Path, env: &[(&str, String)]) -> anyhow::Result<(Child, St
     }
     let mut child = cmd.spawn()?;
     let mut line = String::new();
+    #[allow(clippy::expect_used, reason = "stdout is piped by the spawn above")]
     BufReader::new(child.stdout.take().expect("piped")).read_line(&mut line)?;
     let base = line
         .trim()

@@ -373,6 +373,7 @@ fn apply(doc: &Doc, types: &[(String, &'static str, Vec<document_types::FieldInp
         .filter_map(|k| k.as_str().map(str::to_string))
         .collect();
     let mut metadata = if doc.metadata.is_object() { doc.metadata.clone() } else { json!({}) };
+    #[allow(clippy::expect_used, reason = "metadata is always an object here")]
     let m = metadata.as_object_mut().expect("object");
     for k in &previous {
         if !fields.contains_key(k) {

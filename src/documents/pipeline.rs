@@ -54,6 +54,7 @@ impl Pipeline {
 
     pub fn start(app: &Arc<App>) {
         let a = app.clone();
+        #[allow(clippy::expect_used, reason = "a process that cannot start its pipeline thread cannot serve")]
         let t = std::thread::Builder::new()
             .name("steward-embed".into())
             .spawn(move || run(&a))

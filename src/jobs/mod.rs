@@ -228,6 +228,7 @@ impl Jobs {
         let mut threads = app.jobs.threads.lock();
         for i in 0..n {
             let app = app.clone();
+            #[allow(clippy::expect_used, reason = "a process that cannot start its worker threads cannot serve")]
             let t = std::thread::Builder::new()
                 .name(format!("steward-worker-{i}"))
                 .spawn(move || worker_loop(&app, i))

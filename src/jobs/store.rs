@@ -1,3 +1,6 @@
+//! SQL for the job queue (private to `jobs`): enqueue, claim with leases, finish, retry, dead
+//! jobs, orphan recovery and the depth gauges.
+
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 

@@ -5,8 +5,8 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::search::text::Terms;
 use serde::Serialize;
-use tantivy::tokenizer::{Language, LowerCaser, SimpleTokenizer, Stemmer, TextAnalyzer};
 
 /// The provider id reported for answers composed this way.
 pub const PROVIDER: &str = "builtin";
@@ -102,18 +102,12 @@ pub struct Composed {
     pub coverage: f32,
 }
 
-fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(SimpleTokenizer::default()).filter(LowerCaser).filter(Stemmer::new(Language::English)).build()
+fn analyzer() -> Terms {
+    Terms::default()
 }
 
-fn terms(a: &mut TextAnalyzer, text: &str, stop: bool) -> Vec<String> {
-    let mut out = Vec::new();
-    {
-        let mut s = a.token_stream(text);
-        while let Some(t) = s.next() {
-            out.push(t.text.clone());
-        }
-    }
+fn terms(a: &mut Terms, text: &str, stop: bool) -> Vec<String> {
+    let mut out = a.of(text);
     if stop {
         let stops: HashSet<String> = STOP_WORDS.iter().flat_map(|w| terms(a, w, false)).collect();
         out.retain(|t| !stops.contains(t));

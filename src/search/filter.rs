@@ -153,7 +153,12 @@ fn parse_at(v: &Value, path: &str, depth: usize, budget: &mut usize) -> Result<F
             }
         }
     }
-    Ok(if clauses.len() == 1 { clauses.pop().expect("one clause") } else { Filter::And(clauses) })
+    if clauses.len() == 1
+        && let Some(only) = clauses.pop()
+    {
+        return Ok(only);
+    }
+    Ok(Filter::And(clauses))
 }
 
 fn parse_op(op: &str, arg: &Value, p: &str) -> Result<Op> {

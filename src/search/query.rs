@@ -160,6 +160,7 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
     // When the lexical feedback comes from the lexical ranking, its second pass runs at once.
     let lexical = if r.mode == Mode::Vector { Vec::new() } else { lexical_pass(&terms)? };
     let early_lexical2 = if lexical_feedback_first && r.mode != Mode::Vector {
+        #[allow(clippy::expect_used, reason = "set on the feedback round, which is the only caller")]
         let fb = t.feedback.expect("feedback");
         let keys: Vec<u64> = lexical.iter().take(fb.docs).map(|c| c.0).collect();
         Some(lexical_pass(&expand_from(&keys)?)?)

@@ -212,7 +212,35 @@ const QUERY_STOP_WORDS: &[&str] = &[
     "yours",
 ];
 
+/// English terms as the answerer compares them: words, lowercased and stemmed (no stop words
+/// removed, no length limit), so its overlap counts agree with how the index sees the text.
+pub struct Terms(TextAnalyzer);
+
+impl Default for Terms {
+    fn default() -> Self {
+        Terms(
+            TextAnalyzer::builder(SimpleTokenizer::default())
+                .filter(LowerCaser)
+                .filter(Stemmer::new(Language::English))
+                .build(),
+        )
+    }
+}
+
+impl Terms {
+    /// The terms of `text`, in order.
+    pub fn of(&mut self, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut s = self.0.token_stream(text);
+        while let Some(t) = s.next() {
+            out.push(t.text.clone());
+        }
+        out
+    }
+}
+
 fn analyzer() -> TextAnalyzer {
+    #[allow(clippy::expect_used, reason = "English stop words are built into tantivy")]
     let stop = StopWordFilter::new(Language::English).expect("English stop words");
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))
@@ -223,6 +251,7 @@ fn analyzer() -> TextAnalyzer {
 }
 
 fn query_analyzer() -> TextAnalyzer {
+    #[allow(clippy::expect_used, reason = "English stop words are built into tantivy")]
     let stop = StopWordFilter::new(Language::English).expect("English stop words");
     TextAnalyzer::builder(SimpleTokenizer::default())
         .filter(RemoveLongFilter::limit(40))

@@ -20,6 +20,18 @@ use crate::error::{Error, Result};
 use crate::ids::{OrgId, UserId, WorkspaceId};
 
 pub use rusqlite::{OptionalExtension, params, params_from_iter};
+impl From<rusqlite::Error> for Error {
+    fn from(e: rusqlite::Error) -> Self {
+        Error::internal(e)
+    }
+}
+
+impl From<r2d2::Error> for Error {
+    fn from(e: r2d2::Error) -> Self {
+        Error::unavailable("the database is busy; try again").with_source(e)
+    }
+}
+
 pub type Conn = Connection;
 pub type Tx<'a> = Transaction<'a>;
 pub type Row<'a> = rusqlite::Row<'a>;

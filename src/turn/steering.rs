@@ -299,6 +299,7 @@ pub fn select_binding(agent: &AgentConfig, matched: &[Matched], route: RouteKind
         b.priority().cmp(&a.priority()).then(b.confidence.total_cmp(&a.confidence)).then(a.name().cmp(b.name()))
     });
     let winner = candidates.first().map(|m| {
+        #[allow(clippy::expect_used, reason = "only bound directives reach here")]
         let b = m.directive.body.binding.as_ref().expect("bound");
         let cap = agent.skill(&b.skill_name).map(|s| s.capability.clone()).unwrap_or_default();
         (m.directive.id.clone(), b.skill_name.clone(), cap)

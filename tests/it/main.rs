@@ -1,4 +1,5 @@
 //! One integration-test binary (one link step), a module per area.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, reason = "test code: a failure should panic")]
 
 mod fake_llm;
 mod fixtures;
@@ -18,4 +19,5 @@ mod models;
 mod readme;
 mod recovery;
 mod search;
+mod tidy;
 mod tokens;

@@ -1,6 +1,7 @@
 //! Parsing untrusted binary files in a child `steward` process (`steward internal extract`) with a
 //! wall-clock timeout and CPU and memory limits. A crash, hang or memory blow-up in a parser fails
 //! that one document with a reason; the server is untouched.
+#![allow(clippy::print_stdout, reason = "the extraction child answers its parent on stdout")]
 
 use std::io::Read;
 use std::path::Path;
@@ -41,6 +42,7 @@ pub fn extract_isolated(
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| ExtractError(format!("the file reader could not start ({e})")))?;
+    #[allow(clippy::expect_used, reason = "stdout is piped by the spawn above")]
     let mut stdout = child.stdout.take().expect("piped stdout");
     let reader = std::thread::spawn(move || {
         let mut out = Vec::new();

@@ -1,3 +1,5 @@
+//! The HTTP handlers by area; each area module registers its own routes (`routes()`).
+
 pub mod account;
 pub mod agents;
 pub mod chat;
