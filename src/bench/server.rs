@@ -73,10 +73,7 @@ impl ChildServer {
             .json(body)
             .send()
             .await?;
-        let status = r.status();
-        let v: Value = r.json().await?;
-        anyhow::ensure!(status.is_success(), "{method} {path}: {status} {v}");
-        Ok(v)
+        success(&method, path, r).await
     }
 
     /// Like [`send`](Self::send), signed in as the bootstrap owner with a dashboard session (the
@@ -104,10 +101,7 @@ impl ChildServer {
             .json(body)
             .send()
             .await?;
-        let status = r.status();
-        let v: Value = r.json().await?;
-        anyhow::ensure!(status.is_success(), "{method} {path}: {status} {v}");
-        Ok(v)
+        success(&method, path, r).await
     }
 
     /// Waits (server-side long poll) until nothing is queued or processing.
@@ -129,6 +123,14 @@ impl ChildServer {
         let _ = Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status();
         let _ = self.child.wait();
     }
+}
+
+/// The JSON body of a successful response, or an error naming the request, status and body.
+async fn success(method: &reqwest::Method, path: &str, r: reqwest::Response) -> anyhow::Result<Value> {
+    let status = r.status();
+    let v: Value = r.json().await?;
+    anyhow::ensure!(status.is_success(), "{method} {path}: {status} {v}");
+    Ok(v)
 }
 
 /// Starts `steward serve` on `data` (port chosen by the OS); returns the child and its base URL.

@@ -479,22 +479,15 @@ impl Turn<'_> {
             )?;
             let state = if cover.handoff { hand_off(app, tx, input, &now)? } else { OwnershipState::AiOwned };
             let record = TurnRecord {
-                trace_id: &input.turn_id,
-                workspace_id: &input.workspace.0,
-                conversation_id: Some(&input.conversation_id),
-                agent_id: Some(&input.agent.agent_id),
-                revision_id: input.agent.revision_id.as_deref(),
                 user_message_id: Some(&g.user_msg.id),
                 message_id: Some(&m.id),
-                request_id: input.request_id.as_deref(),
-                surface: input.surface.as_str(),
                 route: Some(plan.route.kind),
                 outcome: composed.outcome,
                 availability: cover.view.availability,
                 coverage: cover.view.coverage.as_deref(),
                 reason: cover.view.reason.as_deref(),
                 grounding: composed.grounding,
-                trace: &trace_json,
+                ..record_of(input, &trace_json)
             };
             trace::insert(tx, &record, &now)?;
             Ok((m.id, state))
@@ -546,22 +539,9 @@ impl Turn<'_> {
                 None => None,
             };
             let record = TurnRecord {
-                trace_id: &input.turn_id,
-                workspace_id: &input.workspace.0,
-                conversation_id: Some(&input.conversation_id),
-                agent_id: Some(&input.agent.agent_id),
-                revision_id: input.agent.revision_id.as_deref(),
                 user_message_id: base.user_message_id.as_deref(),
                 message_id: mid.as_deref(),
-                request_id: input.request_id.as_deref(),
-                surface: input.surface.as_str(),
-                route: None,
-                outcome: Outcome::Suppressed,
-                availability: Availability::NotRecorded,
-                coverage: None,
-                reason: None,
-                grounding: None,
-                trace: &trace_json,
+                ..record_of(input, &trace_json)
             };
             trace::insert(tx, &record, &now)?;
             Ok(mid)
@@ -576,6 +556,29 @@ impl Turn<'_> {
             trace: input.include_debug.then_some(trace_json),
             ..base
         })
+    }
+}
+
+/// The trace record of a turn in a conversation, as far as its input says: no messages, no route,
+/// `suppressed` with no coverage until the caller fills in what the turn did.
+fn record_of<'a>(input: &'a TurnInput, trace: &'a Value) -> TurnRecord<'a> {
+    TurnRecord {
+        trace_id: &input.turn_id,
+        workspace_id: &input.workspace.0,
+        conversation_id: Some(&input.conversation_id),
+        agent_id: Some(&input.agent.agent_id),
+        revision_id: input.agent.revision_id.as_deref(),
+        user_message_id: None,
+        message_id: None,
+        request_id: input.request_id.as_deref(),
+        surface: input.surface.as_str(),
+        route: None,
+        outcome: Outcome::Suppressed,
+        availability: Availability::NotRecorded,
+        coverage: None,
+        reason: None,
+        grounding: None,
+        trace,
     }
 }
 

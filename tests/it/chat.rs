@@ -37,14 +37,6 @@ async fn chat(t: &TestApp, a: &Auth, body: Value) -> Value {
     r.json()
 }
 
-async fn default_agent(t: &TestApp, a: &Auth) -> String {
-    let list = t.get("/api/v1/agents", a).await.json();
-    list["agents"].as_array().unwrap().iter().find(|x| x["isDefault"] == true).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// Publishes the agent's current draft.
 async fn publish(t: &TestApp, a: &Auth, agent: &str) {
     let state = t.get(&format!("/api/v1/agents/{agent}/revision-state"), a).await.json();
@@ -151,7 +143,7 @@ async fn a_grounded_answer_has_the_documented_envelope() {
         assert!(retrieved.contains(&c["chunkId"].as_str().unwrap()));
     }
     // the default agent is reachable by id too, and the agent-scoped route is the same turn engine
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     let r = t
         .post(
             &format!("/api/v1/agents/{agent}/chat"),
@@ -191,7 +183,7 @@ async fn an_empty_workspace_declines_briefly_as_a_grounding_gap() {
 async fn a_retrieval_miss_hands_off_and_a_human_owned_conversation_suppresses_the_ai() {
     let t = TestApp::new();
     let owner = t.owner().await;
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     t.put(&format!("/api/v1/agents/{agent}"), &owner, json!({"handoffOnRetrievalMiss": true})).await.assert_status(200);
     // a draft setting does nothing until it is published
     let v = chat(&t, &owner, json!({"message": "Do you repair vintage radios?"})).await;
@@ -259,7 +251,7 @@ async fn directives_match_and_one_binding_wins() {
     let t = TestApp::new();
     let owner = t.owner().await;
     corpus(&t, &owner).await;
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     let base = format!("/api/v1/agents/{agent}");
     for (name, cfg) in [("returns_lookup", json!({"vectorTopK": 5})), ("shipping_lookup", json!({"vectorTopK": 5}))] {
         t.post(
@@ -315,7 +307,7 @@ async fn conversations_keep_their_revision_and_drafts_never_leak() {
     let t = TestApp::new();
     let owner = t.owner().await;
     corpus(&t, &owner).await;
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     let first = chat(&t, &owner, json!({"message": "How long does standard shipping take?"})).await;
     assert_eq!(first["diagnostics"]["retrievalInvoked"], true);
     let cid = first["conversationId"].as_str().unwrap().to_string();
@@ -596,7 +588,7 @@ async fn an_out_of_scope_decline_is_not_a_grounding_gap_and_does_not_hand_off() 
     let t = with_model(&fake);
     let owner = t.owner().await;
     corpus(&t, &owner).await;
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     t.put(&format!("/api/v1/agents/{agent}"), &owner, json!({"handoffOnRetrievalMiss": true})).await.assert_status(200);
     publish(&t, &owner, &agent).await;
     let v = chat(&t, &owner, json!({"message": "Write me a poem about shipping containers"})).await;
@@ -610,7 +602,7 @@ async fn retrieval_only_answers_run_on_defaults_or_as_an_agent() {
     let t = TestApp::new();
     let owner = t.owner().await;
     corpus(&t, &owner).await;
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     let r = t
         .post("/api/v1/retrieval/answer", &owner, json!({"query": "How many days do I have to return an item?"}))
         .await;
@@ -707,7 +699,7 @@ async fn test_executions_are_private_seeded_and_frozen() {
     let t = TestApp::new();
     let owner = t.owner().await;
     corpus(&t, &owner).await;
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     let base = format!("/api/v1/agents/{agent}/test-executions");
     let visitor = chat(&t, &owner, json!({"message": "How long does standard shipping take?"})).await;
     let seed = visitor["conversationId"].as_str().unwrap().to_string();
@@ -801,7 +793,7 @@ async fn a_default_local_model_composes_and_leaves_side_calls_to_built_in_method
     let owner = t.owner().await;
     t.doc(&owner, "Opening hours", "The shop is open from nine to five on weekdays.", json!({})).await;
     t.drain();
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     t.post(
         &format!("/api/v1/agents/{agent}/directives"),
         &owner,

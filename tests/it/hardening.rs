@@ -16,14 +16,6 @@ use crate::support::{Auth, TestApp};
 const RETURNS: &str = "Returns policy. Items can be returned within 30 days of delivery for a full refund. \
     The return window starts on the day the parcel arrives.";
 
-async fn default_agent(t: &TestApp, a: &Auth) -> String {
-    let list = t.get("/api/v1/agents", a).await.json();
-    list["agents"].as_array().unwrap().iter().find(|x| x["isDefault"] == true).unwrap()["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// Materializes and publishes the agent's draft (the candidate body left empty, as the spec allows).
 async fn publish(t: &TestApp, a: &Auth, agent: &str) {
     let state = t.get(&format!("/api/v1/agents/{agent}/revision-state"), a).await.json();
@@ -208,7 +200,7 @@ async fn a_dotted_capital_i_is_answered_under_every_retrieval_strategy() {
     let owner = t.owner().await;
     t.doc(&owner, "Returns", RETURNS, json!({})).await;
     t.drain();
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     for strategy in ["auto", "reasoning", "fixed"] {
         t.put(
             &format!("/api/v1/agents/{agent}"),
@@ -302,7 +294,7 @@ async fn settings_that_change_state_take_the_dashboard_session() {
 async fn a_candidate_needs_no_body_and_the_generation_guard_stays_optional() {
     let t = TestApp::new();
     let owner = t.owner().await;
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     t.put(&format!("/api/v1/agents/{agent}"), &owner, json!({"customInstruction": "Be brief."}))
         .await
         .assert_status(200);
@@ -385,7 +377,7 @@ async fn context_values_reach_the_model_as_their_surfacing_says_and_sensitive_on
     let owner = t.owner().await;
     t.doc(&owner, "Returns", RETURNS, json!({})).await;
     t.drain();
-    let agent = default_agent(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
     t.put(
         &format!("/api/v1/agents/{agent}"),
         &owner,

@@ -75,6 +75,15 @@ pub fn test_config(dir: &std::path::Path) -> Config {
 }
 
 impl TestApp {
+    /// The id of the workspace's default agent.
+    pub async fn default_agent(&self, a: &Auth) -> String {
+        let list = self.get("/api/v1/agents", a).await.json();
+        list["agents"].as_array().unwrap().iter().find(|x| x["isDefault"] == true).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     pub fn new() -> TestApp {
         Self::build(|_| {}, vec![])
     }
