@@ -5,11 +5,10 @@
 //! `CONNECTOR_ENCRYPTION_KEY`, bound to workspace, variable and scope; without the key they cannot
 //! be stored: 503 `encryption_not_configured`), never returned by the values API, traced or logged.
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{get_in, touch};
+use super::{get_in, store, touch};
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
@@ -17,6 +16,7 @@ use crate::clock::rfc3339;
 use crate::crypto::{self, Sealed};
 use crate::error::{Error, Result};
 use crate::ids::WorkspaceId;
+use crate::storage::{Conn, Tx};
 
 pub const SURFACING: [&str; 3] = ["always", "on_reference", "operator_only"];
 pub const SCOPES: [&str; 4] = ["session", "customer", "agent", "workspace"];
@@ -36,41 +36,13 @@ pub struct Variable {
 }
 
 impl Variable {
-    pub fn view(&self) -> Value {
-        json!({"id": self.id, "name": self.name, "description": self.description, "valueType": self.value_type,
-               "trustTier": self.trust_tier, "sensitivity": self.sensitivity, "defaultSurfacing": self.default_surfacing,
-               "createdAt": self.created_at, "updatedAt": self.updated_at})
-    }
     pub fn sensitive(&self) -> bool {
         self.sensitivity == "sensitive"
     }
 }
 
-const COLS: &str =
-    "id, name, description, value_type, trust_tier, sensitivity, default_surfacing, created_at, updated_at";
-
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Variable> {
-    Ok(Variable {
-        id: r.get(0)?,
-        name: r.get(1)?,
-        description: r.get(2)?,
-        value_type: r.get(3)?,
-        trust_tier: r.get(4)?,
-        sensitivity: r.get(5)?,
-        default_surfacing: r.get(6)?,
-        created_at: r.get(7)?,
-        updated_at: r.get(8)?,
-    })
-}
-
-pub fn find(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Variable> {
-    c.query_row(
-        &format!("SELECT {COLS} FROM context_variables WHERE id = ?1 AND workspace_id = ?2"),
-        params![id, ws.0],
-        row,
-    )
-    .optional()?
-    .ok_or_else(|| Error::not_found("context variable"))
+pub fn find(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Variable> {
+    variable(c, ws, id)?.ok_or_else(|| Error::not_found("context variable"))
 }
 
 #[derive(Debug, Deserialize)]
@@ -144,33 +116,24 @@ fn apply(cur: Option<&Variable>, i: VariableInput) -> Result<Variable> {
 }
 
 /// Every agent with this variable enabled: their drafts change when it does.
-fn touch_agents(tx: &crate::storage::Tx, variable_id: &str, now: &str) -> Result<()> {
-    let agents: Vec<String> = {
-        let mut st = tx.prepare("SELECT agent_id FROM agent_context_variables WHERE variable_id = ?1")?;
-        st.query_map([variable_id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?
-    };
-    for a in agents {
+fn touch_agents(tx: &Tx, variable_id: &str, now: &str) -> Result<()> {
+    for a in store::agents_enabling(tx, variable_id)? {
         touch(tx, &a, now)?;
     }
     Ok(())
 }
 
-pub fn list(app: &App, p: &Principal) -> Result<Value> {
+pub fn list(app: &App, p: &Principal) -> Result<Vec<Variable>> {
     p.require(Perm::AgentsRead)?;
-    app.db.read(|c| {
-        let mut st =
-            c.prepare(&format!("SELECT {COLS} FROM context_variables WHERE workspace_id = ?1 ORDER BY name"))?;
-        let vs: Vec<Variable> = st.query_map([&p.workspace_id.0], row)?.collect::<rusqlite::Result<_>>()?;
-        Ok(json!({"contextVariables": vs.iter().map(Variable::view).collect::<Vec<_>>()}))
-    })
+    app.db.read(|c| store::variables(c, &p.workspace_id))
 }
 
-pub fn get(app: &App, p: &Principal, id: &str) -> Result<Value> {
+pub fn get(app: &App, p: &Principal, id: &str) -> Result<Variable> {
     p.require(Perm::AgentsRead)?;
-    app.db.read(|c| Ok(find(c, &p.workspace_id, id)?.view()))
+    app.db.read(|c| find(c, &p.workspace_id, id))
 }
 
-pub fn create(app: &App, p: &Principal, actor: &Actor, i: VariableInput) -> Result<Value> {
+pub fn create(app: &App, p: &Principal, actor: &Actor, i: VariableInput) -> Result<Variable> {
     p.require(Perm::AgentsManage)?;
     if i.name.is_none() {
         return Err(Error::invalid_field("name", "name is required"));
@@ -179,41 +142,43 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, i: VariableInput) -> Resu
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         let id = crate::ids::new_id();
-        let n = tx.execute(
-            "INSERT INTO context_variables (id, workspace_id, name, description, value_type, trust_tier, sensitivity, default_surfacing, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9) ON CONFLICT (workspace_id, name) DO NOTHING",
-            params![id, p.workspace_id.0, v.name, v.description, v.value_type, v.trust_tier, v.sensitivity, v.default_surfacing, now],
-        )?;
-        if n == 0 {
-            return Err(Error::conflict(format!("a context variable named `{}` exists", v.name)).with_details(json!({"field": "name"})));
+        let v = Variable { id: id.clone(), created_at: now.clone(), updated_at: now.clone(), ..v.clone() };
+        if !store::insert_variable(tx, &p.workspace_id, &v)? {
+            return Err(Error::conflict(format!("a context variable named `{}` exists", v.name))
+                .with_details(json!({"field": "name"})));
         }
-        audit::record(tx, &now, actor, Event::new("context_variable.created").workspace(&p.workspace_id).target("context_variable", &id))?;
-        Ok(find(tx, &p.workspace_id, &id)?.view())
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("context_variable.created").workspace(&p.workspace_id).target("context_variable", &id),
+        )?;
+        find(tx, &p.workspace_id, &id)
     })
 }
 
-pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, i: VariableInput) -> Result<Value> {
+pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, i: VariableInput) -> Result<Variable> {
     p.require(Perm::AgentsManage)?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         let cur = find(tx, &p.workspace_id, id)?;
         let v = apply(Some(&cur), i)?;
-        let taken: Option<String> = tx
-            .query_row("SELECT id FROM context_variables WHERE workspace_id = ?1 AND name = ?2 AND id <> ?3", params![p.workspace_id.0, v.name, id], |r| r.get(0))
-            .optional()?;
-        if taken.is_some() {
-            return Err(Error::conflict(format!("a context variable named `{}` exists", v.name)).with_details(json!({"field": "name"})));
+        if store::variable_named_other(tx, &p.workspace_id, &v.name, id)? {
+            return Err(Error::conflict(format!("a context variable named `{}` exists", v.name))
+                .with_details(json!({"field": "name"})));
         }
-        tx.execute(
-            "UPDATE context_variables SET name = ?2, description = ?3, value_type = ?4, trust_tier = ?5, sensitivity = ?6, default_surfacing = ?7, updated_at = ?8 WHERE id = ?1",
-            params![id, v.name, v.description, v.value_type, v.trust_tier, v.sensitivity, v.default_surfacing, now],
-        )?;
+        store::update_variable(tx, &Variable { id: id.to_string(), updated_at: now.clone(), ..v.clone() })?;
         if cur.sensitive() != v.sensitive() {
             restore_values(tx, key(app), &p.workspace_id, id, v.sensitive())?;
         }
         touch_agents(tx, id, &now)?;
-        audit::record(tx, &now, actor, Event::new("context_variable.updated").workspace(&p.workspace_id).target("context_variable", id))?;
-        Ok(find(tx, &p.workspace_id, id)?.view())
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("context_variable.updated").workspace(&p.workspace_id).target("context_variable", id),
+        )?;
+        find(tx, &p.workspace_id, id)
     })
 }
 
@@ -223,7 +188,7 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
     app.db.write(|tx| {
         find(tx, &p.workspace_id, id)?;
         touch_agents(tx, id, &now)?;
-        tx.execute("DELETE FROM context_variables WHERE id = ?1", [id])?;
+        store::delete_variable(tx, id)?;
         audit::record(
             tx,
             &now,
@@ -235,27 +200,28 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
 
 // ---- per-agent enablement ----
 
-fn enablement_view(r: &rusqlite::Row) -> rusqlite::Result<Value> {
-    Ok(
-        json!({"contextVariableId": r.get::<_, String>(0)?, "name": r.get::<_, String>(1)?, "source": r.get::<_, String>(2)?,
-              "surfacing": r.get::<_, String>(3)?, "enabled": r.get::<_, i64>(4)? == 1, "resolverSkillId": r.get::<_, Option<String>>(5)?,
-              "updatedAt": r.get::<_, String>(6)?}),
-    )
+/// A variable enabled on an agent.
+#[derive(Debug, Clone)]
+pub struct Enablement {
+    pub variable_id: String,
+    pub name: String,
+    /// `pushed` or `resolver`.
+    pub source: String,
+    pub surfacing: String,
+    pub enabled: bool,
+    pub resolver_skill_id: Option<String>,
+    pub updated_at: String,
 }
 
-pub fn enablements(c: &Connection, agent_id: &str) -> Result<Vec<Value>> {
-    let mut st = c.prepare(
-        "SELECT e.variable_id, v.name, e.source, e.surfacing, e.enabled, e.resolver_skill_id, e.updated_at
-         FROM agent_context_variables e JOIN context_variables v ON v.id = e.variable_id WHERE e.agent_id = ?1 ORDER BY v.name",
-    )?;
-    Ok(st.query_map([agent_id], enablement_view)?.collect::<rusqlite::Result<_>>()?)
+pub fn enablements(c: &Conn, agent_id: &str) -> Result<Vec<Enablement>> {
+    store::enablements(c, agent_id)
 }
 
-pub fn list_enablements(app: &App, p: &Principal, agent_id: &str) -> Result<Value> {
+pub fn list_enablements(app: &App, p: &Principal, agent_id: &str) -> Result<Vec<Enablement>> {
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| {
         get_in(c, &p.workspace_id, agent_id)?;
-        Ok(json!({"contextVariables": enablements(c, agent_id)?}))
+        enablements(c, agent_id)
     })
 }
 
@@ -275,46 +241,68 @@ pub fn put_enablement(
     agent_id: &str,
     variable_id: &str,
     i: EnablementInput,
-) -> Result<Value> {
+) -> Result<Enablement> {
     p.require(Perm::AgentsManage)?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, agent_id)?;
         let var = find(tx, &p.workspace_id, variable_id)?;
-        let cur: Option<(String, String, i64, Option<String>)> = tx
-            .query_row(
-                "SELECT source, surfacing, enabled, resolver_skill_id FROM agent_context_variables WHERE agent_id = ?1 AND variable_id = ?2",
-                params![agent_id, variable_id],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-            )
-            .optional()?;
-        let source = i.source.or(cur.as_ref().map(|c| c.0.clone())).unwrap_or_else(|| "pushed".into());
+        let cur = enablements(tx, agent_id)?.into_iter().find(|e| e.variable_id == variable_id);
+        let source = i.source.or(cur.as_ref().map(|c| c.source.clone())).unwrap_or_else(|| "pushed".into());
         one_of("source", &source, &["pushed", "resolver"])?;
-        let surfacing = i.surfacing.or(cur.as_ref().map(|c| c.1.clone())).unwrap_or(var.default_surfacing.clone());
+        let surfacing =
+            i.surfacing.or(cur.as_ref().map(|c| c.surfacing.clone())).unwrap_or(var.default_surfacing.clone());
         one_of("surfacing", &surfacing, &SURFACING)?;
-        let enabled = i.enabled.unwrap_or(cur.as_ref().is_none_or(|c| c.2 == 1));
-        let resolver = if source == "resolver" { i.resolver_skill_id.or(cur.as_ref().and_then(|c| c.3.clone())) } else { None };
+        let enabled = i.enabled.unwrap_or(cur.as_ref().is_none_or(|c| c.enabled));
+        let resolver = if source == "resolver" {
+            i.resolver_skill_id.or(cur.as_ref().and_then(|c| c.resolver_skill_id.clone()))
+        } else {
+            None
+        };
         if source == "resolver" {
             let Some(sid) = &resolver else {
-                return Err(Error::invalid_field("resolverSkillId", "a resolver variable needs resolverSkillId naming an enabled skill of this agent"));
+                return Err(Error::invalid_field(
+                    "resolverSkillId",
+                    "a resolver variable needs resolverSkillId naming an enabled skill of this agent",
+                ));
             };
-            let skill_enabled: Option<i64> =
-                tx.query_row("SELECT enabled FROM agent_skills WHERE id = ?1 AND agent_id = ?2", params![sid, agent_id], |r| r.get(0)).optional()?;
-            match skill_enabled {
-                None => return Err(Error::invalid_field("resolverSkillId", "resolverSkillId must name a skill of this agent")),
-                Some(0) if enabled => return Err(Error::invalid_field("resolverSkillId", "the resolver skill is disabled")),
+            match store::skill_by_id(tx, agent_id, sid)? {
+                None => {
+                    return Err(Error::invalid_field(
+                        "resolverSkillId",
+                        "resolverSkillId must name a skill of this agent",
+                    ));
+                }
+                Some(s) if !s.enabled && enabled => {
+                    return Err(Error::invalid_field("resolverSkillId", "the resolver skill is disabled"));
+                }
                 _ => {}
             }
         }
-        tx.execute(
-            "INSERT INTO agent_context_variables (agent_id, variable_id, source, surfacing, enabled, resolver_skill_id, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (agent_id, variable_id) DO UPDATE SET source = excluded.source, surfacing = excluded.surfacing, enabled = excluded.enabled,
-                resolver_skill_id = excluded.resolver_skill_id, updated_at = excluded.updated_at",
-            params![agent_id, variable_id, source, surfacing, enabled as i64, resolver, now],
-        )?;
+        let e = Enablement {
+            variable_id: variable_id.to_string(),
+            name: var.name.clone(),
+            source: source.clone(),
+            surfacing,
+            enabled,
+            resolver_skill_id: resolver,
+            updated_at: now.clone(),
+        };
+        store::put_enablement(tx, agent_id, &e)?;
         touch(tx, agent_id, &now)?;
-        audit::record(tx, &now, actor, Event::new("agent.context_variable.enabled").workspace(&p.workspace_id).target("context_variable", variable_id).meta(json!({"agentId": agent_id, "source": source, "enabled": enabled})))?;
-        enablements(tx, agent_id)?.into_iter().find(|e| e["contextVariableId"] == variable_id).ok_or_else(|| Error::internal_msg("enablement vanished"))
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("agent.context_variable.enabled")
+                .workspace(&p.workspace_id)
+                .target("context_variable", variable_id)
+                .meta(json!({"agentId": agent_id, "source": source, "enabled": enabled})),
+        )?;
+        enablements(tx, agent_id)?
+            .into_iter()
+            .find(|e| e.variable_id == variable_id)
+            .ok_or_else(|| Error::internal_msg("enablement vanished"))
     })
 }
 
@@ -323,11 +311,7 @@ pub fn delete_enablement(app: &App, p: &Principal, actor: &Actor, agent_id: &str
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, agent_id)?;
-        if tx.execute(
-            "DELETE FROM agent_context_variables WHERE agent_id = ?1 AND variable_id = ?2",
-            params![agent_id, variable_id],
-        )? == 0
-        {
+        if !store::delete_enablement(tx, agent_id, variable_id)? {
             return Err(Error::not_found("context variable enablement"));
         }
         touch(tx, agent_id, &now)?;
@@ -384,7 +368,17 @@ fn check_data(v: &Variable, data: &Value) -> Result<()> {
     Ok(())
 }
 
-pub fn put_value(app: &App, p: &Principal, actor: &Actor, id: &str, i: ValueInput) -> Result<Value> {
+/// A value of a variable at one scope; `data` is `None` when the variable is sensitive.
+#[derive(Debug, Clone)]
+pub struct ScopedValue {
+    pub scope_type: String,
+    pub scope_id: String,
+    pub data: Option<Value>,
+    pub redacted: bool,
+    pub updated_at: String,
+}
+
+pub fn put_value(app: &App, p: &Principal, actor: &Actor, id: &str, i: ValueInput) -> Result<ScopedValue> {
     p.require(Perm::AgentsManage)?;
     let sid = scope_id(&p.workspace_id, &i.scope)?;
     let now = rfc3339(app.clock.now());
@@ -395,32 +389,42 @@ pub fn put_value(app: &App, p: &Principal, actor: &Actor, id: &str, i: ValueInpu
             get_in(tx, &p.workspace_id, &sid)?;
         }
         let stored = Stored::of(key(app), &p.workspace_id, id, &i.scope.kind, &sid, &i.data, v.sensitive())?;
-        tx.execute(
-            "INSERT INTO context_values (variable_id, scope_type, scope_id, data, nonce, ciphertext, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT (variable_id, scope_type, scope_id) DO UPDATE SET data = excluded.data, nonce = excluded.nonce,
-                ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
-            params![id, i.scope.kind, sid, stored.data, stored.nonce, stored.ciphertext, now],
-        )?;
+        store::put_value(tx, id, &i.scope.kind, &sid, &stored, &now)?;
         // the audit trail names the scope, never the value
-        audit::record(tx, &now, actor, Event::new("context_variable.value_set").workspace(&p.workspace_id).target("context_variable", id).meta(json!({"scopeType": i.scope.kind})))?;
-        Ok(json!({"contextVariableId": id, "scope": {"type": i.scope.kind, "id": sid}, "data": if v.sensitive() { Value::Null } else { i.data.clone() }, "redacted": v.sensitive(), "updatedAt": now}))
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("context_variable.value_set")
+                .workspace(&p.workspace_id)
+                .target("context_variable", id)
+                .meta(json!({"scopeType": i.scope.kind})),
+        )?;
+        Ok(ScopedValue {
+            scope_type: i.scope.kind.clone(),
+            scope_id: sid.clone(),
+            data: (!v.sensitive()).then(|| i.data.clone()),
+            redacted: v.sensitive(),
+            updated_at: now.clone(),
+        })
     })
 }
 
-pub fn list_values(app: &App, p: &Principal, id: &str) -> Result<Value> {
+/// A variable's values by scope (sensitive ones redacted).
+pub fn list_values(app: &App, p: &Principal, id: &str) -> Result<Vec<ScopedValue>> {
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| {
         let v = find(c, &p.workspace_id, id)?;
-        let mut st = c.prepare("SELECT scope_type, scope_id, data, updated_at FROM context_values WHERE variable_id = ?1 ORDER BY scope_type, scope_id")?;
-        let rows: Vec<Value> = st
-            .query_map([id], |r| {
-                let data: String = r.get(2)?;
-                Ok(json!({"scope": {"type": r.get::<_, String>(0)?, "id": r.get::<_, String>(1)?},
-                          "data": if v.sensitive() { Value::Null } else { serde_json::from_str(&data).unwrap_or(Value::Null) },
-                          "redacted": v.sensitive(), "updatedAt": r.get::<_, String>(3)?}))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(json!({"contextVariableId": id, "values": rows}))
+        Ok(store::values_of(c, id)?
+            .into_iter()
+            .map(|(scope_type, scope_id, stored, updated_at)| ScopedValue {
+                scope_type,
+                scope_id,
+                data: (!v.sensitive()).then(|| serde_json::from_str(&stored.data).unwrap_or(Value::Null)),
+                redacted: v.sensitive(),
+                updated_at,
+            })
+            .collect())
     })
 }
 
@@ -437,11 +441,7 @@ pub fn delete_value(app: &App, p: &Principal, actor: &Actor, id: &str, s: ValueS
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         find(tx, &p.workspace_id, id)?;
-        if tx.execute(
-            "DELETE FROM context_values WHERE variable_id = ?1 AND scope_type = ?2 AND scope_id = ?3",
-            params![id, s.scope_type, sid],
-        )? == 0
-        {
+        if !store::delete_value(tx, id, &s.scope_type, &sid)? {
             return Err(Error::not_found("value"));
         }
         audit::record(
@@ -477,10 +477,10 @@ fn value_aad(ws: &WorkspaceId, variable_id: &str, scope_type: &str, scope_id: &s
 
 /// A value as its row stores it: clear JSON in `data`, or (sensitive variables) sealed with the
 /// deployment key in `nonce`/`ciphertext` and `data` empty.
-struct Stored {
-    data: String,
-    nonce: Option<Vec<u8>>,
-    ciphertext: Option<Vec<u8>>,
+pub(super) struct Stored {
+    pub(super) data: String,
+    pub(super) nonce: Option<Vec<u8>>,
+    pub(super) ciphertext: Option<Vec<u8>>,
 }
 
 impl Stored {
@@ -524,32 +524,15 @@ impl Stored {
 
 /// Re-stores every value of a variable whose sensitivity changed: sealed when it became
 /// sensitive, in clear when it stopped being. Needs the key either way (503 without).
-fn restore_values(
-    tx: &crate::storage::Tx,
-    key: Option<&[u8; 32]>,
-    ws: &WorkspaceId,
-    variable_id: &str,
-    sensitive: bool,
-) -> Result<()> {
-    let rows: Vec<(String, String, Stored)> = {
-        let mut st = tx.prepare(
-            "SELECT scope_type, scope_id, data, nonce, ciphertext FROM context_values WHERE variable_id = ?1",
-        )?;
-        st.query_map([variable_id], |r| {
-            Ok((r.get(0)?, r.get(1)?, Stored { data: r.get(2)?, nonce: r.get(3)?, ciphertext: r.get(4)? }))
-        })?
-        .collect::<rusqlite::Result<_>>()?
-    };
+fn restore_values(tx: &Tx, key: Option<&[u8; 32]>, ws: &WorkspaceId, variable_id: &str, sensitive: bool) -> Result<()> {
+    let rows = store::values_of(tx, variable_id)?;
     if !rows.is_empty() && key.is_none() {
         return Err(crypto::not_configured());
     }
-    for (scope_type, scope_id, stored) in rows {
+    for (scope_type, scope_id, stored, _) in rows {
         let value = stored.open(key, ws, variable_id, &scope_type, &scope_id)?;
         let next = Stored::of(key, ws, variable_id, &scope_type, &scope_id, &value, sensitive)?;
-        tx.execute(
-            "UPDATE context_values SET data = ?4, nonce = ?5, ciphertext = ?6 WHERE variable_id = ?1 AND scope_type = ?2 AND scope_id = ?3",
-            params![variable_id, scope_type, scope_id, next.data, next.nonce, next.ciphertext],
-        )?;
+        store::restore_value(tx, variable_id, &scope_type, &scope_id, &next)?;
     }
     Ok(())
 }
@@ -558,13 +541,7 @@ fn restore_values(
 /// sealed). Runs at start; without the key it only counts them (and the server warns).
 /// Returns `(sealed, left in clear)`.
 pub fn seal_stored_values(app: &App) -> Result<(usize, usize)> {
-    let pending: Vec<(String, String, String, String, String)> = app.db.read(|c| {
-        let mut st = c.prepare(
-            "SELECT v.workspace_id, cv.variable_id, cv.scope_type, cv.scope_id, cv.data FROM context_values cv
-             JOIN context_variables v ON v.id = cv.variable_id WHERE v.sensitivity = 'sensitive' AND cv.ciphertext IS NULL",
-        )?;
-        Ok(st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?.collect::<rusqlite::Result<_>>()?)
-    })?;
+    let pending = app.db.read(store::sensitive_values_in_clear)?;
     if pending.is_empty() {
         return Ok((0, 0));
     }
@@ -573,10 +550,7 @@ pub fn seal_stored_values(app: &App) -> Result<(usize, usize)> {
         for (ws, variable_id, scope_type, scope_id, data) in &pending {
             let value: Value = serde_json::from_str(data).unwrap_or(Value::Null);
             let next = Stored::of(Some(k), &WorkspaceId(ws.clone()), variable_id, scope_type, scope_id, &value, true)?;
-            tx.execute(
-                "UPDATE context_values SET data = ?4, nonce = ?5, ciphertext = ?6 WHERE variable_id = ?1 AND scope_type = ?2 AND scope_id = ?3",
-                params![variable_id, scope_type, scope_id, next.data, next.nonce, next.ciphertext],
-            )?;
+            store::restore_value(tx, variable_id, scope_type, scope_id, &next)?;
         }
         Ok(())
     })?;
@@ -594,21 +568,8 @@ pub struct Resolved {
 
 /// The value of `variable_id` for `subject`, most specific scope first (sealed values opened).
 /// `None` when no scope has one.
-pub fn resolve(
-    app: &App,
-    c: &Connection,
-    ws: &WorkspaceId,
-    variable_id: &str,
-    s: &Subject,
-) -> Result<Option<Resolved>> {
-    let Some(variable) = c
-        .query_row(
-            &format!("SELECT {COLS} FROM context_variables WHERE id = ?1 AND workspace_id = ?2"),
-            params![variable_id, ws.0],
-            row,
-        )
-        .optional()?
-    else {
+pub fn resolve(app: &App, c: &Conn, ws: &WorkspaceId, variable_id: &str, s: &Subject) -> Result<Option<Resolved>> {
+    let Some(variable) = variable(c, ws, variable_id)? else {
         return Ok(None);
     };
     let order = [
@@ -619,14 +580,7 @@ pub fn resolve(
     ];
     for (kind, id) in order {
         let Some(id) = id else { continue };
-        let stored = c
-            .query_row(
-                "SELECT data, nonce, ciphertext FROM context_values WHERE variable_id = ?1 AND scope_type = ?2 AND scope_id = ?3",
-                params![variable_id, kind, id],
-                |r| Ok(Stored { data: r.get(0)?, nonce: r.get(1)?, ciphertext: r.get(2)? }),
-            )
-            .optional()?;
-        if let Some(stored) = stored {
+        if let Some(stored) = store::value_at(c, variable_id, kind, id)? {
             let value = stored.open(key(app), ws, variable_id, kind, id)?;
             return Ok(Some(Resolved { variable, scope: kind, value }));
         }
@@ -635,11 +589,6 @@ pub fn resolve(
 }
 
 /// A variable of the workspace by id, if it exists (for frozen test values).
-pub fn variable(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Variable>> {
-    Ok(c.query_row(
-        &format!("SELECT {COLS} FROM context_variables WHERE id = ?1 AND workspace_id = ?2"),
-        params![id, ws.0],
-        row,
-    )
-    .optional()?)
+pub fn variable(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Variable>> {
+    store::variable(c, ws, id)
 }

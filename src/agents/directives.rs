@@ -11,16 +11,16 @@
 //! Saving a binding checks rule 1: the skill exists on the agent, is enabled, is
 //! `agent_selectable`, and is a `retrieve` or `mcp_tool` (external MCP) skill — else 400 naming it.
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::{get_in, skills, touch};
+use super::{get_in, skills, store, touch};
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
 use crate::error::{Error, Result};
+use crate::storage::Conn;
 
 /// Built-in answer directives (reserved names).
 pub const BUILT_IN_NAMES: [&str; 3] =
@@ -167,7 +167,7 @@ pub fn check_coverage(c: &CoverageCriteria) -> Result<()> {
 }
 
 /// Rule 1: the skill a binding names must be bindable on this agent.
-pub fn check_binding(c: &Connection, agent_id: &str, b: &Binding, action: &str) -> Result<()> {
+pub fn check_binding(c: &Conn, agent_id: &str, b: &Binding, action: &str) -> Result<()> {
     if b.kind != "skill" {
         return Err(Error::invalid_field("binding.kind", "the only binding kind is skill"));
     }
@@ -250,7 +250,7 @@ fn clean_name(n: &str) -> Result<String> {
 }
 
 /// Applies `input` over `cur` (or defaults) and validates the result.
-fn build(c: &Connection, agent_id: &str, cur: Option<&Body>, i: Input) -> Result<Body> {
+fn build(c: &Conn, agent_id: &str, cur: Option<&Body>, i: Input) -> Result<Body> {
     let mut b = cur.cloned().unwrap_or(Body {
         condition: Condition { kind: "always".into(), description: None },
         action: String::new(),
@@ -379,71 +379,72 @@ pub struct Directive {
     pub updated_at: String,
 }
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Directive> {
-    let raw: String = r.get(3)?;
-    Ok(Directive {
-        id: r.get(0)?,
-        agent_id: r.get(1)?,
-        name: r.get(2)?,
-        body: serde_json::from_str(&raw)
-            .map_err(|e| rusqlite::Error::FromSqlConversionFailure(3, rusqlite::types::Type::Text, Box::new(e)))?,
-        created_at: r.get(4)?,
-        updated_at: r.get(5)?,
-    })
+pub fn of_agent(c: &Conn, agent_id: &str) -> Result<Vec<Directive>> {
+    store::directives_of(c, agent_id)
 }
 
-pub fn of_agent(c: &Connection, agent_id: &str) -> Result<Vec<Directive>> {
-    let mut st = c.prepare("SELECT id, agent_id, name, body, created_at, updated_at FROM directives WHERE agent_id = ?1 ORDER BY created_at, id")?;
-    Ok(st.query_map([agent_id], row)?.collect::<rusqlite::Result<_>>()?)
+fn by_id(c: &Conn, agent_id: &str, id: &str) -> Result<Directive> {
+    store::directive_by_id(c, agent_id, id)?.ok_or_else(|| Error::not_found("directive"))
 }
 
-fn by_id(c: &Connection, agent_id: &str, id: &str) -> Result<Directive> {
-    c.query_row(
-        "SELECT id, agent_id, name, body, created_at, updated_at FROM directives WHERE agent_id = ?1 AND id = ?2",
-        params![agent_id, id],
-        row,
-    )
-    .optional()?
-    .ok_or_else(|| Error::not_found("directive"))
+/// A `#skill` chip of a bound directive: where it is in the action text and whether the skill
+/// it names is there.
+#[derive(Debug, Clone)]
+pub struct Chip {
+    pub skill_name: String,
+    pub start: usize,
+    pub end: usize,
+    pub text: String,
+    /// `bound` or `unknown_skill`.
+    pub status: &'static str,
+}
+
+/// A directive with its chips located.
+#[derive(Debug, Clone)]
+pub struct DirectiveRecord {
+    pub directive: Directive,
+    pub chips: Vec<Chip>,
 }
 
 impl Directive {
-    /// The API shape, with the chip (if bound) located in the action text and its status.
-    pub fn view(&self, skills: &[skills::Skill]) -> Value {
-        let mut v = serde_json::to_value(&self.body).unwrap_or(json!({}));
-        #[allow(clippy::expect_used, reason = "a struct serializes to an object")]
-        let m = v.as_object_mut().expect("object");
-        m.insert("id".into(), json!(self.id));
-        m.insert("agentId".into(), json!(self.agent_id));
-        m.insert("name".into(), json!(self.name));
-        m.insert("createdAt".into(), json!(self.created_at));
-        m.insert("updatedAt".into(), json!(self.updated_at));
-        let chips: Vec<Value> = match &self.body.binding {
-            None => vec![],
-            Some(b) => chip_tokens(&self.body.action)
-                .into_iter()
-                .filter(|t| t.name == b.skill_name)
-                .map(|t| {
-                    let known = skills.iter().any(|s| s.name == t.name && s.enabled);
-                    json!({"skillName": t.name, "start": t.start, "end": t.end, "text": &self.body.action[t.start..t.end], "status": if known { "bound" } else { "unknown_skill" }})
-                })
-                .collect(),
-        };
-        m.insert("chips".into(), json!(chips));
-        v
+    /// The chip (if bound) located in the action text, with its status against `skills`.
+    pub fn chips(&self, skills: &[skills::Skill]) -> Vec<Chip> {
+        let Some(b) = &self.body.binding else { return vec![] };
+        chip_tokens(&self.body.action)
+            .into_iter()
+            .filter(|t| t.name == b.skill_name)
+            .map(|t| {
+                let known = skills.iter().any(|s| s.name == t.name && s.enabled);
+                Chip {
+                    text: self.body.action[t.start..t.end].to_string(),
+                    skill_name: t.name,
+                    start: t.start,
+                    end: t.end,
+                    status: if known { "bound" } else { "unknown_skill" },
+                }
+            })
+            .collect()
+    }
+
+    fn record(self, skills: &[skills::Skill]) -> DirectiveRecord {
+        DirectiveRecord { chips: self.chips(skills), directive: self }
     }
 }
 
-pub fn list(app: &App, p: &Principal, agent_id: &str) -> Result<Value> {
+fn record_of(c: &Conn, agent_id: &str, id: &str) -> Result<DirectiveRecord> {
+    Ok(by_id(c, agent_id, id)?.record(&skills::of_agent(c, agent_id)?))
+}
+
+pub fn list(app: &App, p: &Principal, agent_id: &str) -> Result<Vec<DirectiveRecord>> {
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| {
         get_in(c, &p.workspace_id, agent_id)?;
         let sk = skills::of_agent(c, agent_id)?;
-        Ok(json!({"directives": of_agent(c, agent_id)?.iter().map(|d| d.view(&sk)).collect::<Vec<_>>()}))
+        Ok(of_agent(c, agent_id)?.into_iter().map(|d| d.record(&sk)).collect())
     })
 }
 
-pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: Input) -> Result<Value> {
+pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: Input) -> Result<DirectiveRecord> {
     p.require(Perm::AgentsManage)?;
     let name = clean_name(i.name.as_deref().ok_or_else(|| Error::invalid_field("name", "name is required"))?)?;
     if i.action.is_none() {
@@ -453,22 +454,45 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: Input)
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, agent_id)?;
         let body = build(tx, agent_id, None, i)?;
-        let exists: Option<String> = tx.query_row("SELECT id FROM directives WHERE agent_id = ?1 AND name = ?2", params![agent_id, name], |r| r.get(0)).optional()?;
-        if exists.is_some() {
-            return Err(Error::conflict(format!("the agent already has a directive named `{name}`")).with_details(json!({"field": "name"})));
+        if store::directive_named(tx, agent_id, &name)? {
+            return Err(Error::conflict(format!("the agent already has a directive named `{name}`"))
+                .with_details(json!({"field": "name"})));
         }
         let id = crate::ids::new_id();
-        tx.execute(
-            "INSERT INTO directives (id, agent_id, workspace_id, name, body, created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-            params![id, agent_id, p.workspace_id.0, name, serde_json::to_string(&body)?, now],
+        store::insert_directive(
+            tx,
+            &p.workspace_id,
+            &Directive {
+                id: id.clone(),
+                agent_id: agent_id.to_string(),
+                name: name.clone(),
+                body,
+                created_at: now.clone(),
+                updated_at: now.clone(),
+            },
         )?;
         touch(tx, agent_id, &now)?;
-        audit::record(tx, &now, actor, Event::new("agent.directive.created").workspace(&p.workspace_id).target("directive", &id).meta(json!({"agentId": agent_id})))?;
-        Ok(by_id(tx, agent_id, &id)?.view(&skills::of_agent(tx, agent_id)?))
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("agent.directive.created")
+                .workspace(&p.workspace_id)
+                .target("directive", &id)
+                .meta(json!({"agentId": agent_id})),
+        )?;
+        record_of(tx, agent_id, &id)
     })
 }
 
-pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, id: &str, mut i: Input) -> Result<Value> {
+pub fn update(
+    app: &App,
+    p: &Principal,
+    actor: &Actor,
+    agent_id: &str,
+    id: &str,
+    mut i: Input,
+) -> Result<DirectiveRecord> {
     p.require(Perm::AgentsManage)?;
     let now = rfc3339(app.clock.now());
     let new_name = i.name.take().map(|n| clean_name(&n)).transpose()?;
@@ -477,23 +501,11 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, id: &str,
         let cur = by_id(tx, agent_id, id)?;
         let body = build(tx, agent_id, Some(&cur.body), i)?;
         let name = new_name.clone().unwrap_or(cur.name.clone());
-        if name != cur.name {
-            let taken: Option<String> = tx
-                .query_row(
-                    "SELECT id FROM directives WHERE agent_id = ?1 AND name = ?2",
-                    params![agent_id, name],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            if taken.is_some() {
-                return Err(Error::conflict(format!("the agent already has a directive named `{name}`"))
-                    .with_details(json!({"field": "name"})));
-            }
+        if name != cur.name && store::directive_named(tx, agent_id, &name)? {
+            return Err(Error::conflict(format!("the agent already has a directive named `{name}`"))
+                .with_details(json!({"field": "name"})));
         }
-        tx.execute(
-            "UPDATE directives SET name = ?3, body = ?4, updated_at = ?5 WHERE agent_id = ?1 AND id = ?2",
-            params![agent_id, id, name, serde_json::to_string(&body)?, now],
-        )?;
+        store::update_directive(tx, &Directive { name, body, updated_at: now.clone(), ..cur })?;
         touch(tx, agent_id, &now)?;
         audit::record(
             tx,
@@ -504,7 +516,7 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, id: &str,
                 .target("directive", id)
                 .meta(json!({"agentId": agent_id})),
         )?;
-        Ok(by_id(tx, agent_id, id)?.view(&skills::of_agent(tx, agent_id)?))
+        record_of(tx, agent_id, id)
     })
 }
 
@@ -514,7 +526,7 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, agent_id: &str, id: &str)
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, agent_id)?;
         by_id(tx, agent_id, id)?;
-        tx.execute("DELETE FROM directives WHERE id = ?1", [id])?;
+        store::delete_directive(tx, id)?;
         touch(tx, agent_id, &now)?;
         audit::record(
             tx,
@@ -535,9 +547,20 @@ pub struct DraftInput {
     pub prompt: String,
 }
 
+/// The model's (or the template's) proposal: `{name, condition, action, priority}`, checked
+/// against the draft schema when a model wrote it.
+pub type DraftDoc = Value;
+
+/// A proposed directive and the model that wrote it (none: the template did).
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub draft: DraftDoc,
+    pub generated_by: Option<crate::settings::llm_models::Choice>,
+}
+
 /// `POST …/directives/draft`: proposes a directive from a plain-language request (not saved).
 /// With a chat model configured, the model writes it; otherwise a faithful template does.
-pub fn draft(app: &App, p: &Principal, agent_id: &str, i: DraftInput) -> Result<Value> {
+pub fn draft(app: &App, p: &Principal, agent_id: &str, i: DraftInput) -> Result<Draft> {
     p.require(Perm::AgentsManage)?;
     let prompt = i.prompt.trim();
     if prompt.is_empty() || prompt.chars().count() > 2000 {
@@ -571,7 +594,8 @@ pub fn draft(app: &App, p: &Principal, agent_id: &str, i: DraftInput) -> Result<
         ]);
         match chat_json(m.as_ref(), req, OutputSchema { name: "directive_draft".into(), schema }, &Cancel::new()) {
             Ok((v, _)) => {
-                return Ok(json!({"draft": v, "generatedBy": {"provider": sel.provider, "model": sel.model}}));
+                let by = crate::settings::llm_models::Choice { provider: sel.provider, model: sel.model };
+                return Ok(Draft { draft: v, generated_by: Some(by) });
             }
             Err(e) => tracing::warn!(error = %e.message, "directive draft model call failed; using the template"),
         }
@@ -590,13 +614,12 @@ pub fn draft(app: &App, p: &Principal, agent_id: &str, i: DraftInput) -> Result<
         }
         None => (json!({"kind": "always"}), prompt.to_string()),
     };
-    Ok(
-        json!({"draft": {"name": words.join("-"), "condition": condition, "action": action, "priority": null}, "generatedBy": null}),
-    )
+    let draft = json!({"name": words.join("-"), "condition": condition, "action": action, "priority": null});
+    Ok(Draft { draft, generated_by: None })
 }
 
 /// Directives for a snapshot (sorted by name so diffs are stable).
-pub fn snapshot(c: &Connection, agent_id: &str) -> Result<Vec<Value>> {
+pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<Value>> {
     let mut ds = of_agent(c, agent_id)?;
     ds.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(ds

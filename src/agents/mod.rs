@@ -6,14 +6,16 @@
 //! successful write to them advances the agent's draft generation (`touch`); a candidate revision
 //! snapshots one generation; publishing a candidate is what visitors' new conversations use.
 
+pub mod api;
 pub mod context;
 pub mod directives;
 pub mod revisions;
 pub mod skills;
+mod store;
 
-use rusqlite::{Connection, OptionalExtension, params};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::json;
+
+pub use api::{AgentBody, Delivery, ModelChoice, Settings, SourceScope, Surfaces, Theme, Webhook};
 
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
@@ -21,153 +23,12 @@ use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
 use crate::error::{Error, Result};
 use crate::ids::WorkspaceId;
-use crate::storage::Tx;
+use crate::storage::{Conn, Tx};
 
 /// The agent format version exports carry.
 pub const SCHEMA_VERSION: u32 = 4;
 pub const MAX_NAME: usize = 200;
 pub const MAX_LOGO_BYTES: usize = 512 * 1024;
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ModelChoice {
-    pub provider: String,
-    pub model: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Webhook {
-    pub url: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-#[derive(Default)]
-pub struct Delivery {
-    pub recipient_emails: Vec<String>,
-    pub webhook: Option<Webhook>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Theme {
-    pub brand: String,
-    pub brand_text: String,
-    pub surface: String,
-    pub text: String,
-}
-
-impl Default for Theme {
-    fn default() -> Self {
-        Theme {
-            brand: "#0f172a".into(),
-            brand_text: "#f8fafc".into(),
-            surface: "#ffffff".into(),
-            text: "#0f172a".into(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, tag = "mode")]
-pub enum SourceScope {
-    #[serde(rename = "all")]
-    All,
-    #[serde(rename = "selected", rename_all = "camelCase")]
-    Selected { source_ids: Vec<String> },
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-#[derive(Default)]
-pub struct Surface {
-    pub enabled: bool,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct EmbedSurface {
-    pub enabled: bool,
-    pub allowed_origins: Vec<String>,
-    pub launcher_label: String,
-    pub launcher_position: String,
-}
-
-impl Default for EmbedSurface {
-    fn default() -> Self {
-        EmbedSurface {
-            enabled: false,
-            allowed_origins: vec![],
-            launcher_label: "Chat with us".into(),
-            launcher_position: "bottom-right".into(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct Surfaces {
-    pub authenticated_chat: Surface,
-    pub anonymous_chat: Surface,
-    pub website_embed: EmbedSurface,
-}
-
-impl Default for Surfaces {
-    fn default() -> Self {
-        Surfaces {
-            authenticated_chat: Surface { enabled: true },
-            anonymous_chat: Surface::default(),
-            website_embed: EmbedSurface::default(),
-        }
-    }
-}
-
-/// Every authored agent setting (the name lives beside it). Unknown keys are refused.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct Settings {
-    pub custom_instruction: String,
-    pub retrieval_enabled: bool,
-    pub handoff_on_retrieval_miss: bool,
-    pub chat_model_override: Option<ModelChoice>,
-    pub suggested_questions_enabled: bool,
-    pub citation_display_enabled: bool,
-    pub contact_requests_enabled: bool,
-    pub webhook_exports_enabled: bool,
-    pub contact_request_delivery: Delivery,
-    pub greeting_instruction: String,
-    pub assistant_default_locale: Option<String>,
-    pub proactive_greeting_enabled: bool,
-    pub theme: Theme,
-    pub source_scope: SourceScope,
-    pub surface_settings: Surfaces,
-    /// Per built-in skill overrides; retrieval overrides live under `"retrieval.answer"`.
-    pub skill_settings: Map<String, Value>,
-}
-
-impl Default for Settings {
-    fn default() -> Self {
-        Settings {
-            custom_instruction: String::new(),
-            retrieval_enabled: true,
-            handoff_on_retrieval_miss: false,
-            chat_model_override: None,
-            suggested_questions_enabled: true,
-            citation_display_enabled: true,
-            contact_requests_enabled: false,
-            webhook_exports_enabled: false,
-            contact_request_delivery: Delivery::default(),
-            greeting_instruction: String::new(),
-            assistant_default_locale: None,
-            proactive_greeting_enabled: false,
-            theme: Theme::default(),
-            source_scope: SourceScope::All,
-            surface_settings: Surfaces::default(),
-            skill_settings: Map::new(),
-        }
-    }
-}
 
 fn hex_color(v: &str) -> bool {
     v.len() == 7 && v.starts_with('#') && v[1..].chars().all(|c| c.is_ascii_hexdigit())
@@ -272,6 +133,7 @@ impl Settings {
     }
 }
 
+/// An agent as stored: its name, settings and draft state.
 #[derive(Debug, Clone)]
 pub struct Agent {
     pub id: String,
@@ -286,46 +148,34 @@ pub struct Agent {
     pub updated_at: String,
 }
 
-const COLS: &str = "id, workspace_id, name, is_default, settings, draft_generation, draft_updated_at, published_revision_id, created_at, updated_at";
-
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Agent> {
-    let raw: String = r.get(4)?;
-    Ok(Agent {
-        id: r.get(0)?,
-        workspace_id: WorkspaceId(r.get(1)?),
-        name: r.get(2)?,
-        is_default: r.get::<_, i64>(3)? == 1,
-        settings: serde_json::from_str(&raw).unwrap_or_default(),
-        draft_generation: r.get(5)?,
-        draft_updated_at: r.get(6)?,
-        published_revision_id: r.get(7)?,
-        created_at: r.get(8)?,
-        updated_at: r.get(9)?,
-    })
+/// An agent's logo, without its bytes.
+#[derive(Debug, Clone)]
+pub struct Logo {
+    pub mime_type: String,
+    pub filename: Option<String>,
+    pub size_bytes: i64,
+    pub updated_at: String,
 }
 
-pub fn find(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Agent>> {
-    Ok(c.query_row(&format!("SELECT {COLS} FROM agents WHERE id = ?1 AND workspace_id = ?2"), params![id, ws.0], row)
-        .optional()?)
+/// An agent with what its view shows beside it.
+#[derive(Debug, Clone)]
+pub struct AgentRecord {
+    pub agent: Agent,
+    pub logo: Option<Logo>,
+}
+
+pub fn find(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Agent>> {
+    store::find(c, ws, id)
 }
 
 /// The agent, or 404 when it is not in `ws`.
-pub fn get_in(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Agent> {
+pub fn get_in(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Agent> {
     find(c, ws, id)?.ok_or_else(|| Error::not_found("agent"))
-}
-
-pub fn default_agent(c: &Connection, ws: &WorkspaceId) -> Result<Option<Agent>> {
-    Ok(c.query_row(&format!("SELECT {COLS} FROM agents WHERE workspace_id = ?1 AND is_default = 1"), [&ws.0], row)
-        .optional()?)
 }
 
 fn insert(tx: &Tx, ws: &WorkspaceId, name: &str, settings: &Settings, is_default: bool, now: &str) -> Result<String> {
     let id = crate::ids::new_id();
-    tx.execute(
-        "INSERT INTO agents (id, workspace_id, name, is_default, settings, draft_generation, draft_updated_at, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, 1, ?6, ?6, ?6)",
-        params![id, ws.0, name, is_default as i64, serde_json::to_string(settings)?, now],
-    )?;
+    store::insert(tx, &id, ws, name, settings, is_default, now)?;
     // new agents start published (v1 of their initial configuration), so a visitor never meets a draft
     revisions::publish_initial(tx, &id, ws, now)?;
     Ok(id)
@@ -333,7 +183,7 @@ fn insert(tx: &Tx, ws: &WorkspaceId, name: &str, settings: &Settings, is_default
 
 /// Creates the workspace's default agent if it has none (new workspaces; older data dirs).
 pub fn ensure_default(tx: &Tx, ws: &WorkspaceId, now: &str) -> Result<String> {
-    if let Some(a) = default_agent(tx, ws)? {
+    if let Some(a) = store::default_agent(tx, ws)? {
         return Ok(a.id);
     }
     insert(tx, ws, "Assistant", &Settings::default(), true, now)
@@ -341,120 +191,61 @@ pub fn ensure_default(tx: &Tx, ws: &WorkspaceId, now: &str) -> Result<String> {
 
 /// Advances the agent's draft generation: call after every successful authored write.
 pub fn touch(tx: &Tx, agent_id: &str, now: &str) -> Result<i64> {
-    tx.execute(
-        "UPDATE agents SET draft_generation = draft_generation + 1, draft_updated_at = ?2, updated_at = ?2 WHERE id = ?1",
-        params![agent_id, now],
-    )?;
-    Ok(tx.query_row("SELECT draft_generation FROM agents WHERE id = ?1", [agent_id], |r| r.get(0))?)
+    store::touch(tx, agent_id, now)
 }
 
-fn logo_info(c: &Connection, id: &str) -> Result<Option<Value>> {
-    Ok(c.query_row("SELECT mime_type, filename, length(bytes), updated_at FROM agent_logos WHERE agent_id = ?1", [id], |r| {
-        Ok(json!({"mimeType": r.get::<_, String>(0)?, "filename": r.get::<_, Option<String>>(1)?, "sizeBytes": r.get::<_, i64>(2)?, "updatedAt": r.get::<_, String>(3)?, "url": format!("/api/v1/agents/{id}/assistant-logo")}))
-    })
-    .optional()?)
+fn record(c: &Conn, agent: Agent) -> Result<AgentRecord> {
+    Ok(AgentRecord { logo: store::logo_info(c, &agent.id)?, agent })
 }
 
-pub fn view(c: &Connection, a: &Agent) -> Result<Value> {
-    let mut v = serde_json::to_value(&a.settings)?;
-    #[allow(clippy::expect_used, reason = "a struct serializes to an object")]
-    let m = v.as_object_mut().expect("object");
-    m.insert("id".into(), json!(a.id));
-    m.insert("workspaceId".into(), json!(a.workspace_id.0));
-    m.insert("name".into(), json!(a.name));
-    m.insert("isDefault".into(), json!(a.is_default));
-    m.insert("schemaVersion".into(), json!(SCHEMA_VERSION));
-    m.insert("logo".into(), logo_info(c, &a.id)?.unwrap_or(Value::Null));
-    m.insert("draftGeneration".into(), json!(a.draft_generation));
-    m.insert("publishedRevisionId".into(), json!(a.published_revision_id));
-    m.insert("createdAt".into(), json!(a.created_at));
-    m.insert("updatedAt".into(), json!(a.updated_at));
-    Ok(v)
+fn record_in(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<AgentRecord> {
+    record(c, get_in(c, ws, id)?)
 }
 
-fn clean_name(v: Option<&Value>) -> Result<Option<String>> {
-    match v {
-        None => Ok(None),
-        Some(Value::String(s)) => {
-            let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
-            if s.is_empty() || s.chars().count() > MAX_NAME {
-                return Err(Error::invalid_field("name", "name must be 1 to 200 characters"));
-            }
-            Ok(Some(s))
-        }
-        Some(_) => Err(Error::invalid_field("name", "name must be a string")),
+fn clean_name(v: Option<&str>) -> Result<Option<String>> {
+    let Some(s) = v else { return Ok(None) };
+    let s = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if s.is_empty() || s.chars().count() > MAX_NAME {
+        return Err(Error::invalid_field("name", "name must be 1 to 200 characters"));
     }
+    Ok(Some(s))
 }
 
-/// Applies a partial body (top-level keys replace) to settings, strictly.
-fn merged(cur: &Settings, body: &Map<String, Value>) -> Result<Settings> {
-    let mut v = serde_json::to_value(cur)?;
-    for (k, val) in body {
-        if matches!(k.as_str(), "name" | "internalName") {
-            continue;
-        }
-        if matches!(
-            k.as_str(),
-            "id" | "workspaceId"
-                | "isDefault"
-                | "schemaVersion"
-                | "logo"
-                | "draftGeneration"
-                | "publishedRevisionId"
-                | "createdAt"
-                | "updatedAt"
-        ) {
-            return Err(Error::invalid_field(k, format!("`{k}` is read-only")));
-        }
-        v[k] = val.clone();
-    }
-    let mut s: Settings =
-        serde_json::from_value(v).map_err(|e| Error::invalid(format!("invalid agent settings: {e}")))?;
-    s.validate()?;
-    Ok(s)
-}
-
-pub fn list(app: &App, p: &Principal) -> Result<Value> {
+/// The workspace's agents (creating its default agent first if it has none).
+pub fn list(app: &App, p: &Principal) -> Result<Vec<AgentRecord>> {
     p.require(Perm::AgentsRead)?;
     app.db.write(|tx| {
         let now = rfc3339(app.clock.now());
         ensure_default(tx, &p.workspace_id, &now)?;
-        let mut st =
-            tx.prepare(&format!("SELECT {COLS} FROM agents WHERE workspace_id = ?1 ORDER BY created_at, id"))?;
-        let agents: Vec<Agent> = st.query_map([&p.workspace_id.0], row)?.collect::<rusqlite::Result<_>>()?;
-        let views = agents.iter().map(|a| view(tx, a)).collect::<Result<Vec<_>>>()?;
-        Ok(json!({"agents": views}))
+        store::list(tx, &p.workspace_id)?.into_iter().map(|a| record(tx, a)).collect()
     })
 }
 
-pub fn get(app: &App, p: &Principal, id: &str) -> Result<Value> {
+pub fn get(app: &App, p: &Principal, id: &str) -> Result<AgentRecord> {
     p.require(Perm::AgentsRead)?;
-    app.db.read(|c| view(c, &get_in(c, &p.workspace_id, id)?))
+    app.db.read(|c| record_in(c, &p.workspace_id, id))
 }
 
-pub fn create(app: &App, p: &Principal, actor: &Actor, body: Value) -> Result<Value> {
+pub fn create(app: &App, p: &Principal, actor: &Actor, body: AgentBody) -> Result<AgentRecord> {
     p.require(Perm::AgentsManage)?;
-    let Value::Object(body) = body else { return Err(Error::invalid("the body must be a JSON object")) };
-    let name = clean_name(body.get("name").or_else(|| body.get("internalName")))?
-        .ok_or_else(|| Error::invalid_field("name", "name is required"))?;
-    let settings = merged(&Settings::default(), &body)?;
+    let name = clean_name(body.name.as_deref())?.ok_or_else(|| Error::invalid_field("name", "name is required"))?;
+    let settings = body.settings(&Settings::default())?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         ensure_default(tx, &p.workspace_id, &now)?;
         let id = insert(tx, &p.workspace_id, &name, &settings, false, &now)?;
         audit::record(tx, &now, actor, Event::new("agent.created").workspace(&p.workspace_id).target("agent", &id))?;
-        view(tx, &get_in(tx, &p.workspace_id, &id)?)
+        record_in(tx, &p.workspace_id, &id)
     })
 }
 
-pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, body: Value) -> Result<Value> {
+pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, body: AgentBody) -> Result<AgentRecord> {
     p.require(Perm::AgentsManage)?;
-    let Value::Object(body) = body else { return Err(Error::invalid("the body must be a JSON object")) };
-    let name = clean_name(body.get("name").or_else(|| body.get("internalName")))?;
+    let name = clean_name(body.name.as_deref())?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         let a = get_in(tx, &p.workspace_id, id)?;
-        let settings = merged(&a.settings, &body)?;
+        let settings = body.settings(&a.settings)?;
         if let Some(m) = &settings.chat_model_override
             && Some(m) != a.settings.chat_model_override.as_ref()
             && let Some(why) = crate::models::resolve::unusable(app, &p.workspace_id, &m.provider)?
@@ -462,36 +253,23 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, body: Value) ->
             return Err(Error::invalid_field("chatModelOverride.provider", why));
         }
         let name = name.clone().unwrap_or(a.name.clone());
-        tx.execute(
-            "UPDATE agents SET name = ?2, settings = ?3, updated_at = ?4 WHERE id = ?1",
-            params![id, name, serde_json::to_string(&settings)?, now],
-        )?;
+        store::update(tx, id, &name, &settings, &now)?;
         touch(tx, id, &now)?;
-        let keys: Vec<&String> = body.keys().collect();
-        audit::record(
-            tx,
-            &now,
-            actor,
-            Event::new("agent.updated").workspace(&p.workspace_id).target("agent", id).meta(json!({"fields": keys})),
-        )?;
-        view(tx, &get_in(tx, &p.workspace_id, id)?)
+        let ev = Event::new("agent.updated").workspace(&p.workspace_id).target("agent", id);
+        audit::record(tx, &now, actor, ev.meta(json!({"fields": body.fields()})))?;
+        record_in(tx, &p.workspace_id, id)
     })
 }
 
-pub fn make_default(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<Value> {
+pub fn make_default(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<AgentRecord> {
     p.require(Perm::AgentsManage)?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, id)?;
-        tx.execute("UPDATE agents SET is_default = 0 WHERE workspace_id = ?1 AND is_default = 1", [&p.workspace_id.0])?;
-        tx.execute("UPDATE agents SET is_default = 1, updated_at = ?2 WHERE id = ?1", params![id, now])?;
-        audit::record(
-            tx,
-            &now,
-            actor,
-            Event::new("agent.default_changed").workspace(&p.workspace_id).target("agent", id),
-        )?;
-        view(tx, &get_in(tx, &p.workspace_id, id)?)
+        store::make_default(tx, &p.workspace_id, id, &now)?;
+        let ev = Event::new("agent.default_changed").workspace(&p.workspace_id).target("agent", id);
+        audit::record(tx, &now, actor, ev)?;
+        record_in(tx, &p.workspace_id, id)
     })
 }
 
@@ -586,33 +364,26 @@ pub fn put_logo(
     id: &str,
     filename: Option<String>,
     bytes: Vec<u8>,
-) -> Result<Value> {
+) -> Result<Logo> {
     p.require(Perm::AgentsManage)?;
     let mime = check_logo(&bytes)?;
     let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&bytes));
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, id)?;
-        tx.execute(
-            "INSERT INTO agent_logos (agent_id, mime_type, filename, bytes, sha256, updated_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
-             ON CONFLICT (agent_id) DO UPDATE SET mime_type = excluded.mime_type, filename = excluded.filename, bytes = excluded.bytes, sha256 = excluded.sha256, updated_at = excluded.updated_at",
-            params![id, mime, filename, bytes, sha, now],
-        )?;
-        tx.execute("UPDATE agents SET updated_at = ?2 WHERE id = ?1", params![id, now])?;
-        audit::record(tx, &now, actor, Event::new("agent.logo_updated").workspace(&p.workspace_id).target("agent", id).meta(json!({"mimeType": mime, "bytes": bytes.len()})))?;
-        Ok(logo_info(tx, id)?.unwrap_or(Value::Null))
+        store::put_logo(tx, id, mime, filename.as_deref(), &bytes, &sha, &now)?;
+        let ev = Event::new("agent.logo_updated").workspace(&p.workspace_id).target("agent", id);
+        audit::record(tx, &now, actor, ev.meta(json!({"mimeType": mime, "bytes": bytes.len()})))?;
+        store::logo_info(tx, id)?.ok_or_else(|| Error::not_found("logo"))
     })
 }
 
+/// The logo's content type and bytes.
 pub fn get_logo(app: &App, p: &Principal, id: &str) -> Result<(String, Vec<u8>)> {
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| {
         get_in(c, &p.workspace_id, id)?;
-        c.query_row("SELECT mime_type, bytes FROM agent_logos WHERE agent_id = ?1", [id], |r| {
-            Ok((r.get(0)?, r.get(1)?))
-        })
-        .optional()?
-        .ok_or_else(|| Error::not_found("logo"))
+        store::logo_bytes(c, id)?.ok_or_else(|| Error::not_found("logo"))
     })
 }
 
@@ -621,7 +392,7 @@ pub fn delete_logo(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, id)?;
-        if tx.execute("DELETE FROM agent_logos WHERE agent_id = ?1", [id])? == 0 {
+        if !store::delete_logo(tx, id)? {
             return Err(Error::not_found("logo"));
         }
         audit::record(tx, &now, actor, Event::new("agent.logo_deleted").workspace(&p.workspace_id).target("agent", id))

@@ -3,20 +3,24 @@
 //! publishing a candidate gives it the next version (v1, v2, …) and makes it what new
 //! conversations use on every channel. Running conversations keep the revision they started with.
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Agent, context, directives, get_in, skills};
+use super::api::EnablementView;
+use super::{Agent, context, directives, get_in, skills, store};
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
 use crate::error::{Error, ErrorCode, Result};
 use crate::ids::WorkspaceId;
-use crate::storage::Tx;
+use crate::storage::{Conn, Tx};
 
 pub const SNAPSHOT_FORMAT: u32 = 1;
+
+/// A revision's snapshot: the agent's settings, directives, skills and enablements as one JSON
+/// document in the wire shape (stored as it is; `SNAPSHOT_FORMAT` versions it).
+pub type Snapshot = Value;
 
 #[derive(Debug, Clone)]
 pub struct Revision {
@@ -25,66 +29,60 @@ pub struct Revision {
     pub generation: i64,
     pub kind: String,
     pub version_number: Option<i64>,
-    pub snapshot: Value,
+    pub snapshot: Snapshot,
     pub base_published_revision_id: Option<String>,
     pub created_at: String,
     pub published_at: Option<String>,
 }
 
-const COLS: &str =
-    "id, agent_id, generation, kind, version_number, snapshot, base_published_revision_id, created_at, published_at";
-
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Revision> {
-    Ok(Revision {
-        id: r.get(0)?,
-        agent_id: r.get(1)?,
-        generation: r.get(2)?,
-        kind: r.get(3)?,
-        version_number: r.get(4)?,
-        snapshot: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or(Value::Null),
-        base_published_revision_id: r.get(6)?,
-        created_at: r.get(7)?,
-        published_at: r.get(8)?,
-    })
+fn by_id(c: &Conn, agent_id: &str, id: &str) -> Result<Option<Revision>> {
+    store::revision(c, agent_id, id)
 }
 
-fn by_id(c: &Connection, agent_id: &str, id: &str) -> Result<Option<Revision>> {
-    Ok(c.query_row(
-        &format!("SELECT {COLS} FROM agent_revisions WHERE agent_id = ?1 AND id = ?2"),
-        params![agent_id, id],
-        row,
-    )
-    .optional()?)
-}
-
-fn by_generation(c: &Connection, agent_id: &str, generation: i64) -> Result<Option<Revision>> {
-    Ok(c.query_row(
-        &format!("SELECT {COLS} FROM agent_revisions WHERE agent_id = ?1 AND generation = ?2"),
-        params![agent_id, generation],
-        row,
-    )
-    .optional()?)
+fn by_generation(c: &Conn, agent_id: &str, generation: i64) -> Result<Option<Revision>> {
+    store::revision_of_generation(c, agent_id, generation)
 }
 
 impl Revision {
-    pub fn summary(&self) -> Value {
-        let label = match self.version_number {
+    /// `v3`, or `Draft · <time>` for a candidate.
+    pub fn label(&self) -> String {
+        match self.version_number {
             Some(v) => format!("v{v}"),
             None => format!("Draft · {}", self.created_at),
-        };
-        json!({"id": self.id, "agentId": self.agent_id, "label": label, "kind": self.kind, "versionNumber": self.version_number,
-               "generation": self.generation, "createdAt": self.created_at, "publishedAt": self.published_at})
+        }
+    }
+}
+
+/// A revision with the published snapshot it was based on (what its changes are measured
+/// against; empty for the first).
+#[derive(Debug, Clone)]
+pub struct RevisionDetail {
+    pub revision: Revision,
+    pub base: Snapshot,
+}
+
+/// Where an agent's draft stands against its published revision.
+#[derive(Debug, Clone)]
+pub struct RevisionState {
+    pub agent: Agent,
+    pub published: Option<Revision>,
+    /// The revision of the current draft generation, if one was made.
+    pub current: Option<Revision>,
+}
+
+impl RevisionState {
+    /// Whether the draft is what is published.
+    pub fn draft_is_published(&self) -> bool {
+        self.current.as_ref().is_some_and(|r| r.kind == "published")
     }
 }
 
 /// What the agent is right now (the draft), as a snapshot.
-pub fn snapshot(c: &Connection, a: &Agent) -> Result<Value> {
+pub fn snapshot(c: &Conn, a: &Agent) -> Result<Snapshot> {
     let settings = serde_json::to_value(&a.settings)?;
-    let mut enabled_vars: Vec<String> = context::enablements(c, &a.id)?
-        .iter()
-        .filter(|e| e["enabled"] == true)
-        .filter_map(|e| e["contextVariableId"].as_str().map(str::to_string))
-        .collect();
+    let enablements = context::enablements(c, &a.id)?;
+    let mut enabled_vars: Vec<String> =
+        enablements.iter().filter(|e| e.enabled).map(|e| e.variable_id.clone()).collect();
     enabled_vars.sort();
     Ok(json!({
         "snapshotFormatVersion": SNAPSHOT_FORMAT,
@@ -95,28 +93,25 @@ pub fn snapshot(c: &Connection, a: &Agent) -> Result<Value> {
         "directives": directives::snapshot(c, &a.id)?,
         "routines": [],
         "skills": skills::snapshot(c, &a.id)?,
-        "contextVariableEnablements": context::enablements(c, &a.id)?.into_iter().map(|mut e| { e.as_object_mut().map(|m| m.remove("updatedAt")); e }).collect::<Vec<_>>(),
+        "contextVariableEnablements": enablements.iter().map(EnablementView::snapshot).collect::<Vec<_>>(),
         "enabledContextVariableIds": enabled_vars,
     }))
 }
 
-fn insert(tx: &Tx, a: &Agent, kind: &str, version: Option<i64>, snap: &Value, now: &str) -> Result<String> {
+fn insert(tx: &Tx, a: &Agent, kind: &str, version: Option<i64>, snap: &Snapshot, now: &str) -> Result<String> {
     let id = crate::ids::new_id();
-    tx.execute(
-        &format!("INSERT INTO agent_revisions ({COLS}, workspace_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"),
-        params![
-            id,
-            a.id,
-            a.draft_generation,
-            kind,
-            version,
-            snap.to_string(),
-            a.published_revision_id,
-            now,
-            version.map(|_| now),
-            a.workspace_id.0
-        ],
-    )?;
+    let r = Revision {
+        id: id.clone(),
+        agent_id: a.id.clone(),
+        generation: a.draft_generation,
+        kind: kind.to_string(),
+        version_number: version,
+        snapshot: snap.clone(),
+        base_published_revision_id: a.published_revision_id.clone(),
+        created_at: now.to_string(),
+        published_at: version.map(|_| now.to_string()),
+    };
+    store::insert_revision(tx, &a.workspace_id, &r)?;
     Ok(id)
 }
 
@@ -125,33 +120,21 @@ pub fn publish_initial(tx: &Tx, agent_id: &str, ws: &WorkspaceId, now: &str) -> 
     let a = get_in(tx, ws, agent_id)?;
     let snap = snapshot(tx, &a)?;
     let id = insert(tx, &a, "published", Some(1), &snap, now)?;
-    tx.execute("UPDATE agents SET published_revision_id = ?2 WHERE id = ?1", params![agent_id, id])?;
-    Ok(())
+    store::set_published(tx, agent_id, &id, None)
 }
 
 /// The revision new conversations of `agent_id` use: `(revision id, version, snapshot)`.
-pub fn published(c: &Connection, agent_id: &str) -> Result<Option<(String, i64, Value)>> {
-    Ok(c.query_row(
-        "SELECT r.id, r.version_number, r.snapshot FROM agents a JOIN agent_revisions r ON r.id = a.published_revision_id WHERE a.id = ?1",
-        [agent_id],
-        |r| Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(0), serde_json::from_str(&r.get::<_, String>(2)?).unwrap_or(Value::Null))),
-    )
-    .optional()?)
+pub fn published(c: &Conn, agent_id: &str) -> Result<Option<(String, i64, Snapshot)>> {
+    store::published(c, agent_id)
 }
 
 /// A revision's snapshot by id (for conversations that started on it).
-pub fn snapshot_of(c: &Connection, revision_id: &str) -> Result<Option<Value>> {
-    Ok(c.query_row("SELECT snapshot FROM agent_revisions WHERE id = ?1", [revision_id], |r| r.get::<_, String>(0))
-        .optional()?
-        .and_then(|s| serde_json::from_str(&s).ok()))
+pub fn snapshot_of(c: &Conn, revision_id: &str) -> Result<Option<Snapshot>> {
+    store::snapshot_of(c, revision_id)
 }
 
 /// A revision of `agent_id` by id: `(version number, snapshot)`.
-pub fn snapshot_with_version(
-    c: &Connection,
-    agent_id: &str,
-    revision_id: &str,
-) -> Result<Option<(Option<i64>, Value)>> {
+pub fn snapshot_with_version(c: &Conn, agent_id: &str, revision_id: &str) -> Result<Option<(Option<i64>, Snapshot)>> {
     Ok(by_id(c, agent_id, revision_id)?.map(|r| (r.version_number, r.snapshot)))
 }
 
@@ -159,26 +142,16 @@ fn conflict(message: String, details: Value) -> Error {
     Error::new(ErrorCode::RevisionConflict, message).with_details(details)
 }
 
-pub fn state(app: &App, p: &Principal, agent_id: &str) -> Result<Value> {
+pub fn state(app: &App, p: &Principal, agent_id: &str) -> Result<RevisionState> {
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| {
-        let a = get_in(c, &p.workspace_id, agent_id)?;
-        let published = match &a.published_revision_id {
-            Some(id) => by_id(c, &a.id, id)?,
+        let agent = get_in(c, &p.workspace_id, agent_id)?;
+        let published = match &agent.published_revision_id {
+            Some(id) => by_id(c, &agent.id, id)?,
             None => None,
         };
-        let current = by_generation(c, &a.id, a.draft_generation)?;
-        let draft_is_published = current.as_ref().is_some_and(|r| r.kind == "published");
-        let status = if draft_is_published { "published" } else { "draft_changes" };
-        Ok(json!({
-            "agentId": a.id,
-            "status": status,
-            "draft": {"generation": a.draft_generation, "basePublishedRevisionId": a.published_revision_id, "updatedAt": a.draft_updated_at,
-                      "candidateRevisionId": current.as_ref().filter(|r| r.kind == "candidate").map(|r| r.id.clone())},
-            "publishedRevision": published.map(|r| r.summary()),
-            "canPublish": !draft_is_published,
-            "proactiveGreetingEnabled": a.settings.proactive_greeting_enabled,
-        }))
+        let current = by_generation(c, &agent.id, agent.draft_generation)?;
+        Ok(RevisionState { agent, published, current })
     })
 }
 
@@ -193,7 +166,13 @@ pub struct CandidateInput {
 
 /// `POST …/revisions/candidates`: the candidate of the current draft generation (made once).
 /// Returns `(created, revision)`.
-pub fn candidate(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: CandidateInput) -> Result<(bool, Value)> {
+pub fn candidate(
+    app: &App,
+    p: &Principal,
+    actor: &Actor,
+    agent_id: &str,
+    i: CandidateInput,
+) -> Result<(bool, RevisionDetail)> {
     p.require(Perm::AgentsManage)?;
     if i.expected_draft_generation.is_some_and(|g| g < 1) {
         return Err(Error::invalid_field("expectedDraftGeneration", "expectedDraftGeneration is a positive integer"));
@@ -237,7 +216,7 @@ pub struct PublishInput {
 }
 
 /// Problems that make a candidate unpublishable (422), and warnings that do not.
-fn validate(app: &App, c: &Connection, ws: &WorkspaceId, snap: &Value) -> Result<(Vec<Value>, Vec<Value>)> {
+fn validate(app: &App, c: &Conn, ws: &WorkspaceId, snap: &Snapshot) -> Result<(Vec<Value>, Vec<Value>)> {
     let (mut errors, mut warnings) = (Vec::new(), Vec::new());
     if let Some(m) = snap.pointer("/settings/chatModelOverride").filter(|v| !v.is_null())
         && let Some(why) = crate::models::resolve::unusable(app, ws, m["provider"].as_str().unwrap_or(""))?
@@ -246,10 +225,7 @@ fn validate(app: &App, c: &Connection, ws: &WorkspaceId, snap: &Value) -> Result
     }
     if let Some(ids) = snap.pointer("/settings/sourceScope/sourceIds").and_then(Value::as_array) {
         for id in ids.iter().filter_map(Value::as_str) {
-            let exists: Option<i64> = c
-                .query_row("SELECT 1 FROM sources WHERE id = ?1 AND workspace_id = ?2", params![id, ws.0], |r| r.get(0))
-                .optional()?;
-            if exists.is_none() {
+            if !crate::documents::source_exists(c, ws, id)? {
                 errors.push(json!({"code": "source_missing", "message": format!("the source scope names a source that no longer exists ({id})")}));
             }
         }
@@ -282,7 +258,7 @@ pub fn publish(
     agent_id: &str,
     revision_id: &str,
     i: PublishInput,
-) -> Result<Value> {
+) -> Result<RevisionDetail> {
     p.require(Perm::AgentsManage)?;
     let key = i.idempotency_key.trim().to_string();
     if key.is_empty() || key.chars().count() > 200 {
@@ -291,10 +267,7 @@ pub fn publish(
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         let a = get_in(tx, &p.workspace_id, agent_id)?;
-        let done: Option<String> = tx
-            .query_row("SELECT revision_id FROM agent_publish_commands WHERE agent_id = ?1 AND idempotency_key = ?2", params![a.id, key], |r| r.get(0))
-            .optional()?;
-        if let Some(rid) = done {
+        if let Some(rid) = store::published_by_key(tx, &a.id, &key)? {
             if rid != revision_id {
                 return Err(Error::conflict("this idempotencyKey was used to publish another revision").with_details(json!({"revisionId": rid})));
             }
@@ -304,7 +277,7 @@ pub fn publish(
         let r = by_id(tx, &a.id, revision_id)?.ok_or_else(|| Error::not_found("revision"))?;
         let current = json!({"currentDraftGeneration": a.draft_generation, "currentPublishedRevisionId": a.published_revision_id});
         if r.kind == "published" {
-            return Err(conflict(format!("revision {} is already published", r.summary()["label"].as_str().unwrap_or("")), current));
+            return Err(conflict(format!("revision {} is already published", r.label()), current));
         }
         if r.generation != i.expected_draft_generation || a.draft_generation != i.expected_draft_generation {
             return Err(conflict(
@@ -319,34 +292,23 @@ pub fn publish(
         if !errors.is_empty() {
             return Err(Error::new(ErrorCode::RevisionInvalid, "this revision cannot be published").with_details(json!({"errors": errors})));
         }
-        let version: i64 = tx.query_row("SELECT coalesce(max(version_number), 0) + 1 FROM agent_revisions WHERE agent_id = ?1", [&a.id], |r| r.get(0))?;
-        tx.execute("UPDATE agent_revisions SET kind = 'published', version_number = ?2, published_at = ?3 WHERE id = ?1", params![r.id, version, now])?;
-        tx.execute("UPDATE agents SET published_revision_id = ?2, updated_at = ?3 WHERE id = ?1", params![a.id, r.id, now])?;
-        tx.execute("INSERT INTO agent_publish_commands (agent_id, idempotency_key, revision_id, created_at) VALUES (?1, ?2, ?3, ?4)", params![a.id, key, r.id, now])?;
+        let version = store::publish_revision(tx, &a.id, &r.id, &key, &now)?;
         audit::record(tx, &now, actor, Event::new("agent.revision.published").workspace(&p.workspace_id).target("agent_revision", &r.id).meta(json!({"agentId": a.id, "version": version})))?;
         let r = by_id(tx, &a.id, &r.id)?.ok_or_else(|| Error::internal_msg("revision vanished"))?;
         detail(tx, &r)
     })
 }
 
-pub fn list(app: &App, p: &Principal, agent_id: &str, include_published: bool) -> Result<Value> {
+/// The agent's candidates, newest first (and its published revisions with `include_published`).
+pub fn list(app: &App, p: &Principal, agent_id: &str, include_published: bool) -> Result<Vec<Revision>> {
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| {
         let a = get_in(c, &p.workspace_id, agent_id)?;
-        let sql = if include_published {
-            format!("SELECT {COLS} FROM agent_revisions WHERE agent_id = ?1 ORDER BY generation DESC")
-        } else {
-            format!(
-                "SELECT {COLS} FROM agent_revisions WHERE agent_id = ?1 AND kind = 'candidate' ORDER BY generation DESC"
-            )
-        };
-        let mut st = c.prepare(&sql)?;
-        let rs: Vec<Revision> = st.query_map([&a.id], row)?.collect::<rusqlite::Result<_>>()?;
-        Ok(json!({"revisions": rs.iter().map(Revision::summary).collect::<Vec<_>>()}))
+        store::revisions(c, &a.id, include_published)
     })
 }
 
-pub fn get(app: &App, p: &Principal, agent_id: &str, revision_id: &str) -> Result<Value> {
+pub fn get(app: &App, p: &Principal, agent_id: &str, revision_id: &str) -> Result<RevisionDetail> {
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| {
         let a = get_in(c, &p.workspace_id, agent_id)?;
@@ -355,64 +317,10 @@ pub fn get(app: &App, p: &Principal, agent_id: &str, revision_id: &str) -> Resul
     })
 }
 
-fn diff_by_id(before: &Value, after: &Value, key: &str, id_field: &str) -> Vec<Value> {
-    let index = |v: &Value| -> Vec<(String, Value)> {
-        v[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|x| (x[id_field].as_str().unwrap_or("").to_string(), x.clone()))
-            .collect()
-    };
-    let (b, a) = (index(before), index(after));
-    let mut out = Vec::new();
-    for (id, av) in &a {
-        match b.iter().find(|(i, _)| i == id) {
-            None => out.push(json!({"id": id, "change": "added", "after": av})),
-            Some((_, bv)) if bv != av => out.push(json!({"id": id, "change": "changed", "before": bv, "after": av})),
-            _ => {}
-        }
-    }
-    for (id, bv) in &b {
-        if !a.iter().any(|(i, _)| i == id) {
-            out.push(json!({"id": id, "change": "removed", "before": bv}));
-        }
-    }
-    out
-}
-
-fn detail(c: &Connection, r: &Revision) -> Result<Value> {
+fn detail(c: &Conn, r: &Revision) -> Result<RevisionDetail> {
     let base = match &r.base_published_revision_id {
         Some(id) if *id != r.id => snapshot_of(c, id)?.unwrap_or(json!({})),
         _ => json!({}),
     };
-    let s = &r.snapshot;
-    let text_change =
-        |k: &str| json!({"before": base.pointer(k), "after": s.pointer(k), "changed": base.pointer(k) != s.pointer(k)});
-    let mut v = r.summary();
-    v["snapshotFormatVersion"] = json!(SNAPSHOT_FORMAT);
-    v["scope"] = json!({"customInstructions": true, "directives": true, "routines": true, "contextVariableEnablements": true, "greeting": true, "skills": true, "settings": true});
-    v["basePublishedRevisionId"] = json!(r.base_published_revision_id);
-    v["snapshot"] = s.clone();
-    v["enabledContextVariableIds"] = s["enabledContextVariableIds"].clone();
-    v["scopedChanges"] = json!({
-        "customInstruction": text_change("/customInstruction"),
-        "greeting": text_change("/greeting"),
-        "directives": diff_by_id(&base, s, "directives", "id"),
-        "skills": diff_by_id(&base, s, "skills", "id"),
-        "routines": [],
-        "contextVariableEnablements": diff_by_id(&base, s, "contextVariableEnablements", "contextVariableId"),
-    });
-    let warnings: Vec<Value> = s["directives"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|d| {
-            let b = d["binding"]["skillName"].as_str()?;
-            let ok = s["skills"].as_array().into_iter().flatten().any(|k| k["name"] == b && k["enabled"] == true);
-            (!ok).then(|| json!({"code": "binding_unknown_skill", "directive": d["name"], "skillName": b}))
-        })
-        .collect();
-    v["dependencyWarnings"] = json!(warnings);
-    Ok(v)
+    Ok(RevisionDetail { revision: r.clone(), base })
 }

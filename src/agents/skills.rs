@@ -3,16 +3,17 @@
 //! says, per capability, its target, inputs, outcomes and invocation modes; each skill is checked
 //! against it. Also the read-only catalog of built-in skills (`GET /skills`).
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{get_in, touch};
+use super::api::SkillView;
+use super::{get_in, store, touch};
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
 use crate::error::{Error, Result};
+use crate::storage::Conn;
 
 pub const CAPABILITIES: [&str; 6] = ["retrieve", "mcp_tool", "email", "slack_post", "webhook_call", "notify"];
 pub const MODES: [&str; 3] = ["default_answer", "routine_named", "agent_selectable"];
@@ -253,51 +254,16 @@ pub struct Skill {
     pub updated_at: String,
 }
 
-const COLS: &str = "id, agent_id, name, capability, target, config, invocation_mode, enabled, created_at, updated_at";
-
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Skill> {
-    Ok(Skill {
-        id: r.get(0)?,
-        agent_id: r.get(1)?,
-        name: r.get(2)?,
-        capability: r.get(3)?,
-        target: r.get::<_, Option<String>>(4)?.and_then(|s| serde_json::from_str(&s).ok()),
-        config: serde_json::from_str(&r.get::<_, String>(5)?).unwrap_or_default(),
-        invocation_mode: r.get(6)?,
-        enabled: r.get::<_, i64>(7)? == 1,
-        created_at: r.get(8)?,
-        updated_at: r.get(9)?,
-    })
+pub fn of_agent(c: &Conn, agent_id: &str) -> Result<Vec<Skill>> {
+    store::skills_of(c, agent_id)
 }
 
-impl Skill {
-    pub fn view(&self) -> Value {
-        json!({
-            "id": self.id, "agentId": self.agent_id, "name": self.name, "capability": self.capability,
-            "target": self.target, "config": self.config, "invocationMode": self.invocation_mode,
-            "enabled": self.enabled, "createdAt": self.created_at, "updatedAt": self.updated_at,
-        })
-    }
+pub fn by_name(c: &Conn, agent_id: &str, name: &str) -> Result<Option<Skill>> {
+    store::skill_by_name(c, agent_id, name)
 }
 
-pub fn of_agent(c: &Connection, agent_id: &str) -> Result<Vec<Skill>> {
-    let mut st = c.prepare(&format!("SELECT {COLS} FROM agent_skills WHERE agent_id = ?1 ORDER BY name"))?;
-    Ok(st.query_map([agent_id], row)?.collect::<rusqlite::Result<_>>()?)
-}
-
-pub fn by_name(c: &Connection, agent_id: &str, name: &str) -> Result<Option<Skill>> {
-    Ok(c.query_row(
-        &format!("SELECT {COLS} FROM agent_skills WHERE agent_id = ?1 AND name = ?2"),
-        params![agent_id, name],
-        row,
-    )
-    .optional()?)
-}
-
-fn by_id(c: &Connection, agent_id: &str, id: &str) -> Result<Skill> {
-    c.query_row(&format!("SELECT {COLS} FROM agent_skills WHERE agent_id = ?1 AND id = ?2"), params![agent_id, id], row)
-        .optional()?
-        .ok_or_else(|| Error::not_found("skill"))
+fn by_id(c: &Conn, agent_id: &str, id: &str) -> Result<Skill> {
+    store::skill_by_id(c, agent_id, id)?.ok_or_else(|| Error::not_found("skill"))
 }
 
 fn check_target(cap: &Capability, target: Option<&Value>) -> Result<Option<Value>> {
@@ -411,11 +377,11 @@ fn input_schema(cap: &str) -> Value {
     }
 }
 
-pub fn list(app: &App, p: &Principal, agent_id: &str) -> Result<Value> {
+pub fn list(app: &App, p: &Principal, agent_id: &str) -> Result<Vec<Skill>> {
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| {
         get_in(c, &p.workspace_id, agent_id)?;
-        Ok(json!({"skills": of_agent(c, agent_id)?.iter().map(Skill::view).collect::<Vec<_>>()}))
+        of_agent(c, agent_id)
     })
 }
 
@@ -430,7 +396,7 @@ pub struct NewSkill {
     pub enabled: Option<bool>,
 }
 
-pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, b: NewSkill) -> Result<Value> {
+pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, b: NewSkill) -> Result<Skill> {
     p.require(Perm::AgentsManage)?;
     let name = clean_name(&b.name)?;
     let cap = capability(&b.capability).ok_or_else(|| {
@@ -445,17 +411,34 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, b: NewSki
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, agent_id)?;
         if by_name(tx, agent_id, &name)?.is_some() {
-            return Err(Error::conflict(format!("the agent already has a skill named `{name}`")).with_details(json!({"field": "name"})));
+            return Err(Error::conflict(format!("the agent already has a skill named `{name}`"))
+                .with_details(json!({"field": "name"})));
         }
         let id = crate::ids::new_id();
-        tx.execute(
-            "INSERT INTO agent_skills (id, agent_id, workspace_id, name, capability, target, config, invocation_mode, enabled, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10)",
-            params![id, agent_id, p.workspace_id.0, name, cap.id, target.as_ref().map(|t| t.to_string()), Value::Object(config.clone()).to_string(), mode, b.enabled.unwrap_or(true) as i64, now],
-        )?;
+        let skill = Skill {
+            id: id.clone(),
+            agent_id: agent_id.to_string(),
+            name: name.clone(),
+            capability: cap.id.to_string(),
+            target,
+            config,
+            invocation_mode: mode,
+            enabled: b.enabled.unwrap_or(true),
+            created_at: now.clone(),
+            updated_at: now.clone(),
+        };
+        store::insert_skill(tx, &p.workspace_id, &skill)?;
         touch(tx, agent_id, &now)?;
-        audit::record(tx, &now, actor, Event::new("agent.skill.created").workspace(&p.workspace_id).target("agent_skill", &id).meta(json!({"agentId": agent_id, "capability": cap.id, "name": name})))?;
-        Ok(by_id(tx, agent_id, &id)?.view())
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("agent.skill.created")
+                .workspace(&p.workspace_id)
+                .target("agent_skill", &id)
+                .meta(json!({"agentId": agent_id, "capability": cap.id, "name": name})),
+        )?;
+        by_id(tx, agent_id, &id)
     })
 }
 
@@ -483,7 +466,7 @@ pub fn merge_config(cur: &Map<String, Value>, patch: &Map<String, Value>) -> Map
     out
 }
 
-pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id: &str, b: SkillPatch) -> Result<Value> {
+pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id: &str, b: SkillPatch) -> Result<Skill> {
     p.require(Perm::AgentsManage)?;
     if b.config.is_some() && b.replace_config.is_some() {
         return Err(Error::invalid("send either config (a merge) or replaceConfig (the whole config), not both"));
@@ -492,13 +475,15 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id:
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, agent_id)?;
         let cur = by_id(tx, agent_id, skill_id)?;
-        let cap = capability(&cur.capability).ok_or_else(|| Error::internal_msg("stored skill has an unknown capability"))?;
+        let cap =
+            capability(&cur.capability).ok_or_else(|| Error::internal_msg("stored skill has an unknown capability"))?;
         let name = match &b.name {
             Some(n) => clean_name(n)?,
             None => cur.name.clone(),
         };
         if name != cur.name && by_name(tx, agent_id, &name)?.is_some() {
-            return Err(Error::conflict(format!("the agent already has a skill named `{name}`")).with_details(json!({"field": "name"})));
+            return Err(Error::conflict(format!("the agent already has a skill named `{name}`"))
+                .with_details(json!({"field": "name"})));
         }
         let target = if b.target.is_some() { check_target(cap, b.target.as_ref())? } else { cur.target.clone() };
         let mode = match &b.invocation_mode {
@@ -507,22 +492,31 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id:
         };
         let mut config = match (&b.config, &b.replace_config) {
             (Some(patch), None) => merge_config(&cur.config, patch),
-            (None, Some(all)) => all.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect(),
+            (None, Some(all)) => {
+                all.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect()
+            }
             _ => cur.config.clone(),
         };
         check_config(cap.id, &mut config)?;
         let enabled = b.enabled.unwrap_or(cur.enabled);
-        tx.execute(
-            "UPDATE agent_skills SET name = ?3, target = ?4, config = ?5, invocation_mode = ?6, enabled = ?7, updated_at = ?8 WHERE agent_id = ?1 AND id = ?2",
-            params![agent_id, skill_id, name, target.as_ref().map(|t| t.to_string()), Value::Object(config).to_string(), mode, enabled as i64, now],
-        )?;
+        let next =
+            Skill { name, target, config, invocation_mode: mode, enabled, updated_at: now.clone(), ..cur.clone() };
+        store::update_skill(tx, &next)?;
         if cur.enabled && !enabled {
             // disabling a skill disables the variables it resolves; re-enabling does not opt them back in
-            tx.execute("UPDATE agent_context_variables SET enabled = 0, updated_at = ?2 WHERE resolver_skill_id = ?1", params![skill_id, now])?;
+            store::disable_resolved_variables(tx, skill_id, &now)?;
         }
         touch(tx, agent_id, &now)?;
-        audit::record(tx, &now, actor, Event::new("agent.skill.updated").workspace(&p.workspace_id).target("agent_skill", skill_id).meta(json!({"agentId": agent_id, "enabled": enabled})))?;
-        Ok(by_id(tx, agent_id, skill_id)?.view())
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("agent.skill.updated")
+                .workspace(&p.workspace_id)
+                .target("agent_skill", skill_id)
+                .meta(json!({"agentId": agent_id, "enabled": enabled})),
+        )?;
+        by_id(tx, agent_id, skill_id)
     })
 }
 
@@ -533,8 +527,7 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id:
         get_in(tx, &p.workspace_id, agent_id)?;
         by_id(tx, agent_id, skill_id)?;
         // its resolver enablements go with it (also by foreign key)
-        tx.execute("DELETE FROM agent_context_variables WHERE resolver_skill_id = ?1", [skill_id])?;
-        tx.execute("DELETE FROM agent_skills WHERE id = ?1", [skill_id])?;
+        store::delete_skill(tx, skill_id)?;
         touch(tx, agent_id, &now)?;
         audit::record(
             tx,
@@ -676,17 +669,7 @@ pub fn catalog_get(p: &Principal, name: &str) -> Result<Value> {
     catalog().into_iter().find(|s| s["name"] == name).ok_or_else(|| Error::not_found("skill"))
 }
 
-/// Skills of an agent keyed by id, for snapshots.
-pub fn snapshot(c: &Connection, agent_id: &str) -> Result<Vec<Value>> {
-    Ok(of_agent(c, agent_id)?
-        .iter()
-        .map(|s| {
-            let mut v = s.view();
-            if let Some(m) = v.as_object_mut() {
-                m.remove("createdAt");
-                m.remove("updatedAt");
-            }
-            v
-        })
-        .collect())
+/// Skills of an agent, as a revision snapshot carries them (without timestamps).
+pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<Value>> {
+    of_agent(c, agent_id)?.iter().map(|s| Ok(serde_json::to_value(SkillView::snapshot(s))?)).collect()
 }

@@ -2,14 +2,18 @@
 //! every module calls inside the transaction of the change it records. Metadata carries ids, counts
 //! and names, never secrets or document or message content.
 
+pub mod api;
+mod store;
+
 use base64::Engine;
-use rusqlite::{Connection, params_from_iter};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::ids::{OrgId, WorkspaceId};
-use crate::storage::{SqlValue, Tx};
+use crate::storage::{Conn, Tx};
+
+/// An event's free-form metadata (ids, counts, names; never secrets or content). Stored as JSON.
+pub type AuditMeta = Value;
 
 /// Who did it.
 #[derive(Debug, Clone)]
@@ -42,7 +46,7 @@ pub struct Event<'a> {
     pub action: &'a str,
     pub target_type: Option<&'a str>,
     pub target_id: Option<&'a str>,
-    pub metadata: Value,
+    pub metadata: AuditMeta,
 }
 
 impl<'a> Event<'a> {
@@ -69,7 +73,7 @@ impl<'a> Event<'a> {
         self.target_id = Some(id);
         self
     }
-    pub fn meta(mut self, metadata: Value) -> Self {
+    pub fn meta(mut self, metadata: AuditMeta) -> Self {
         self.metadata = metadata;
         self
     }
@@ -78,51 +82,32 @@ impl<'a> Event<'a> {
 /// Records `ev` in the caller's transaction. When only a workspace is given, its organization is
 /// filled in from the workspace.
 pub fn record(tx: &Tx, now: &str, actor: &Actor, ev: Event) -> Result<()> {
-    tx.execute(
-        "INSERT INTO audit_events (event_id, organization_id, workspace_id, actor_type, actor_id, action, target_type, target_id, metadata, request_id, created_at)
-         VALUES (?1, coalesce(?2, (SELECT organization_id FROM workspaces WHERE id = ?3)), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-        rusqlite::params![
-            crate::ids::new_id(),
-            ev.org,
-            ev.workspace,
-            actor.kind,
-            actor.id,
-            ev.action,
-            ev.target_type,
-            ev.target_id,
-            ev.metadata.to_string(),
-            actor.request_id,
-            now
-        ],
-    )?;
-    Ok(())
+    store::insert(tx, now, actor, &ev)
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A recorded event.
+#[derive(Debug, Clone)]
 pub struct AuditEvent {
     pub id: String,
     pub workspace_id: Option<String>,
     pub actor: AuditActor,
     pub action: String,
     pub target: Option<AuditTarget>,
-    pub metadata: Value,
+    pub metadata: AuditMeta,
     pub request_id: Option<String>,
     pub created_at: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// Who did it, as recorded.
+#[derive(Debug, Clone)]
 pub struct AuditActor {
-    #[serde(rename = "type")]
     pub kind: String,
     pub id: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// What it was done to.
+#[derive(Debug, Clone)]
 pub struct AuditTarget {
-    #[serde(rename = "type")]
     pub kind: String,
     pub id: Option<String>,
 }
@@ -141,8 +126,8 @@ pub struct Filter {
     pub limit: usize,
 }
 
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// A page of events, newest first.
+#[derive(Debug, Clone)]
 pub struct Page {
     pub events: Vec<AuditEvent>,
     pub next_cursor: Option<String>,
@@ -165,49 +150,9 @@ fn decode_cursor(c: &str) -> Result<i64> {
 }
 
 /// Events of `org`, newest first.
-pub fn list(c: &Connection, org: &OrgId, f: &Filter) -> Result<Page> {
-    let mut sql = String::from(
-        "SELECT id, event_id, workspace_id, actor_type, actor_id, action, target_type, target_id, metadata, request_id, created_at
-         FROM audit_events WHERE organization_id = ?",
-    );
-    let mut args: Vec<SqlValue> = vec![SqlValue::Text(org.0.clone())];
-    let mut add = |clause: &str, v: &Option<String>| {
-        if let Some(v) = v {
-            sql.push_str(clause);
-            args.push(SqlValue::Text(v.clone()));
-        }
-    };
-    add(" AND workspace_id = ?", &f.workspace_id);
-    add(" AND action = ?", &f.action);
-    add(" AND actor_id = ?", &f.actor_id);
-    add(" AND target_type = ?", &f.target_type);
-    add(" AND target_id = ?", &f.target_id);
-    add(" AND created_at >= ?", &f.since);
-    add(" AND created_at < ?", &f.until);
-    if let Some(cur) = &f.cursor {
-        sql.push_str(" AND id < ?");
-        args.push(SqlValue::Integer(decode_cursor(cur)?));
-    }
-    sql.push_str(" ORDER BY id DESC LIMIT ?");
-    args.push(SqlValue::Integer(f.limit as i64 + 1));
-    let mut stmt = c.prepare(&sql)?;
-    let rows = stmt.query_map(params_from_iter(args.iter()), |r| {
-        let target_type: Option<String> = r.get(6)?;
-        Ok((
-            r.get::<_, i64>(0)?,
-            AuditEvent {
-                id: r.get(1)?,
-                workspace_id: r.get(2)?,
-                actor: AuditActor { kind: r.get(3)?, id: r.get(4)? },
-                action: r.get(5)?,
-                target: target_type.map(|kind| AuditTarget { kind, id: r.get(7).ok().flatten() }),
-                metadata: serde_json::from_str(&r.get::<_, String>(8)?).unwrap_or(Value::Null),
-                request_id: r.get(9)?,
-                created_at: r.get(10)?,
-            },
-        ))
-    })?;
-    let mut out: Vec<(i64, AuditEvent)> = rows.collect::<rusqlite::Result<_>>()?;
+pub fn list(c: &Conn, org: &OrgId, f: &Filter) -> Result<Page> {
+    let before = f.cursor.as_deref().map(decode_cursor).transpose()?;
+    let mut out = store::list(c, org, f, before, f.limit + 1)?;
     let has_more = out.len() > f.limit;
     out.truncate(f.limit);
     let next_cursor = if has_more { out.last().map(|(id, _)| encode_cursor(*id)) } else { None };

@@ -3,7 +3,6 @@
 //! headless bootstrap used by `steward admin bootstrap`.
 
 use chrono::Duration as ChronoDuration;
-use serde::Serialize;
 
 use super::password::{check_password_rules, new_secret, normalize_email, sha256_hex};
 use super::permissions::{Perm, PermSet, Role};
@@ -13,7 +12,7 @@ use crate::audit::{self, Actor, Event};
 use crate::clock::{parse_rfc3339, rfc3339};
 use crate::error::{Error, ErrorCode, Result};
 use crate::ids::{OrgId, UserId, WorkspaceId, new_id};
-use crate::storage::Tx;
+use crate::storage::{Conn, Tx};
 
 /// Where a request came from (for sessions and login limits).
 #[derive(Debug, Clone, Default)]
@@ -105,12 +104,7 @@ fn invitation_error(message: &str, code: &str) -> Error {
 
 /// Decides whether `email` may register with `token`, from the database alone (no hashing): run
 /// before the password is hashed, and again in the writing transaction.
-fn admission(
-    c: &rusqlite::Connection,
-    now: chrono::DateTime<chrono::Utc>,
-    email: &str,
-    token: Option<&str>,
-) -> Result<Admission> {
+fn admission(c: &Conn, now: chrono::DateTime<chrono::Utc>, email: &str, token: Option<&str>) -> Result<Admission> {
     if store::user_by_email(c, email)?.is_some() {
         return Err(Error::conflict("an account with this email already exists; sign in instead")
             .with_details(serde_json::json!({"code": "email_taken"})));
@@ -281,8 +275,8 @@ pub fn logout(app: &App, principal: &Principal) -> Result<()> {
     Ok(())
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// Who the caller is: `GET /auth/me`.
+#[derive(Debug, Clone)]
 pub struct Me {
     pub user: Option<User>,
     pub organization: Organization,
@@ -290,7 +284,6 @@ pub struct Me {
     pub workspace: Workspace,
     pub workspaces: Vec<Workspace>,
     pub permissions: PermSet,
-    #[serde(rename = "authenticatedVia")]
     pub via: Via,
 }
 
@@ -312,8 +305,8 @@ pub fn me(app: &App, p: &Principal) -> Result<Me> {
 
 // -- invitations
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+/// An invitation as its issuers see it (never its token).
+#[derive(Debug, Clone)]
 pub struct InvitationView {
     pub id: String,
     pub email: Option<String>,

@@ -6,6 +6,7 @@
 //! lifecycle in [`tokens`].
 
 pub mod accounts;
+pub mod api;
 mod cache;
 pub mod password;
 pub mod permissions;

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 
 use chrono::NaiveDate;
-use rusqlite::{OptionalExtension, params};
 use serde_json::{Map, Value, json};
 
 use crate::app::App;
@@ -19,6 +18,8 @@ use crate::models::resolve::{self, Resolved, Slot};
 use crate::settings::document_types;
 use crate::storage::Tx;
 
+use super::store;
+
 pub const JOB: &str = "document.enrich";
 /// Characters of the document the model reads.
 pub const MAX_INPUT_CHARS: usize = 48_000;
@@ -28,8 +29,7 @@ const MAX_ATTEMPTS: u32 = 3;
 
 /// Records whether revision `rev` is to be enriched (called when its chunks are stored).
 pub fn mark_pending(tx: &Tx, id: &str, rev: i64, enrich: bool) -> Result<()> {
-    let prior: Option<String> =
-        tx.query_row("SELECT enrichment FROM documents WHERE id = ?1", [id], |r| r.get(0)).optional()?.flatten();
+    let prior = store::enrichment(tx, id)?;
     let prior: Value = prior.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(Value::Null);
     let next = if enrich {
         // keep what the last run reported (and which metadata keys it owns) until this one finishes
@@ -43,14 +43,12 @@ pub fn mark_pending(tx: &Tx, id: &str, rev: i64, enrich: bool) -> Result<()> {
     } else {
         return Ok(());
     };
-    tx.execute("UPDATE documents SET enrichment = ?2 WHERE id = ?1", params![id, next.to_string()])?;
-    Ok(())
+    store::set_enrichment(tx, id, &next.to_string())
 }
 
 /// Queues the enrichment of a revision that just went live, if it asked for one.
 pub fn enqueue_if_pending(tx: &Tx, app: &App, id: &str, rev: i64) -> Result<bool> {
-    let raw: Option<String> =
-        tx.query_row("SELECT enrichment FROM documents WHERE id = ?1", [id], |r| r.get(0)).optional()?.flatten();
+    let raw = store::enrichment(tx, id)?;
     let pending = raw.and_then(|s| serde_json::from_str::<Value>(&s).ok()).and_then(|v| v["pendingRevision"].as_i64());
     if pending != Some(rev) {
         return Ok(false);
@@ -79,35 +77,14 @@ enum Step {
     Retry(String),
 }
 
-struct Doc {
-    workspace_id: crate::ids::WorkspaceId,
-    title: String,
-    content: String,
-    metadata: Value,
-    enrichment: Value,
-    created_at: String,
-}
-
-fn load(c: &rusqlite::Connection, id: &str, rev: i64) -> Result<Option<Doc>> {
-    Ok(c.query_row(
-        "SELECT workspace_id, title, coalesce(content, ''), metadata, enrichment, created_at FROM documents
-         WHERE id = ?1 AND revision = ?2 AND indexed_revision = ?2 AND status = 'ready'",
-        params![id, rev],
-        |r| {
-            Ok(Doc {
-                workspace_id: crate::ids::WorkspaceId(r.get(0)?),
-                title: r.get(1)?,
-                content: r.get(2)?,
-                metadata: serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or(json!({})),
-                enrichment: r
-                    .get::<_, Option<String>>(4)?
-                    .and_then(|s| serde_json::from_str(&s).ok())
-                    .unwrap_or(json!({})),
-                created_at: r.get(5)?,
-            })
-        },
-    )
-    .optional()?)
+/// What enrichment reads of a document.
+pub(super) struct EnrichDoc {
+    pub(super) workspace_id: crate::ids::WorkspaceId,
+    pub(super) title: String,
+    pub(super) content: String,
+    pub(super) metadata: Value,
+    pub(super) enrichment: Value,
+    pub(super) created_at: String,
 }
 
 /// Writes the enrichment report (and, when applied, metadata and chunk facts) if the revision is
@@ -121,36 +98,44 @@ fn finish(
     chunk_facts: &[(i64, Value)],
 ) -> Result<()> {
     app.db.write(|tx| {
-        let live: Option<i64> = tx
-            .query_row("SELECT revision FROM documents WHERE id = ?1 AND indexed_revision = revision", [id], |r| {
-                r.get(0)
-            })
-            .optional()?;
-        if live != Some(rev) {
+        if store::live_revision(tx, id)? != Some(rev) {
             return Ok(()); // a newer revision took over; its own run will report
         }
         match &metadata {
-            Some(m) => tx.execute(
-                "UPDATE documents SET enrichment = ?2, metadata = ?3 WHERE id = ?1",
-                params![id, report.to_string(), m.to_string()],
-            )?,
-            None => {
-                tx.execute("UPDATE documents SET enrichment = ?2 WHERE id = ?1", params![id, report.to_string()])?
-            }
-        };
+            Some(m) => store::set_enrichment_and_metadata(tx, id, &report.to_string(), &m.to_string())?,
+            None => store::set_enrichment(tx, id, &report.to_string())?,
+        }
         for (rowid, facts) in chunk_facts {
-            let cur: String = tx.query_row("SELECT metadata FROM chunks WHERE rowid = ?1", [rowid], |r| r.get(0))?;
-            let mut m: Value = serde_json::from_str(&cur).unwrap_or(json!({}));
-            for (k, v) in facts.as_object().into_iter().flatten() {
-                m[k] = v.clone();
-            }
-            tx.execute("UPDATE chunks SET metadata = ?2 WHERE rowid = ?1", params![rowid, m.to_string()])?;
+            store::add_chunk_facts(tx, *rowid, facts)?;
         }
         Ok(())
     })
 }
 
-fn report_base(status: &str, doc: &Doc, sel: Option<&resolve::Selection>, now: &str) -> Value {
+/// Dated facts go onto the chunks their source range overlaps: `(chunk rowid, {dateFrom, dateTo})`.
+fn facts_by_chunk(facts: &[Value], chunks: Vec<(i64, i64, i64)>) -> Vec<(i64, Value)> {
+    let mut chunk_facts: Vec<(i64, Value)> = Vec::new();
+    for (rowid, start, end) in chunks {
+        let hit = facts.iter().find(|f| {
+            f.get("sourceRange")
+                .is_some_and(|r| r["start"].as_i64().unwrap_or(-1) < end && r["end"].as_i64().unwrap_or(-1) > start)
+        });
+        if let Some(f) = hit {
+            let mut m = json!({});
+            for k in ["dateFrom", "dateTo"] {
+                if let Some(d) = f.get(k) {
+                    m[k] = d.clone();
+                }
+            }
+            if m.as_object().is_some_and(|m| !m.is_empty()) {
+                chunk_facts.push((rowid, m));
+            }
+        }
+    }
+    chunk_facts
+}
+
+fn report_base(status: &str, doc: &EnrichDoc, sel: Option<&resolve::Selection>, now: &str) -> Value {
     json!({
         "status": status,
         "shape": null,
@@ -168,7 +153,7 @@ fn report_base(status: &str, doc: &Doc, sel: Option<&resolve::Selection>, now: &
 }
 
 fn enrich(app: &App, id: &str, rev: i64, last_attempt: bool) -> Result<Step> {
-    let Some(doc) = app.db.read(|c| load(c, id, rev))? else { return Ok(Step::Done) };
+    let Some(doc) = app.db.read(|c| store::enrich_doc(c, id, rev))? else { return Ok(Step::Done) };
     let now = rfc3339(app.clock.now());
     let (sel, model) = match resolve::resolve(app, &doc.workspace_id, Slot::Chat, None) {
         Ok((sel, Resolved::Model(m))) => (sel, m),
@@ -220,33 +205,8 @@ fn enrich(app: &App, id: &str, rev: i64, last_attempt: bool) -> Result<Step> {
         }
     };
     let applied = apply(&doc, &types, &v);
-    let chunks: Vec<(i64, i64, i64)> = app.db.read(|c| {
-        let mut st =
-            c.prepare("SELECT rowid, start_offset, end_offset FROM chunks WHERE document_id = ?1 AND revision = ?2")?;
-        let rows = st
-            .query_map(params![id, rev], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
-            .collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
-    })?;
-    // dated facts go onto the chunks their source range overlaps
-    let mut chunk_facts: Vec<(i64, Value)> = Vec::new();
-    for (rowid, start, end) in chunks {
-        let hit = applied.facts.iter().find(|f| {
-            f.get("sourceRange")
-                .is_some_and(|r| r["start"].as_i64().unwrap_or(-1) < end && r["end"].as_i64().unwrap_or(-1) > start)
-        });
-        if let Some(f) = hit {
-            let mut m = json!({});
-            for k in ["dateFrom", "dateTo"] {
-                if let Some(d) = f.get(k) {
-                    m[k] = d.clone();
-                }
-            }
-            if m.as_object().is_some_and(|m| !m.is_empty()) {
-                chunk_facts.push((rowid, m));
-            }
-        }
-    }
+    let chunks = app.db.read(|c| store::chunk_ranges(c, id, rev))?;
+    let chunk_facts = facts_by_chunk(&applied.facts, chunks);
     let mut r = report_base("applied", &doc, Some(&sel), &now);
     r["shape"] = json!(applied.shape);
     r["factCount"] = json!(applied.facts.len());
@@ -296,7 +256,7 @@ fn real_date(v: Option<&Value>) -> Option<NaiveDate> {
 
 /// Turns the model's answer into metadata: checks the shape, keeps only declared fields of the
 /// declared type and facts with real dates, and never overwrites a key the operator owns.
-fn apply(doc: &Doc, types: &[(String, &'static str, Vec<document_types::FieldInput>)], v: &Value) -> Applied {
+fn apply(doc: &EnrichDoc, types: &[(String, &'static str, Vec<document_types::FieldInput>)], v: &Value) -> Applied {
     let confidence = v["confidence"].as_f64().unwrap_or(0.0);
     let mut shape = v["shape"].as_str().unwrap_or("generic").to_string();
     if confidence < MIN_CONFIDENCE || !types.iter().any(|t| t.0 == shape) {

@@ -9,6 +9,7 @@
 //! A job or pipeline step for a revision that is no longer current does nothing, so a stale job
 //! never overwrites a newer revision.
 
+pub mod api;
 pub mod blobs;
 pub mod chunking;
 pub mod enrich;
@@ -23,9 +24,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use service::{
-    DocumentPage, DocumentUpdate, NewDocument, ReprocessOutcome, Upload, UploadPermit, admit_upload, create,
-    decode_cursor, delete, encode_cursor, get, import, ingestion_settings, list, organization_usage, progress,
-    reprocess, reprocess_workspace, too_large, update, update_ingestion_settings, usage,
+    DocumentPage, DocumentUpdate, IndexState, NewDocument, Progress, ReprocessOutcome, Summary, Upload, UploadPermit,
+    admit_upload, create, decode_cursor, delete, encode_cursor, get, import, ingestion_settings, list,
+    organization_usage, progress, reprocess, reprocess_workspace, too_large, update, update_ingestion_settings, usage,
 };
 pub use sources::{
     crawl_control, delete_source, ensure_builtin_source, list_sources, patch_source, reprocess_source, source_documents,
@@ -204,4 +205,9 @@ impl Document {
             chunks: None,
         }
     }
+}
+
+/// Whether the workspace has this source (for checks in other modules).
+pub fn source_exists(c: &crate::storage::Conn, ws: &WorkspaceId, id: &str) -> crate::error::Result<bool> {
+    Ok(store::source(c, ws, id)?.is_some())
 }

@@ -166,7 +166,7 @@ fn fail_waiting(app: &App, pending: &[store::PendingChunk], reason: &str) -> Res
     docs.dedup();
     app.db.write(|tx| {
         for d in &docs {
-            let rev: i64 = tx.query_row("SELECT revision FROM documents WHERE id = ?1", [d], |r| r.get(0))?;
+            let rev = store::current_revision(tx, d)?;
             store::delete_unlive_chunks(tx, d)?;
             store::mark_failed(tx, d, rev, reason, &now)?;
         }

@@ -14,6 +14,7 @@ use crate::clock::rfc3339;
 use crate::error::Result;
 use crate::jobs::{JobCtx, Outcome};
 use crate::settings::{self, ingestion::IngestionSettings};
+use crate::storage::Tx;
 
 /// Longest text one document may have once extracted (about 2 million tokens).
 pub const MAX_TEXT_BYTES: usize = 8 * 1024 * 1024;
@@ -52,29 +53,9 @@ fn process(app: &App, ctx: &JobCtx, id: &str, rev: i64, enrichment_override: Opt
     if !app.db.write(|tx| store::mark_processing(tx, id, rev, &now))? {
         return Ok(());
     }
-    let (extracted, format) = if doc.source_kind == "uploaded_file" {
-        let Some(sha) = doc.blob_sha256.as_deref() else {
-            return fail(app, id, rev, "the uploaded original is missing; upload the file again");
-        };
-        let path = blobs::path(&app.config.data_dir, sha);
-        if !path.is_file() {
-            return fail(app, id, rev, "the uploaded original is missing; upload the file again");
-        }
-        let format = doc.detected_format.as_deref().and_then(Format::parse).unwrap_or(Format::Text);
-        let result = if format.is_binary() {
-            extract::extract_isolated(app.config.extractor_exe.as_deref(), &path, &format, EXTRACT_TIMEOUT)
-        } else {
-            std::fs::read(&path)
-                .map_err(|e| extract::ExtractError(format!("the uploaded original cannot be read ({e})")))
-                .and_then(|b| extract::extract_in_process(&b, &format))
-        };
-        match result {
-            Ok(x) => (x, format),
-            Err(e) => return fail(app, id, rev, &e.0),
-        }
-    } else {
-        let content = app.db.read(|c| store::content(c, id))?.unwrap_or_default();
-        (Extracted::plain(content), Format::Markdown)
+    let (extracted, format) = match read_text(app, &doc)? {
+        Ok(x) => x,
+        Err(reason) => return fail(app, id, rev, &reason),
     };
     if extracted.text.len() > MAX_TEXT_BYTES {
         return fail(
@@ -97,16 +78,13 @@ fn process(app: &App, ctx: &JobCtx, id: &str, rev: i64, enrichment_override: Opt
     }
     let now = rfc3339(app.clock.now());
     let stored = app.db.write(|tx| {
-        let current: Option<i64> =
-            tx.query_row("SELECT revision FROM documents WHERE id = ?1", [id], |r| r.get(0)).ok();
+        let current = store::current_revision(tx, id).ok();
         if current != Some(rev) {
             return Ok(false);
         }
         store::delete_unlive_chunks(tx, id)?;
         // enrichment: the request's override, else the source's, else the workspace setting
-        let source_override: String = tx
-            .query_row("SELECT enrichment_override FROM sources WHERE id = ?1", [&doc.source_id], |r| r.get(0))
-            .unwrap_or_else(|_| "inherit".into());
+        let source_override = store::source_override(tx, &doc.source_id).unwrap_or_else(|_| "inherit".into());
         let enrich = match (enrichment_override, source_override.as_str()) {
             (Some("on"), _) | (None, "on") => true,
             (Some("off"), _) | (None, "off") => false,
@@ -116,38 +94,68 @@ fn process(app: &App, ctx: &JobCtx, id: &str, rev: i64, enrichment_override: Opt
         if doc.source_kind == "uploaded_file" {
             store::set_extracted(tx, id, &extracted.text, &content_hash(&extracted.text), &format.name())?;
         }
-        for (i, d) in drafts.iter().enumerate() {
-            let chunk_id = crate::ids::new_id();
-            let meta = match &d.language {
-                Some(l) => json!({"language": l}),
-                None => json!({}),
-            };
-            let hash = content_hash(&embedding_text(&doc.title, &d.content));
-            store::insert_chunk(
-                tx,
-                &doc.workspace_id,
-                id,
-                rev,
-                &store::NewChunk {
-                    id: &chunk_id,
-                    chunk_index: i as i64,
-                    content: &d.content,
-                    start: d.start as i64,
-                    end: d.end as i64,
-                    heading_path: d.heading_path.as_deref(),
-                    page: d.page.map(|p| p as i64),
-                    sheet: d.sheet.as_deref(),
-                    kind: d.kind.as_str(),
-                    metadata: &meta,
-                    content_hash: &hash,
-                },
-                &now,
-            )?;
-        }
+        store_chunks(tx, &doc, rev, &drafts, &now)?;
         Ok(true)
     })?;
     if stored {
         app.pipeline.wake();
+    }
+    Ok(())
+}
+
+/// The document's text: its stored text, or what its uploaded original extracts to. The inner
+/// `Err` is the reason the document fails.
+fn read_text(app: &App, doc: &super::Document) -> Result<std::result::Result<(Extracted, Format), String>> {
+    if doc.source_kind != "uploaded_file" {
+        let content = app.db.read(|c| store::content(c, &doc.id))?.unwrap_or_default();
+        return Ok(Ok((Extracted::plain(content), Format::Markdown)));
+    }
+    let missing = || Ok(Err("the uploaded original is missing; upload the file again".to_string()));
+    let Some(sha) = doc.blob_sha256.as_deref() else { return missing() };
+    let path = blobs::path(&app.config.data_dir, sha);
+    if !path.is_file() {
+        return missing();
+    }
+    let format = doc.detected_format.as_deref().and_then(Format::parse).unwrap_or(Format::Text);
+    let result = if format.is_binary() {
+        extract::extract_isolated(app.config.extractor_exe.as_deref(), &path, &format, EXTRACT_TIMEOUT)
+    } else {
+        std::fs::read(&path)
+            .map_err(|e| extract::ExtractError(format!("the uploaded original cannot be read ({e})")))
+            .and_then(|b| extract::extract_in_process(&b, &format))
+    };
+    Ok(result.map(|x| (x, format)).map_err(|e| e.0))
+}
+
+/// Stores the chunks of `doc`'s revision `rev`, without embeddings.
+fn store_chunks(tx: &Tx, doc: &super::Document, rev: i64, drafts: &[chunking::ChunkDraft], now: &str) -> Result<()> {
+    for (i, d) in drafts.iter().enumerate() {
+        let chunk_id = crate::ids::new_id();
+        let meta = match &d.language {
+            Some(l) => json!({"language": l}),
+            None => json!({}),
+        };
+        let hash = content_hash(&embedding_text(&doc.title, &d.content));
+        store::insert_chunk(
+            tx,
+            &doc.workspace_id,
+            &doc.id,
+            rev,
+            &store::NewChunk {
+                id: &chunk_id,
+                chunk_index: i as i64,
+                content: &d.content,
+                start: d.start as i64,
+                end: d.end as i64,
+                heading_path: d.heading_path.as_deref(),
+                page: d.page.map(|p| p as i64),
+                sheet: d.sheet.as_deref(),
+                kind: d.kind.as_str(),
+                metadata: &meta,
+                content_hash: &hash,
+            },
+            now,
+        )?;
     }
     Ok(())
 }

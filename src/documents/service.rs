@@ -1,7 +1,6 @@
 //! Document operations behind the API.
 
 use base64::Engine;
-use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::extract;
@@ -269,13 +268,7 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
     }
     let filename = up.filename.trim().to_string();
     let format = extract::detect(&up.bytes, &filename)?;
-    let title = match up.title.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
-        Some(t) => clean_title(t)?,
-        None => {
-            let stem = std::path::Path::new(&filename).file_stem().and_then(|s| s.to_str()).unwrap_or("").to_string();
-            clean_title(if stem.is_empty() { "Untitled upload" } else { &stem })?
-        }
-    };
+    let title = upload_title(up.title.as_deref(), &filename)?;
     let metadata = clean_metadata(up.metadata)?;
     let external = clean_external_id(up.external_document_id)?;
     let over = clean_override(up.enrichment_override)?;
@@ -290,18 +283,23 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
             None => ensure_builtin_source(tx, &ws, UPLOAD_SOURCE, &now)?,
         };
         if let Some(ext) = &external
-            && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)? {
-                store::delete_unlive_chunks(tx, &existing.id)?;
-                tx.execute(
-                    "UPDATE documents SET source_kind = 'uploaded_file', blob_sha256 = ?2, source_filename = ?3, source_mime_type = ?4,
-                     source_size_bytes = ?5, detected_format = ?6, content = NULL WHERE id = ?1",
-                    crate::storage::params![existing.id, sha, fname, format.mime(), size, format.name()],
-                )?;
-                let rev = store::update_document(tx, &existing.id, &title, &metadata, None, false, &now)?;
-                enqueue_process(tx, app, &ws, &existing.id, rev, over.as_deref())?;
-                audit::record(tx, &now, actor, Event::new("document.updated").workspace(&ws).target("document", &existing.id).meta(json!({"revision": rev, "format": format.name()})))?;
-                return Ok(existing.id);
-            }
+            && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)?
+        {
+            store::delete_unlive_chunks(tx, &existing.id)?;
+            let upload = store::UploadRow {
+                sha256: &sha,
+                filename: fname.as_deref(),
+                mime_type: format.mime(),
+                size_bytes: size,
+                format: &format.name(),
+            };
+            store::set_upload(tx, &existing.id, &upload)?;
+            let rev = store::update_document(tx, &existing.id, &title, &metadata, None, false, &now)?;
+            enqueue_process(tx, app, &ws, &existing.id, rev, over.as_deref())?;
+            let ev = Event::new("document.updated").workspace(&ws).target("document", &existing.id);
+            audit::record(tx, &now, actor, ev.meta(json!({"revision": rev, "format": format.name()})))?;
+            return Ok(existing.id);
+        }
         let id = new_id();
         store::insert_document(
             tx,
@@ -325,11 +323,30 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
             },
         )?;
         enqueue_process(tx, app, &ws, &id, 1, over.as_deref())?;
-        audit::record(tx, &now, actor, Event::new("document.imported").workspace(&ws).target("document", &id).meta(json!({"format": format.name(), "bytes": size})))?;
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("document.imported")
+                .workspace(&ws)
+                .target("document", &id)
+                .meta(json!({"format": format.name(), "bytes": size})),
+        )?;
         Ok(id)
     })?;
     app.jobs.wake();
     load(app, &ws, &id)
+}
+
+/// An upload's title: the one given, else the file name without its extension.
+fn upload_title(given: Option<&str>, filename: &str) -> Result<String> {
+    match given.map(str::trim).filter(|t| !t.is_empty()) {
+        Some(t) => clean_title(t),
+        None => {
+            let stem = std::path::Path::new(filename).file_stem().and_then(|s| s.to_str()).unwrap_or("").to_string();
+            clean_title(if stem.is_empty() { "Untitled upload" } else { &stem })
+        }
+    }
 }
 
 pub fn too_large(limit: u64) -> Error {
@@ -377,7 +394,7 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, u: DocumentUpda
             &doc.metadata,
             &metadata,
         ) {
-            tx.execute("UPDATE documents SET enrichment = ?2 WHERE id = ?1", rusqlite::params![id, e])?;
+            store::set_enrichment(tx, id, &e)?;
         }
         audit::record(
             tx,
@@ -455,8 +472,7 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
 
 /// Deletes the row (chunks go by cascade, their index entries by trigger) and its meter share.
 pub(super) fn delete_in_tx(tx: &Tx, doc: &Document) -> Result<()> {
-    let org: String =
-        tx.query_row("SELECT organization_id FROM workspaces WHERE id = ?1", [&doc.workspace_id], |r| r.get(0))?;
+    let org = store::organization_of(tx, &doc.workspace_id)?;
     store::delete_document(tx, &doc.id)?;
     usage::add_meter(tx, &org, usage::STORED_INDEXED_BYTES, "", -doc.metered_bytes)?;
     Ok(())
@@ -476,8 +492,7 @@ pub fn get(app: &App, p: &Principal, id: &str, with_content: bool, with_chunks: 
     Ok(view)
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct Summary {
     pub document_count: i64,
     pub ready_document_count: i64,
@@ -485,8 +500,7 @@ pub struct Summary {
     pub failed_document_count: i64,
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug)]
 pub struct DocumentPage {
     pub documents: Vec<DocumentView>,
     pub total: i64,
@@ -567,8 +581,7 @@ pub fn update_ingestion_settings(
 }
 
 /// Outcome of a bulk reprocess.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct ReprocessOutcome {
     pub queued_document_count: i64,
     pub skipped_document_count: i64,
@@ -641,8 +654,7 @@ pub fn organization_usage(app: &App, p: &Principal) -> Result<usage::AccountUsag
 }
 
 /// Processing progress of the workspace and the state of the indexes.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct Progress {
     pub queued: i64,
     pub processing: i64,
@@ -654,8 +666,7 @@ pub struct Progress {
     pub index: IndexState,
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct IndexState {
     /// Live chunks of this workspace in SQLite.
     pub live_chunks: i64,

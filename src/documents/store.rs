@@ -1,12 +1,14 @@
 //! SQL for sources, documents and chunks.
 
-use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use rusqlite::{OptionalExtension, params, params_from_iter};
 use serde_json::Value;
+use serde_json::json;
 
+use super::enrich::EnrichDoc;
 use super::{Document, Source};
 use crate::error::Result;
 use crate::ids::WorkspaceId;
-use crate::storage::{SqlValue, Tx};
+use crate::storage::{Conn, SqlValue, Tx};
 
 // -- sources
 
@@ -32,7 +34,7 @@ fn source_row(r: &rusqlite::Row) -> rusqlite::Result<Source> {
     })
 }
 
-pub fn sources(c: &Connection, ws: &WorkspaceId) -> Result<Vec<Source>> {
+pub fn sources(c: &Conn, ws: &WorkspaceId) -> Result<Vec<Source>> {
     let mut stmt = c.prepare(&format!(
         "SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 ORDER BY s.created_at, s.id"
     ))?;
@@ -40,7 +42,7 @@ pub fn sources(c: &Connection, ws: &WorkspaceId) -> Result<Vec<Source>> {
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub fn source(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Source>> {
+pub fn source(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Source>> {
     Ok(c.query_row(
         &format!("SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 AND s.id = ?2"),
         params![ws, id],
@@ -49,7 +51,7 @@ pub fn source(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Sourc
     .optional()?)
 }
 
-pub fn builtin_source(c: &Connection, ws: &WorkspaceId, kind: &str) -> Result<Option<Source>> {
+pub fn builtin_source(c: &Conn, ws: &WorkspaceId, kind: &str) -> Result<Option<Source>> {
     Ok(c.query_row(
         &format!("SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 AND s.kind = ?2 AND s.builtin = 1"),
         params![ws, kind],
@@ -131,7 +133,7 @@ pub fn doc_row(r: &rusqlite::Row) -> rusqlite::Result<Document> {
     })
 }
 
-pub fn document(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Document>> {
+pub fn document(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Document>> {
     Ok(c.query_row(
         &format!("SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE d.workspace_id = ?1 AND d.id = ?2"),
         params![ws, id],
@@ -141,7 +143,7 @@ pub fn document(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Doc
 }
 
 /// Any workspace's document (for jobs, which carry the id).
-pub fn document_any(c: &Connection, id: &str) -> Result<Option<Document>> {
+pub fn document_any(c: &Conn, id: &str) -> Result<Option<Document>> {
     Ok(c.query_row(
         &format!("SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE d.id = ?1"),
         [id],
@@ -150,11 +152,11 @@ pub fn document_any(c: &Connection, id: &str) -> Result<Option<Document>> {
     .optional()?)
 }
 
-pub fn content(c: &Connection, id: &str) -> Result<Option<String>> {
+pub fn content(c: &Conn, id: &str) -> Result<Option<String>> {
     Ok(c.query_row("SELECT content FROM documents WHERE id = ?1", [id], |r| r.get(0)).optional()?.flatten())
 }
 
-pub fn by_external_id(c: &Connection, ws: &WorkspaceId, source: &str, external: &str) -> Result<Option<Document>> {
+pub fn by_external_id(c: &Conn, ws: &WorkspaceId, source: &str, external: &str) -> Result<Option<Document>> {
     Ok(c.query_row(
         &format!(
             "SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id
@@ -259,7 +261,7 @@ pub fn delete_document(tx: &Tx, id: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn blob_in_use(c: &Connection, sha: &str) -> Result<bool> {
+pub fn blob_in_use(c: &Conn, sha: &str) -> Result<bool> {
     Ok(c.query_row("SELECT 1 FROM documents WHERE blob_sha256 = ?1 LIMIT 1", [sha], |_| Ok(true))
         .optional()?
         .unwrap_or(false))
@@ -298,7 +300,7 @@ pub struct ListFilter {
     pub limit: usize,
 }
 
-pub fn list_documents(c: &Connection, ws: &WorkspaceId, f: &ListFilter) -> Result<(Vec<Document>, i64, bool)> {
+pub fn list_documents(c: &Conn, ws: &WorkspaceId, f: &ListFilter) -> Result<(Vec<Document>, i64, bool)> {
     let mut cond = String::from("d.workspace_id = ?");
     let mut args: Vec<SqlValue> = vec![SqlValue::Text(ws.0.clone())];
     if let Some(s) = &f.source_id {
@@ -332,7 +334,7 @@ pub fn list_documents(c: &Connection, ws: &WorkspaceId, f: &ListFilter) -> Resul
 }
 
 /// (documents, ready, queued+processing, failed) in the workspace.
-pub fn counts(c: &Connection, ws: &WorkspaceId) -> Result<(i64, i64, i64, i64)> {
+pub fn counts(c: &Conn, ws: &WorkspaceId) -> Result<(i64, i64, i64, i64)> {
     Ok(c.query_row(
         "SELECT count(*), coalesce(sum(status = 'ready'), 0), coalesce(sum(status IN ('queued', 'processing')), 0), coalesce(sum(status = 'failed'), 0)
          FROM documents WHERE workspace_id = ?1",
@@ -342,7 +344,7 @@ pub fn counts(c: &Connection, ws: &WorkspaceId) -> Result<(i64, i64, i64, i64)> 
 }
 
 /// (id, status) of documents in a source, or in the whole workspace.
-pub fn ids_and_status(c: &Connection, ws: &WorkspaceId, source: Option<&str>) -> Result<Vec<(String, String)>> {
+pub fn ids_and_status(c: &Conn, ws: &WorkspaceId, source: Option<&str>) -> Result<Vec<(String, String)>> {
     let mut stmt = c.prepare(
         "SELECT id, status FROM documents WHERE workspace_id = ?1 AND (?2 IS NULL OR source_id = ?2) ORDER BY created_at",
     )?;
@@ -416,7 +418,7 @@ pub struct PendingChunk {
 }
 
 /// Up to `limit` chunks without an embedding, of documents whose revision they belong to.
-pub fn pending_chunks(c: &Connection, limit: usize) -> Result<Vec<PendingChunk>> {
+pub fn pending_chunks(c: &Conn, limit: usize) -> Result<Vec<PendingChunk>> {
     let mut stmt = c.prepare_cached(
         "SELECT c.rowid, c.document_id, c.content, d.title FROM chunks c JOIN documents d ON d.id = c.document_id
          WHERE c.embedding IS NULL AND c.revision = d.revision ORDER BY c.rowid LIMIT ?1",
@@ -434,7 +436,7 @@ pub fn set_embedding(tx: &Tx, key: i64, embedding: &[u8], tokens: i64) -> Result
 }
 
 /// Documents in `processing` whose current revision has chunks and none of them pending.
-pub fn finalizable(c: &Connection, limit: usize) -> Result<Vec<(String, i64)>> {
+pub fn finalizable(c: &Conn, limit: usize) -> Result<Vec<(String, i64)>> {
     let mut stmt = c.prepare_cached(
         "SELECT d.id, d.revision FROM documents d
          WHERE d.status = 'processing'
@@ -463,7 +465,7 @@ pub struct FinalizeInfo {
     pub content_size_bytes: i64,
 }
 
-pub fn finalize_info(c: &Connection, doc: &str, revision: i64) -> Result<Option<FinalizeInfo>> {
+pub fn finalize_info(c: &Conn, doc: &str, revision: i64) -> Result<Option<FinalizeInfo>> {
     Ok(c.query_row(
         "SELECT d.workspace_id, w.organization_id,
             (SELECT count(*) FROM chunks c WHERE c.document_id = d.id AND c.revision = ?2),
@@ -496,10 +498,7 @@ pub fn finalize_info(c: &Connection, doc: &str, revision: i64) -> Result<Option<
 /// ones are logged for the indexes.
 pub fn go_live(tx: &Tx, doc: &str, revision: i64, chunk_count: i64, metered: i64) -> Result<()> {
     tx.execute("DELETE FROM chunks WHERE document_id = ?1 AND revision <> ?2", params![doc, revision])?;
-    tx.execute(
-        "INSERT INTO index_ops (op, chunk_rowid, workspace_id) SELECT 'add', rowid, workspace_id FROM chunks WHERE document_id = ?1 AND revision = ?2 ORDER BY rowid",
-        params![doc, revision],
-    )?;
+    crate::search::log_added_chunks(tx, doc, revision)?;
     tx.execute(
         "UPDATE documents SET indexed_revision = ?2, chunk_count = ?3, metered_bytes = ?4 WHERE id = ?1",
         params![doc, revision, chunk_count, metered],
@@ -522,7 +521,7 @@ pub fn mark_ready(tx: &Tx, docs: &[(String, i64)], now: &str) -> Result<usize> {
 
 /// Documents stuck in `processing` whose revision is already live (a crash between indexing and
 /// marking them ready).
-pub fn live_but_processing(c: &Connection) -> Result<Vec<(String, i64)>> {
+pub fn live_but_processing(c: &Conn) -> Result<Vec<(String, i64)>> {
     let mut stmt =
         c.prepare("SELECT id, revision FROM documents WHERE status = 'processing' AND indexed_revision = revision")?;
     let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
@@ -530,7 +529,7 @@ pub fn live_but_processing(c: &Connection) -> Result<Vec<(String, i64)>> {
 }
 
 /// Chunk summaries of a document's live revision.
-pub fn chunk_summaries(c: &Connection, doc: &str) -> Result<Vec<Value>> {
+pub fn chunk_summaries(c: &Conn, doc: &str) -> Result<Vec<Value>> {
     let mut stmt = c.prepare(
         "SELECT c.id, c.chunk_index, c.content, c.start_offset, c.end_offset, c.heading_path, c.page, c.sheet, c.kind, c.token_count
          FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.document_id = ?1 AND c.revision = d.indexed_revision ORDER BY c.chunk_index",
@@ -556,7 +555,7 @@ pub fn chunk_summaries(c: &Connection, doc: &str) -> Result<Vec<Value>> {
 }
 
 /// (queued, processing, ready, failed, chunks waiting for an embedding) in the workspace.
-pub fn progress(c: &Connection, ws: &WorkspaceId) -> Result<(i64, i64, i64, i64, i64)> {
+pub fn progress(c: &Conn, ws: &WorkspaceId) -> Result<(i64, i64, i64, i64, i64)> {
     let (q, p, r, f): (i64, i64, i64, i64) = c.query_row(
         "SELECT coalesce(sum(status = 'queued'), 0), coalesce(sum(status = 'processing'), 0), coalesce(sum(status = 'ready'), 0),
                 coalesce(sum(status = 'failed'), 0) FROM documents WHERE workspace_id = ?1",
@@ -569,10 +568,109 @@ pub fn progress(c: &Connection, ws: &WorkspaceId) -> Result<(i64, i64, i64, i64,
 }
 
 /// Live chunks of the workspace.
-pub fn live_chunks(c: &Connection, ws: &WorkspaceId) -> Result<i64> {
+pub fn live_chunks(c: &Conn, ws: &WorkspaceId) -> Result<i64> {
     Ok(c.query_row(
         "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.workspace_id = ?1 AND c.revision = d.indexed_revision",
         [ws],
         |r| r.get(0),
     )?)
+}
+
+/// The document's current revision (an error when there is no such document).
+pub fn current_revision(c: &Conn, id: &str) -> Result<i64> {
+    Ok(c.query_row("SELECT revision FROM documents WHERE id = ?1", [id], |r| r.get(0))?)
+}
+
+/// The organization of workspace `ws`.
+pub fn organization_of(c: &Conn, ws: &WorkspaceId) -> Result<String> {
+    Ok(c.query_row("SELECT organization_id FROM workspaces WHERE id = ?1", [ws], |r| r.get(0))?)
+}
+
+/// A source's enrichment override.
+pub fn source_override(c: &Conn, source: &str) -> Result<String> {
+    Ok(c.query_row("SELECT enrichment_override FROM sources WHERE id = ?1", [source], |r| r.get(0))?)
+}
+
+/// Points an existing document at a newly uploaded original (its text is extracted again).
+pub fn set_upload(tx: &Tx, id: &str, u: &UploadRow) -> Result<()> {
+    tx.execute(
+        "UPDATE documents SET source_kind = 'uploaded_file', blob_sha256 = ?2, source_filename = ?3, source_mime_type = ?4,
+         source_size_bytes = ?5, detected_format = ?6, content = NULL WHERE id = ?1",
+        params![id, u.sha256, u.filename, u.mime_type, u.size_bytes, u.format],
+    )?;
+    Ok(())
+}
+
+/// The original an upload stored.
+pub struct UploadRow<'a> {
+    pub sha256: &'a str,
+    pub filename: Option<&'a str>,
+    pub mime_type: &'a str,
+    pub size_bytes: i64,
+    pub format: &'a str,
+}
+
+// -- enrichment
+
+/// The document's enrichment report (JSON), if any.
+pub fn enrichment(c: &Conn, id: &str) -> Result<Option<String>> {
+    Ok(c.query_row("SELECT enrichment FROM documents WHERE id = ?1", [id], |r| r.get(0)).optional()?.flatten())
+}
+
+pub fn set_enrichment(tx: &Tx, id: &str, report: &str) -> Result<()> {
+    tx.execute("UPDATE documents SET enrichment = ?2 WHERE id = ?1", params![id, report])?;
+    Ok(())
+}
+
+pub fn set_enrichment_and_metadata(tx: &Tx, id: &str, report: &str, metadata: &str) -> Result<()> {
+    tx.execute("UPDATE documents SET enrichment = ?2, metadata = ?3 WHERE id = ?1", params![id, report, metadata])?;
+    Ok(())
+}
+
+/// The document's revision when it is the live one.
+pub fn live_revision(c: &Conn, id: &str) -> Result<Option<i64>> {
+    Ok(c.query_row("SELECT revision FROM documents WHERE id = ?1 AND indexed_revision = revision", [id], |r| r.get(0))
+        .optional()?)
+}
+
+/// What enrichment reads of `id` when `rev` is its live, ready revision.
+pub fn enrich_doc(c: &Conn, id: &str, rev: i64) -> Result<Option<EnrichDoc>> {
+    Ok(c.query_row(
+        "SELECT workspace_id, title, coalesce(content, ''), metadata, enrichment, created_at FROM documents
+         WHERE id = ?1 AND revision = ?2 AND indexed_revision = ?2 AND status = 'ready'",
+        params![id, rev],
+        |r| {
+            Ok(EnrichDoc {
+                workspace_id: WorkspaceId(r.get(0)?),
+                title: r.get(1)?,
+                content: r.get(2)?,
+                metadata: serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or(json!({})),
+                enrichment: r
+                    .get::<_, Option<String>>(4)?
+                    .and_then(|s| serde_json::from_str(&s).ok())
+                    .unwrap_or(json!({})),
+                created_at: r.get(5)?,
+            })
+        },
+    )
+    .optional()?)
+}
+
+/// `(rowid, start_offset, end_offset)` of the chunks of `doc`'s `revision`.
+pub fn chunk_ranges(c: &Conn, doc: &str, revision: i64) -> Result<Vec<(i64, i64, i64)>> {
+    let mut st =
+        c.prepare("SELECT rowid, start_offset, end_offset FROM chunks WHERE document_id = ?1 AND revision = ?2")?;
+    let rows = st.query_map(params![doc, revision], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Merges `facts` (an object) into the chunk's metadata.
+pub fn add_chunk_facts(tx: &Tx, rowid: i64, facts: &Value) -> Result<()> {
+    let cur: String = tx.query_row("SELECT metadata FROM chunks WHERE rowid = ?1", [rowid], |r| r.get(0))?;
+    let mut m: Value = serde_json::from_str(&cur).unwrap_or(json!({}));
+    for (k, v) in facts.as_object().into_iter().flatten() {
+        m[k] = v.clone();
+    }
+    tx.execute("UPDATE chunks SET metadata = ?2 WHERE rowid = ?1", params![rowid, m.to_string()])?;
+    Ok(())
 }

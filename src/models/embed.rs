@@ -116,6 +116,12 @@ fn session(env: &ort::environment::Environment, onnx: &Path, threads: usize) -> 
 
 impl Embedder {
     /// Loads the model (cached per file, thread count and length limit).
+    ///
+    /// The cache is a process global on purpose (a documented exception to "state lives in
+    /// `App`", docs/ARCHITECTURE.md): a loaded model holds about 90 MB and takes a second or two
+    /// to build, and several `App`s in one process (the test suite, `bench tune`) load the same
+    /// file; each `App` still owns its handle (`Models::embedder`). It is keyed by everything
+    /// that makes two loads differ, so no `App` sees another's configuration.
     pub fn load(files: &EmbeddingFiles, threads: usize, max_tokens: usize) -> Result<Arc<Embedder>, EmbedError> {
         type Cache = Mutex<HashMap<(PathBuf, usize, usize), Arc<Embedder>>>;
         static CACHE: OnceLock<Cache> = OnceLock::new();

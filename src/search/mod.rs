@@ -520,5 +520,5 @@ impl SearchIndex {
 
 pub use store::{
     HistoryEntry, HistoryPage, Hydrated, decode_vector, documents_metadata, encode_vector, history_page, hydrate,
-    insert_search, live_keys_of_documents, search_record,
+    insert_search, live_keys_of_documents, log_added_chunks, search_record,
 };

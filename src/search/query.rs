@@ -115,6 +115,7 @@ pub fn retrieve_tuned(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> 
 }
 
 /// Retrieves and reports what it did.
+#[tracing::instrument(name = "search.retrieve", skip_all, fields(workspace = %ws.0))]
 pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> Result<(Vec<Hit>, RetrievalTrace)> {
     let mut trace = RetrievalTrace { mode: r.mode, ..Default::default() };
     let mut clock = Instant::now();
@@ -362,6 +363,7 @@ pub fn check_source_ids(ids: Option<&[String]>) -> Result<()> {
     }
 }
 
+#[tracing::instrument(name = "search.request", skip_all)]
 pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Result<Value> {
     p.require(Perm::RetrievalQuery)?;
     let query = req.query.trim().to_string();

@@ -48,6 +48,16 @@ pub fn prune_ops(tx: &Tx, upto: i64) -> Result<usize> {
     Ok(tx.execute("DELETE FROM index_ops WHERE seq <= ?1", [upto])?)
 }
 
+/// Logs the chunks of `doc`'s `revision` for the indexes to add (in the transaction that makes
+/// the revision live).
+pub fn log_added_chunks(tx: &Tx, doc: &str, revision: i64) -> Result<()> {
+    tx.execute(
+        "INSERT INTO index_ops (op, chunk_rowid, workspace_id) SELECT 'add', rowid, workspace_id FROM chunks WHERE document_id = ?1 AND revision = ?2 ORDER BY rowid",
+        rusqlite::params![doc, revision],
+    )?;
+    Ok(())
+}
+
 pub struct Op {
     pub seq: i64,
     pub add: bool,

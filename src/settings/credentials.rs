@@ -2,9 +2,6 @@
 //! (`crate::crypto`), never returned, logged or traced. Reads report which providers have a key
 //! and which have a deployment-level key in the environment.
 
-use rusqlite::{OptionalExtension, params};
-use serde_json::{Value, json};
-
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
@@ -30,24 +27,34 @@ fn check_provider(provider: &str) -> Result<&'static str> {
     })
 }
 
+/// A stored credential (its key is never read back).
+#[derive(Debug, Clone)]
+pub struct StoredCredential {
+    pub provider: String,
+    pub updated_at: String,
+}
+
+/// What `GET /settings/credentials` reports.
+#[derive(Debug, Clone)]
+pub struct CredentialList {
+    pub encryption_configured: bool,
+    pub credentials: Vec<StoredCredential>,
+    /// Each key provider, in [`KEY_PROVIDERS`] order, with whether the environment has a key.
+    pub env_provider_availability: Vec<(&'static str, bool)>,
+}
+
 /// `GET /settings/credentials`.
-pub fn list(app: &App, p: &Principal) -> Result<Value> {
+pub fn list(app: &App, p: &Principal) -> Result<CredentialList> {
     p.require(Perm::SettingsRead)?;
-    let rows: Vec<(String, String)> = app.db.read(|c| {
-        let mut st = c.prepare(
-            "SELECT provider, updated_at FROM provider_credentials WHERE workspace_id = ?1 ORDER BY provider",
-        )?;
-        let rows =
-            st.query_map([&p.workspace_id.0], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
-        Ok(rows)
-    })?;
-    let env: serde_json::Map<String, Value> =
-        KEY_PROVIDERS.iter().map(|k| (k.to_string(), json!(app.config.llm.env_keys.contains_key(*k)))).collect();
-    Ok(json!({
-        "encryptionConfigured": app.config.encryption_key.is_some(),
-        "credentials": rows.into_iter().map(|(provider, updated)| json!({"provider": provider, "updatedAt": updated})).collect::<Vec<_>>(),
-        "envProviderAvailability": env,
-    }))
+    let rows = app.db.read(|c| super::store::credentials(c, &p.workspace_id))?;
+    Ok(CredentialList {
+        encryption_configured: app.config.encryption_key.is_some(),
+        credentials: rows.into_iter().map(|(provider, updated_at)| StoredCredential { provider, updated_at }).collect(),
+        env_provider_availability: KEY_PROVIDERS
+            .iter()
+            .map(|k| (*k, app.config.llm.env_keys.contains_key(*k)))
+            .collect(),
+    })
 }
 
 /// `PUT /settings/credentials/{provider}` `{apiKey}`.
@@ -71,14 +78,21 @@ pub fn put(app: &App, p: &Principal, actor: &Actor, provider: &str, api_key: &st
     )?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
-        tx.execute(
-            "INSERT INTO provider_credentials (workspace_id, provider, key_id, nonce, ciphertext, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)
-             ON CONFLICT (workspace_id, provider) DO UPDATE SET key_id = excluded.key_id, nonce = excluded.nonce,
-                ciphertext = excluded.ciphertext, updated_at = excluded.updated_at",
-            params![p.workspace_id.0, provider, crypto::KEY_ID, sealed.nonce, sealed.ciphertext, now],
+        super::store::put_credential(
+            tx,
+            &p.workspace_id,
+            provider,
+            crypto::KEY_ID,
+            &sealed.nonce,
+            &sealed.ciphertext,
+            &now,
         )?;
-        audit::record(tx, &now, actor, Event::new("settings.credential.stored").workspace(&p.workspace_id).target("provider_credential", provider))
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("settings.credential.stored").workspace(&p.workspace_id).target("provider_credential", provider),
+        )
     })
 }
 
@@ -91,11 +105,7 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, provider: &str) -> Result
     }
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
-        let n = tx.execute(
-            "DELETE FROM provider_credentials WHERE workspace_id = ?1 AND provider = ?2",
-            params![p.workspace_id.0, provider],
-        )?;
-        if n == 0 {
+        if !super::store::delete_credential(tx, &p.workspace_id, provider)? {
             return Err(Error::not_found("credential"));
         }
         audit::record(
@@ -111,14 +121,7 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, provider: &str) -> Result
 
 /// The workspace's decrypted key for `provider`, if one is stored.
 pub fn workspace_key(app: &App, ws: &WorkspaceId, provider: &str) -> Result<Option<Secret<String>>> {
-    let row: Option<(Vec<u8>, Vec<u8>)> = app.db.read(|c| {
-        Ok(c.query_row(
-            "SELECT nonce, ciphertext FROM provider_credentials WHERE workspace_id = ?1 AND provider = ?2",
-            params![ws.0, provider],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()?)
-    })?;
+    let row = app.db.read(|c| super::store::sealed_credential(c, ws, provider))?;
     let Some((nonce, ciphertext)) = row else { return Ok(None) };
     let plain = crypto::open(
         app.config.encryption_key.as_ref().map(|k| k.expose()),
@@ -131,13 +134,5 @@ pub fn workspace_key(app: &App, ws: &WorkspaceId, provider: &str) -> Result<Opti
 
 /// Whether the workspace has a stored credential for `provider` (without decrypting it).
 pub fn has_workspace_key(app: &App, ws: &WorkspaceId, provider: &str) -> Result<bool> {
-    app.db.read(|c| {
-        Ok(c.query_row(
-            "SELECT 1 FROM provider_credentials WHERE workspace_id = ?1 AND provider = ?2",
-            params![ws.0, provider],
-            |_| Ok(()),
-        )
-        .optional()?
-        .is_some())
-    })
+    app.db.read(|c| super::store::has_credential(c, ws, provider))
 }

@@ -4,8 +4,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
@@ -13,6 +12,9 @@ use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
 use crate::error::{Error, ErrorCode, Result};
 use crate::ids::WorkspaceId;
+use crate::storage::Conn;
+
+use super::api::StoredJson;
 
 pub const NAMESPACE: &str = "document_types";
 
@@ -26,43 +28,34 @@ pub const MAX_RENDERED: usize = 12_000;
 pub const VALUE_TYPES: [&str; 4] = ["string", "number", "date", "boolean"];
 pub const RESERVED_FIELDS: [&str; 2] = ["dateFrom", "dateTo"];
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// A document type the workspace declares.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OperatorType {
     pub key: String,
     pub label: String,
-    #[serde(default)]
     pub description: String,
-    #[serde(default = "yes")]
     pub enabled: bool,
-    #[serde(default)]
     pub fields: Vec<FieldInput>,
 }
 
-fn yes() -> bool {
-    true
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+/// A field an operator type's enrichment extracts.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FieldInput {
     pub key: String,
     pub label: String,
     pub value_type: String,
-    #[serde(default)]
     pub instruction: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// A field key no type declares any more; it keeps its value type.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Retired {
     pub key: String,
     pub value_type: String,
 }
 
 /// What is stored per workspace (absent = revision 1, built-ins only).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stored {
     pub revision: u64,
     pub types: Vec<OperatorType>,
@@ -76,13 +69,43 @@ impl Default for Stored {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct PutBody {
+/// A new catalog, saved only if the current one is still `expected_revision`.
+#[derive(Debug, Clone)]
+pub struct CatalogUpdate {
     pub expected_revision: String,
     pub types: Vec<OperatorType>,
-    #[serde(default)]
     pub disabled_built_in_type_keys: Vec<String>,
+}
+
+/// Whether a type's enrichment extracts facts (the built-in dated types), fields (operator types)
+/// or nothing.
+pub type Payload = &'static str;
+
+/// Where a type comes from: `built_in` or `operator`.
+pub type Origin = &'static str;
+
+/// A type as the catalog shows it.
+#[derive(Debug, Clone)]
+pub struct TypeView {
+    pub key: String,
+    pub label: String,
+    pub description: String,
+    pub enabled: bool,
+    pub origin: Origin,
+    pub payload: Payload,
+    pub disableable: bool,
+    pub fields: Vec<FieldInput>,
+}
+
+/// The catalog as `GET/PUT /settings/document-types` report it.
+#[derive(Debug, Clone)]
+pub struct CatalogView {
+    pub workspace_id: String,
+    pub revision: u64,
+    /// Built-ins first, then the workspace's own.
+    pub types: Vec<TypeView>,
+    pub retired_fields: Vec<Retired>,
+    pub referenced_field_keys: Vec<String>,
 }
 
 struct BuiltIn {
@@ -120,43 +143,57 @@ const BUILT_INS: [BuiltIn; 5] = [
     BuiltIn { key: "generic", label: "Generic", description: "Anything that fits no other type.", payload: "none" },
 ];
 
-fn date_fields() -> Value {
-    json!([
-        {"key": "dateFrom", "label": "Date from", "valueType": "date", "instruction": "The first day the fact applies to."},
-        {"key": "dateTo", "label": "Date to", "valueType": "date", "instruction": "The last day the fact applies to."}
-    ])
+fn date_fields() -> Vec<FieldInput> {
+    let field = |key: &str, label: &str, instruction: &str| FieldInput {
+        key: key.into(),
+        label: label.into(),
+        value_type: "date".into(),
+        instruction: instruction.into(),
+    };
+    vec![
+        field("dateFrom", "Date from", "The first day the fact applies to."),
+        field("dateTo", "Date to", "The last day the fact applies to."),
+    ]
 }
 
-pub fn load(c: &rusqlite::Connection, ws: &WorkspaceId) -> Result<Stored> {
-    super::load(c, ws, NAMESPACE)
+pub fn load(c: &Conn, ws: &WorkspaceId) -> Result<Stored> {
+    Ok(super::load::<StoredJson>(c, ws, NAMESPACE)?.into())
 }
 
 /// The catalog as the API shows it.
-pub fn view(ws: &WorkspaceId, s: &Stored, referenced: Vec<String>) -> Value {
-    let mut types: Vec<Value> = BUILT_INS
+pub fn view(ws: &WorkspaceId, s: &Stored, referenced: Vec<String>) -> CatalogView {
+    let mut types: Vec<TypeView> = BUILT_INS
         .iter()
-        .map(|b| {
-            json!({
-                "key": b.key, "label": b.label, "description": b.description,
-                "enabled": !s.disabled_built_in_type_keys.iter().any(|k| k == b.key),
-                "origin": "built_in", "payload": b.payload, "disableable": b.key != "generic",
-                "fields": if b.payload == "facts" { date_fields() } else { json!([]) },
-            })
+        .map(|b| TypeView {
+            key: b.key.into(),
+            label: b.label.into(),
+            description: b.description.into(),
+            enabled: !s.disabled_built_in_type_keys.iter().any(|k| k == b.key),
+            origin: "built_in",
+            payload: b.payload,
+            disableable: b.key != "generic",
+            fields: if b.payload == "facts" { date_fields() } else { vec![] },
         })
         .collect();
     for t in &s.types {
-        types.push(json!({
-            "key": t.key, "label": t.label, "description": t.description, "enabled": t.enabled,
-            "origin": "operator", "payload": "fields", "disableable": true, "fields": t.fields,
-        }));
+        types.push(TypeView {
+            key: t.key.clone(),
+            label: t.label.clone(),
+            description: t.description.clone(),
+            enabled: t.enabled,
+            origin: "operator",
+            payload: "fields",
+            disableable: true,
+            fields: t.fields.clone(),
+        });
     }
-    json!({
-        "workspaceId": ws.0,
-        "revision": s.revision.to_string(),
-        "types": types,
-        "retiredFields": s.retired_fields,
-        "referencedFieldKeys": referenced,
-    })
+    CatalogView {
+        workspace_id: ws.0.clone(),
+        revision: s.revision,
+        types,
+        retired_fields: s.retired_fields.clone(),
+        referenced_field_keys: referenced,
+    }
 }
 
 /// The catalog as the enrichment prompt renders it (its length is limited at save).
@@ -185,158 +222,158 @@ fn limit(name: &str, path: String, message: String) -> Error {
     Error::invalid(message).with_details(json!({"limit": name, "path": path}))
 }
 
-/// Validates a PUT and computes the next stored catalog.
-pub fn apply(cur: &Stored, body: PutBody) -> Result<Stored> {
-    if body.expected_revision.trim() != cur.revision.to_string() {
+fn check_revision(cur: &Stored, expected: &str) -> Result<()> {
+    if expected.trim() != cur.revision.to_string() {
         return Err(Error::new(
             ErrorCode::RevisionConflict,
-            format!(
-                "the catalog changed: expectedRevision is {}, the current revision is {}",
-                body.expected_revision, cur.revision
-            ),
+            format!("the catalog changed: expectedRevision is {expected}, the current revision is {}", cur.revision),
         )
         .with_details(json!({"currentRevision": cur.revision.to_string()})));
     }
-    if body.types.len() > MAX_TYPES {
-        return Err(limit(
-            "types",
-            "types".into(),
-            format!("at most {MAX_TYPES} operator document types per workspace"),
-        ));
-    }
-    let builtin_keys: HashSet<&str> = BUILT_INS.iter().map(|b| b.key).collect();
+    Ok(())
+}
+
+/// The built-in types to disable, each once; `generic` and unknown keys are refused.
+fn disabled_built_ins(keys: &[String]) -> Result<Vec<String>> {
     let mut disabled = Vec::new();
-    for k in &body.disabled_built_in_type_keys {
+    for k in keys {
         if k == "generic" {
             return Err(Error::invalid_field("disabledBuiltInTypeKeys", "the generic type cannot be disabled"));
         }
-        if !builtin_keys.contains(k.as_str()) {
+        if !BUILT_INS.iter().any(|b| b.key == k) {
             return Err(Error::invalid_field("disabledBuiltInTypeKeys", format!("`{k}` is not a built-in type")));
         }
         if !disabled.contains(k) {
             disabled.push(k.clone());
         }
     }
-    // one value type per field key: retired keys and earlier declarations fix it
-    let mut field_types: BTreeMap<String, String> =
-        cur.retired_fields.iter().map(|r| (r.key.clone(), r.value_type.clone())).collect();
-    for f in RESERVED_FIELDS {
-        field_types.insert(f.into(), "date".into());
+    Ok(disabled)
+}
+
+/// What a save checks across types: type keys seen so far, and one value type per field key
+/// (retired keys and earlier declarations fix it).
+struct Seen {
+    type_keys: HashSet<String>,
+    field_types: BTreeMap<String, String>,
+}
+
+impl Seen {
+    fn new(cur: &Stored) -> Seen {
+        let mut field_types: BTreeMap<String, String> =
+            cur.retired_fields.iter().map(|r| (r.key.clone(), r.value_type.clone())).collect();
+        for f in RESERVED_FIELDS {
+            field_types.insert(f.into(), "date".into());
+        }
+        Seen { type_keys: HashSet::new(), field_types }
     }
-    let mut type_keys = HashSet::new();
-    let mut types = Vec::new();
-    for (i, t) in body.types.into_iter().enumerate() {
-        let at = format!("types[{i}]");
-        let key = t.key.trim().to_string();
-        if !key_ok(&key) {
-            return Err(limit(
-                "key",
-                format!("{at}.key"),
-                format!("{at}.key must match ^[A-Za-z][A-Za-z0-9_]{{0,63}}$"),
-            ));
-        }
-        if builtin_keys.contains(key.as_str()) {
-            return Err(Error::invalid_field(&format!("{at}.key"), format!("`{key}` is a built-in type key")));
-        }
-        if !type_keys.insert(key.clone()) {
-            return Err(Error::invalid_field(&format!("{at}.key"), format!("type `{key}` appears twice")));
-        }
-        let label = t.label.trim().to_string();
-        if label.is_empty() || label.chars().count() > MAX_LABEL {
-            return Err(limit(
-                "label",
-                format!("{at}.label"),
-                format!("{at}.label must be 1 to {MAX_LABEL} characters"),
-            ));
-        }
-        if t.description.chars().count() > MAX_DESCRIPTION {
-            return Err(limit(
-                "description",
-                format!("{at}.description"),
-                format!("{at}.description must be at most {MAX_DESCRIPTION} characters"),
-            ));
-        }
-        if t.fields.len() > MAX_FIELDS {
-            return Err(limit(
-                "fields",
-                format!("{at}.fields"),
-                format!("at most {MAX_FIELDS} fields per operator type"),
-            ));
-        }
-        let mut seen = HashSet::new();
-        let mut fields = Vec::new();
-        for (j, f) in t.fields.into_iter().enumerate() {
-            let fat = format!("{at}.fields[{j}]");
-            let fkey = f.key.trim().to_string();
-            if !key_ok(&fkey) {
-                return Err(limit(
-                    "key",
-                    format!("{fat}.key"),
-                    format!("{fat}.key must match ^[A-Za-z][A-Za-z0-9_]{{0,63}}$"),
-                ));
-            }
-            if RESERVED_FIELDS.contains(&fkey.as_str()) {
-                return Err(Error::invalid_field(
-                    &format!("{fat}.key"),
-                    format!("`{fkey}` is reserved by the built-in dated types"),
-                ));
-            }
-            if !seen.insert(fkey.clone()) {
-                return Err(Error::invalid_field(
-                    &format!("{fat}.key"),
-                    format!("field `{fkey}` appears twice in `{key}`"),
-                ));
-            }
-            let flabel = f.label.trim().to_string();
-            if flabel.is_empty() || flabel.chars().count() > MAX_LABEL {
-                return Err(limit(
-                    "label",
-                    format!("{fat}.label"),
-                    format!("{fat}.label must be 1 to {MAX_LABEL} characters"),
-                ));
-            }
-            if !VALUE_TYPES.contains(&f.value_type.as_str()) {
-                return Err(Error::invalid_field(
-                    &format!("{fat}.valueType"),
-                    "valueType must be string, number, date or boolean",
-                ));
-            }
-            if f.instruction.chars().count() > MAX_INSTRUCTION {
-                return Err(limit(
-                    "instruction",
-                    format!("{fat}.instruction"),
-                    format!("{fat}.instruction must be at most {MAX_INSTRUCTION} characters"),
-                ));
-            }
-            match field_types.get(&fkey) {
-                Some(vt) if *vt != f.value_type => {
-                    return Err(Error::invalid_field(
-                        &format!("{fat}.valueType"),
-                        format!(
-                            "field `{fkey}` is already a {vt} field (one value type per key, retired keys included)"
-                        ),
-                    ));
-                }
-                _ => {
-                    field_types.insert(fkey.clone(), f.value_type.clone());
-                }
-            }
-            fields.push(FieldInput {
-                key: fkey,
-                label: flabel,
-                value_type: f.value_type,
-                instruction: f.instruction.trim().to_string(),
-            });
-        }
-        types.push(OperatorType {
-            key,
-            label,
-            description: t.description.trim().to_string(),
-            enabled: t.enabled,
-            fields,
-        });
+}
+
+fn check_key(key: &str, path: &str) -> Result<()> {
+    if !key_ok(key) {
+        return Err(limit(
+            "key",
+            format!("{path}.key"),
+            format!("{path}.key must match ^[A-Za-z][A-Za-z0-9_]{{0,63}}$"),
+        ));
     }
-    // fields that disappear are retired; a retired key declared again leaves the retired list
+    Ok(())
+}
+
+fn check_label(label: &str, path: &str) -> Result<()> {
+    if label.is_empty() || label.chars().count() > MAX_LABEL {
+        return Err(limit(
+            "label",
+            format!("{path}.label"),
+            format!("{path}.label must be 1 to {MAX_LABEL} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks type `i` and returns it cleaned (keys and labels trimmed).
+fn clean_type(i: usize, t: OperatorType, seen: &mut Seen) -> Result<OperatorType> {
+    let at = format!("types[{i}]");
+    let key = t.key.trim().to_string();
+    check_key(&key, &at)?;
+    if BUILT_INS.iter().any(|b| b.key == key) {
+        return Err(Error::invalid_field(&format!("{at}.key"), format!("`{key}` is a built-in type key")));
+    }
+    if !seen.type_keys.insert(key.clone()) {
+        return Err(Error::invalid_field(&format!("{at}.key"), format!("type `{key}` appears twice")));
+    }
+    let label = t.label.trim().to_string();
+    check_label(&label, &at)?;
+    if t.description.chars().count() > MAX_DESCRIPTION {
+        return Err(limit(
+            "description",
+            format!("{at}.description"),
+            format!("{at}.description must be at most {MAX_DESCRIPTION} characters"),
+        ));
+    }
+    if t.fields.len() > MAX_FIELDS {
+        return Err(limit("fields", format!("{at}.fields"), format!("at most {MAX_FIELDS} fields per operator type")));
+    }
+    let mut in_type = HashSet::new();
+    let mut fields = Vec::new();
+    for (j, f) in t.fields.into_iter().enumerate() {
+        fields.push(clean_field(&format!("{at}.fields[{j}]"), &key, f, &mut in_type, seen)?);
+    }
+    Ok(OperatorType { key, label, description: t.description.trim().to_string(), enabled: t.enabled, fields })
+}
+
+/// Checks field `fat` of type `type_key` and returns it cleaned.
+fn clean_field(
+    fat: &str,
+    type_key: &str,
+    f: FieldInput,
+    in_type: &mut HashSet<String>,
+    seen: &mut Seen,
+) -> Result<FieldInput> {
+    let fkey = f.key.trim().to_string();
+    check_key(&fkey, fat)?;
+    if RESERVED_FIELDS.contains(&fkey.as_str()) {
+        return Err(Error::invalid_field(
+            &format!("{fat}.key"),
+            format!("`{fkey}` is reserved by the built-in dated types"),
+        ));
+    }
+    if !in_type.insert(fkey.clone()) {
+        return Err(Error::invalid_field(
+            &format!("{fat}.key"),
+            format!("field `{fkey}` appears twice in `{type_key}`"),
+        ));
+    }
+    let flabel = f.label.trim().to_string();
+    check_label(&flabel, fat)?;
+    if !VALUE_TYPES.contains(&f.value_type.as_str()) {
+        return Err(Error::invalid_field(
+            &format!("{fat}.valueType"),
+            "valueType must be string, number, date or boolean",
+        ));
+    }
+    if f.instruction.chars().count() > MAX_INSTRUCTION {
+        return Err(limit(
+            "instruction",
+            format!("{fat}.instruction"),
+            format!("{fat}.instruction must be at most {MAX_INSTRUCTION} characters"),
+        ));
+    }
+    match seen.field_types.get(&fkey) {
+        Some(vt) if *vt != f.value_type => {
+            return Err(Error::invalid_field(
+                &format!("{fat}.valueType"),
+                format!("field `{fkey}` is already a {vt} field (one value type per key, retired keys included)"),
+            ));
+        }
+        _ => {
+            seen.field_types.insert(fkey.clone(), f.value_type.clone());
+        }
+    }
+    Ok(FieldInput { key: fkey, label: flabel, value_type: f.value_type, instruction: f.instruction.trim().to_string() })
+}
+
+/// Fields that disappear are retired; a retired key declared again leaves the retired list.
+fn retire(cur: &Stored, types: &[OperatorType]) -> Vec<Retired> {
     let declared: HashSet<&str> = types.iter().flat_map(|t| t.fields.iter().map(|f| f.key.as_str())).collect();
     let mut retired: Vec<Retired> =
         cur.retired_fields.iter().filter(|r| !declared.contains(r.key.as_str())).cloned().collect();
@@ -347,6 +384,24 @@ pub fn apply(cur: &Stored, body: PutBody) -> Result<Stored> {
             }
         }
     }
+    retired
+}
+
+/// Validates a PUT and computes the next stored catalog.
+pub fn apply(cur: &Stored, body: CatalogUpdate) -> Result<Stored> {
+    check_revision(cur, &body.expected_revision)?;
+    if body.types.len() > MAX_TYPES {
+        return Err(limit(
+            "types",
+            "types".into(),
+            format!("at most {MAX_TYPES} operator document types per workspace"),
+        ));
+    }
+    let disabled = disabled_built_ins(&body.disabled_built_in_type_keys)?;
+    let mut seen = Seen::new(cur);
+    let types =
+        body.types.into_iter().enumerate().map(|(i, t)| clean_type(i, t, &mut seen)).collect::<Result<Vec<_>>>()?;
+    let retired = retire(cur, &types);
     let next =
         Stored { revision: cur.revision + 1, types, disabled_built_in_type_keys: disabled, retired_fields: retired };
     let rendered = render(&next).chars().count();
@@ -360,19 +415,19 @@ pub fn apply(cur: &Stored, body: PutBody) -> Result<Stored> {
     Ok(next)
 }
 
-pub fn get(app: &App, p: &Principal) -> Result<Value> {
+pub fn get(app: &App, p: &Principal) -> Result<CatalogView> {
     p.require(Perm::SettingsRead)?;
     let s = app.db.read(|c| load(c, &p.workspace_id))?;
     Ok(view(&p.workspace_id, &s, vec![]))
 }
 
-pub fn put(app: &App, p: &Principal, actor: &Actor, body: PutBody) -> Result<Value> {
+pub fn put(app: &App, p: &Principal, actor: &Actor, body: CatalogUpdate) -> Result<CatalogView> {
     p.require(Perm::SettingsManage)?;
     let now = rfc3339(app.clock.now());
     let next = app.db.write(|tx| {
         let cur = load(tx, &p.workspace_id)?;
         let next = apply(&cur, body)?;
-        super::store(tx, &p.workspace_id, NAMESPACE, &next, &now)?;
+        super::store(tx, &p.workspace_id, NAMESPACE, &StoredJson::from(&next), &now)?;
         audit::record(
             tx,
             &now,
@@ -417,8 +472,12 @@ pub fn enabled_types(s: &Stored) -> Vec<(String, &'static str, Vec<FieldInput>)>
 mod tests {
     use super::*;
 
-    fn body(rev: &str, types: Value) -> PutBody {
-        serde_json::from_value(json!({"expectedRevision": rev, "types": types})).unwrap()
+    use serde_json::Value;
+
+    fn body(rev: &str, types: Value) -> CatalogUpdate {
+        serde_json::from_value::<super::super::api::DocumentTypesBody>(json!({"expectedRevision": rev, "types": types}))
+            .unwrap()
+            .into()
     }
 
     #[test]

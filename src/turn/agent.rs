@@ -2,7 +2,7 @@
 //! conversation started on, a candidate, or a test execution's frozen draft), never from the
 //! live draft — so drafts never leak into visitor conversations.
 
-use rusqlite::Connection;
+use crate::storage::Conn as Connection;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 

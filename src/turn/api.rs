@@ -97,3 +97,77 @@ pub fn rest(r: &Reply) -> Value {
     }
     v
 }
+
+/// A stored turn as `GET /traces/{id}` (with its trace) and the quality report show it.
+pub fn trace_row(t: &super::trace::TraceRow) -> Value {
+    let grounding = t.grounding.as_ref().map(|g| {
+        json!({"verdict": g.verdict, "claimCount": g.claim_count, "sourcedClaimCount": g.sourced_claim_count,
+               "unsourcedClaimCount": g.unsourced_claim_count, "invalidSourceCount": g.invalid_source_count})
+    });
+    let mut v = json!({
+        "turnId": t.id, "traceId": t.id,
+        "conversationId": t.conversation_id, "agentId": t.agent_id,
+        "revisionId": t.revision_id, "userMessageId": t.user_message_id,
+        "messageId": t.message_id, "requestId": t.request_id,
+        "surface": t.surface, "route": t.route, "outcome": t.outcome,
+        "answerCoverage": {"availability": t.availability, "coverage": t.coverage, "reason": t.reason},
+        "grounding": grounding,
+        "createdAt": t.created_at,
+    });
+    if let Some(trace) = &t.trace {
+        v["trace"] = trace.clone();
+    }
+    v
+}
+
+/// `GET /quality/turns`.
+pub fn quality_page(p: &super::trace::QualityPage) -> Value {
+    json!({"turns": p.turns.iter().map(trace_row).collect::<Vec<_>>(), "total": p.total,
+           "nextCursor": p.next_cursor, "hasMore": p.has_more})
+}
+
+/// A test execution; with its transcripts, each side's messages.
+pub fn execution(d: &super::test_exec::ExecutionDetail) -> Value {
+    let e = &d.execution;
+    let sides: Vec<Value> = e
+        .sides
+        .iter()
+        .enumerate()
+        .map(|(k, s)| {
+            let mut v = json!({"label": s.label, "revisionId": s.revision_id, "conversationId": s.conversation_id});
+            if let Some(t) = d.transcripts.as_ref().and_then(|t| t.get(k)) {
+                v["messages"] = json!(crate::conversations::api::messages(t));
+            }
+            v
+        })
+        .collect();
+    // values are frozen inputs: only their variable ids are shown (a sensitive value never leaves)
+    let values: Vec<Value> = e
+        .test_values
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| json!({"contextVariableId": v["contextVariableId"]}))
+        .collect();
+    json!({
+        "id": e.id, "agentId": e.agent_id, "mode": e.mode, "sides": sides, "draftGeneration": e.draft_generation,
+        "seedConversationId": e.seed_conversation_id, "testValues": values, "skillEffects": e.skill_effects,
+        "createdAt": e.created_at,
+    })
+}
+
+/// `GET /agents/{id}/test-executions`.
+pub fn execution_page(p: &super::test_exec::ExecutionPage) -> Value {
+    json!({"testExecutions": p.executions.iter().map(execution).collect::<Vec<_>>(), "nextCursor": p.next_cursor, "hasMore": p.has_more})
+}
+
+/// The replies of a test message, one per side.
+pub fn execution_replies(agent_id: &str, execution_id: &str, results: &[(super::test_exec::Side, Reply)]) -> Value {
+    let results: Vec<Value> = results
+        .iter()
+        .map(|(side, reply)| {
+            json!({"label": side.label, "revisionId": side.revision_id, "conversationId": side.conversation_id, "reply": rest(reply)})
+        })
+        .collect();
+    json!({"executionId": execution_id, "agentId": agent_id, "results": results})
+}

@@ -21,6 +21,7 @@ pub mod retrieval;
 pub mod routine;
 mod stages;
 pub mod steering;
+mod store;
 pub mod supersede;
 pub mod test_exec;
 pub mod trace;

@@ -202,6 +202,7 @@ impl Turn<'_> {
     }
 
     /// Saves the visitor's message first, whatever happens next, and reads the history before it.
+    #[tracing::instrument(name = "turn.gate", skip_all)]
     fn gate(&mut self) -> Result<Gathered, TurnError> {
         let (app, input) = (self.app, self.input);
         let ws = &input.workspace;
@@ -271,6 +272,7 @@ impl Turn<'_> {
 
     /// The routine pass: the workspace's routines may take the turn (the seam the routines
     /// issue fills in; today nothing engages).
+    #[tracing::instrument(name = "turn.routine_pass", skip_all)]
     fn routine_pass(&mut self, g: &Gathered) -> Result<(), TurnError> {
         let turn = RoutineTurn { input: self.input, conversation: &g.conv };
         match self.app.routine_pass.run(self.app, &turn)? {
@@ -282,6 +284,7 @@ impl Turn<'_> {
     }
 
     /// Routes the turn, resolves its models and matches directives.
+    #[tracing::instrument(name = "turn.interpret", skip_all)]
     fn interpret(&mut self, g: &Gathered) -> Result<Plan, TurnError> {
         let (app, input) = (self.app, self.input);
         let agent = &input.agent;
@@ -300,6 +303,7 @@ impl Turn<'_> {
     }
 
     /// Retrieval (on the retrieval route), context variables, and the binding winner's lookup.
+    #[tracing::instrument(name = "turn.retrieve", skip_all)]
     fn retrieve(&mut self, g: &Gathered, plan: &Plan) -> Result<Evidence, TurnError> {
         let (app, input) = (self.app, self.input);
         let (ws, agent) = (&input.workspace, &input.agent);
@@ -350,6 +354,7 @@ impl Turn<'_> {
     }
 
     /// Composes the answer: direct, a decline when nothing was found, or grounded in the hits.
+    #[tracing::instrument(name = "turn.compose", skip_all)]
     fn compose(&mut self, g: &Gathered, plan: &Plan, ev: &Evidence) -> Result<Composed, TurnError> {
         let input = self.input;
         let (agent, message, history) = (&input.agent, input.message.as_str(), g.history.as_slice());
@@ -401,6 +406,7 @@ impl Turn<'_> {
     }
 
     /// The coverage assessment, coverage-gated directives, suggestions and whether to hand off.
+    #[tracing::instrument(name = "turn.cover", skip_all)]
     fn cover(&mut self, plan: &Plan, ev: &Evidence, composed: &Composed, base: &Reply) -> Cover {
         let input = self.input;
         let (availability, coverage, reason) = match &composed.coverage {
@@ -431,6 +437,7 @@ impl Turn<'_> {
 
     /// Writes the reply, the trace, any ownership change and the `handoff.notify` job in one
     /// transaction.
+    #[tracing::instrument(name = "turn.persist", skip_all)]
     fn persist(
         mut self,
         g: Gathered,

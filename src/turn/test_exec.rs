@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use rusqlite::{OptionalExtension, params};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::agent::{self, AgentConfig};
 use super::{Reply, Surface, TurnInput};
+use crate::agents::revisions::Snapshot;
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
@@ -19,7 +19,7 @@ use crate::clock::rfc3339;
 use crate::conversations::{self, Channel, NewConversation, NewMessage, Role, Visibility};
 use crate::documents::{decode_cursor, encode_cursor};
 use crate::error::{Error, ErrorCode, Result};
-use crate::storage::Tx;
+use crate::storage::{Conn, Tx};
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -56,70 +56,41 @@ pub struct Side {
     pub conversation_id: String,
 }
 
-struct Execution {
-    id: String,
-    agent_id: String,
-    mode: String,
-    sides: Vec<Side>,
-    frozen_draft: Option<Value>,
-    draft_generation: i64,
-    seed_conversation_id: Option<String>,
-    test_values: Value,
-    skill_effects: String,
-    created_at: String,
+/// A test execution as stored.
+#[derive(Debug, Clone)]
+pub struct Execution {
+    pub id: String,
+    pub agent_id: String,
+    pub mode: String,
+    pub sides: Vec<Side>,
+    pub frozen_draft: Option<Snapshot>,
+    pub draft_generation: i64,
+    pub seed_conversation_id: Option<String>,
+    /// The frozen test values: `[{contextVariableId, value | sealed}]`.
+    pub test_values: Value,
+    pub skill_effects: String,
+    pub created_at: String,
 }
 
-const COLS: &str = "id, agent_id, mode, sides, frozen_draft, draft_generation, seed_conversation_id, test_values, skill_effects, created_at";
-
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Execution> {
-    Ok(Execution {
-        id: r.get(0)?,
-        agent_id: r.get(1)?,
-        mode: r.get(2)?,
-        sides: serde_json::from_str(&r.get::<_, String>(3)?).unwrap_or_default(),
-        frozen_draft: r.get::<_, Option<String>>(4)?.and_then(|s| serde_json::from_str(&s).ok()),
-        draft_generation: r.get(5)?,
-        seed_conversation_id: r.get(6)?,
-        test_values: serde_json::from_str(&r.get::<_, String>(7)?).unwrap_or(json!([])),
-        skill_effects: r.get(8)?,
-        created_at: r.get(9)?,
-    })
+fn find(c: &Conn, ws: &str, agent_id: &str, id: &str) -> Result<Execution> {
+    super::store::execution(c, ws, agent_id, id)?.ok_or_else(|| Error::not_found("test execution"))
 }
 
-fn find(c: &rusqlite::Connection, ws: &str, agent_id: &str, id: &str) -> Result<Execution> {
-    c.query_row(
-        &format!("SELECT {COLS} FROM test_executions WHERE id = ?1 AND agent_id = ?2 AND workspace_id = ?3"),
-        params![id, agent_id, ws],
-        row,
-    )
-    .optional()?
-    .ok_or_else(|| Error::not_found("test execution"))
+/// An execution with, per side, its conversation's messages (when asked for).
+#[derive(Debug, Clone)]
+pub struct ExecutionDetail {
+    pub execution: Execution,
+    pub transcripts: Option<Vec<Vec<conversations::Message>>>,
 }
 
-/// The view of an execution; with `transcripts`, each side's messages.
-fn view(c: &rusqlite::Connection, e: &Execution, transcripts: bool) -> Result<Value> {
-    let mut sides = Vec::new();
-    for s in &e.sides {
-        let mut v = json!({"label": s.label, "revisionId": s.revision_id, "conversationId": s.conversation_id});
-        if transcripts {
-            let msgs = conversations::messages_after(c, &s.conversation_id, 0, 500)?;
-            v["messages"] = json!(conversations::api::messages(&msgs));
-        }
-        sides.push(v);
-    }
-    // values are frozen inputs: only their variable ids are shown (a sensitive value never leaves)
-    let values: Vec<Value> = e
-        .test_values
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|v| json!({"contextVariableId": v["contextVariableId"]}))
-        .collect();
-    Ok(json!({
-        "id": e.id, "agentId": e.agent_id, "mode": e.mode, "sides": sides, "draftGeneration": e.draft_generation,
-        "seedConversationId": e.seed_conversation_id, "testValues": values, "skillEffects": e.skill_effects,
-        "createdAt": e.created_at,
-    }))
+fn detail(c: &Conn, e: Execution, transcripts: bool) -> Result<ExecutionDetail> {
+    let transcripts = if transcripts {
+        let per_side = e.sides.iter().map(|s| conversations::messages_after(c, &s.conversation_id, 0, 500));
+        Some(per_side.collect::<Result<Vec<_>>>()?)
+    } else {
+        None
+    };
+    Ok(ExecutionDetail { execution: e, transcripts })
 }
 
 /// What a test value's aad binds it to: its workspace, execution and variable.
@@ -196,10 +167,18 @@ fn copy_seed(tx: &Tx, ws: &str, seed: &conversations::Conversation, side_cid: &s
     Ok(n)
 }
 
-/// `POST /agents/{agentId}/test-executions`: 201 with the new execution, or 200 with the one a
-/// repeated `idempotencyKey` made.
-pub fn start(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: StartInput) -> Result<(bool, Value)> {
-    p.require(Perm::AgentsManage)?;
+/// A start request, checked.
+struct Plan {
+    mode: String,
+    revision_ids: Vec<String>,
+    skill_effects: String,
+    values: Vec<TestValue>,
+    seed_conversation_id: Option<String>,
+    expected_draft_generation: Option<i64>,
+    idempotency_key: Option<String>,
+}
+
+fn plan(i: StartInput) -> Result<Plan> {
     let mode = i.mode.clone().unwrap_or_else(|| "single".into());
     if !["single", "compare"].contains(&mode.as_str()) {
         return Err(Error::invalid_field("mode", "mode is single or compare"));
@@ -231,123 +210,162 @@ pub fn start(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: StartIn
     {
         return Err(Error::invalid_field("idempotencyKey", "idempotencyKey must be 1 to 200 characters"));
     }
+    Ok(Plan {
+        mode,
+        revision_ids,
+        skill_effects,
+        values,
+        seed_conversation_id: i.seed_conversation_id,
+        expected_draft_generation: i.expected_draft_generation,
+        idempotency_key: i.idempotency_key,
+    })
+}
+
+/// The sides a plan runs: `(label, revision)`, where no revision is the frozen draft.
+fn side_revisions(plan: &Plan, published: Option<String>) -> Vec<(String, Option<String>)> {
+    match (plan.mode.as_str(), plan.revision_ids.as_slice()) {
+        ("single", []) => vec![("draft".into(), None)],
+        ("single", [r]) => vec![("revision".into(), Some(r.clone()))],
+        ("compare", []) => vec![("draft".into(), None), ("published".into(), published)],
+        ("compare", [r]) => vec![("draft".into(), None), ("revision".into(), Some(r.clone()))],
+        (_, rs) => rs.iter().enumerate().map(|(k, r)| (format!("revision {}", k + 1), Some(r.clone()))).collect(),
+    }
+}
+
+/// Opens one test conversation per side, seeded when asked.
+fn open_sides(
+    tx: &Tx,
+    p: &Principal,
+    agent_id: &str,
+    execution_id: &str,
+    side_revisions: Vec<(String, Option<String>)>,
+    seed: Option<&conversations::Conversation>,
+    now: &str,
+) -> Result<Vec<Side>> {
+    let ws = &p.workspace_id.0;
+    let mut sides = Vec::new();
+    for (label, rid) in side_revisions {
+        let conversation = NewConversation {
+            workspace_id: ws,
+            agent_id,
+            revision_id: rid.as_deref(),
+            channel: Channel::Test,
+            visibility: Visibility::Test,
+            test_execution_id: Some(execution_id),
+            started_by: p.user_id.as_ref().map(|u| u.0.as_str()),
+        };
+        let cid = conversations::start(tx, &conversation, now)?;
+        if let Some(s) = seed {
+            copy_seed(tx, ws, s, &cid, now)?;
+        }
+        sides.push(Side { label, revision_id: rid, conversation_id: cid });
+    }
+    Ok(sides)
+}
+
+/// The seed conversation, which must be one of this agent's.
+fn seed_of(tx: &Tx, ws: &str, agent_id: &str, plan: &Plan) -> Result<Option<conversations::Conversation>> {
+    let Some(id) = &plan.seed_conversation_id else { return Ok(None) };
+    let c = conversations::find_in(tx, ws, id, false)?;
+    if c.agent_id != agent_id {
+        return Err(Error::not_found("conversation"));
+    }
+    Ok(Some(c))
+}
+
+/// `POST /agents/{agentId}/test-executions`: 201 with the new execution, or 200 with the one a
+/// repeated `idempotencyKey` made.
+pub fn start(
+    app: &App,
+    p: &Principal,
+    actor: &Actor,
+    agent_id: &str,
+    i: StartInput,
+) -> Result<(bool, ExecutionDetail)> {
+    p.require(Perm::AgentsManage)?;
+    let plan = plan(i)?;
     let ws = p.workspace_id.clone();
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         let a = crate::agents::get_in(tx, &ws, agent_id)?;
-        if let Some(k) = &i.idempotency_key
-            && let Some(e) = tx
-                .query_row(&format!("SELECT {COLS} FROM test_executions WHERE agent_id = ?1 AND idempotency_key = ?2"), params![agent_id, k], row)
-                .optional()?
+        if let Some(k) = &plan.idempotency_key
+            && let Some(e) = super::store::execution_by_key(tx, agent_id, k)?
         {
-            return Ok((false, view(tx, &e, true)?));
+            return Ok((false, detail(tx, e, true)?));
         }
-        if let Some(g) = i.expected_draft_generation
+        if let Some(g) = plan.expected_draft_generation
             && g != a.draft_generation
         {
-            return Err(Error::new(ErrorCode::RevisionConflict, format!("the draft is at generation {}, not {g}", a.draft_generation))
-                .with_details(json!({"currentDraftGeneration": a.draft_generation})));
+            return Err(Error::new(
+                ErrorCode::RevisionConflict,
+                format!("the draft is at generation {}, not {g}", a.draft_generation),
+            )
+            .with_details(json!({"currentDraftGeneration": a.draft_generation})));
         }
-        for rid in &revision_ids {
-            crate::agents::revisions::snapshot_with_version(tx, agent_id, rid)?.ok_or_else(|| Error::not_found("revision"))?;
+        for rid in &plan.revision_ids {
+            crate::agents::revisions::snapshot_with_version(tx, agent_id, rid)?
+                .ok_or_else(|| Error::not_found("revision"))?;
         }
         let id = crate::ids::new_id();
         let mut stored_values: Vec<Value> = Vec::new();
-        for v in &values {
+        for v in &plan.values {
             let var = crate::agents::context::find(tx, &ws, &v.context_variable_id)?;
             stored_values.push(freeze_value(app, &ws.0, &id, &var, &v.value)?);
         }
-        let seed = match &i.seed_conversation_id {
-            Some(id) => {
-                let c = conversations::find_in(tx, &ws.0, id, false)?;
-                if c.agent_id != agent_id {
-                    return Err(Error::not_found("conversation"));
-                }
-                Some(c)
-            }
-            None => None,
-        };
-        let published = a.published_revision_id.clone();
-        let side_revisions: Vec<(String, Option<String>)> = match (mode.as_str(), revision_ids.as_slice()) {
-            ("single", []) => vec![("draft".into(), None)],
-            ("single", [r]) => vec![("revision".into(), Some(r.clone()))],
-            ("compare", []) => vec![("draft".into(), None), ("published".into(), published)],
-            ("compare", [r]) => vec![("draft".into(), None), ("revision".into(), Some(r.clone()))],
-            (_, rs) => rs.iter().enumerate().map(|(k, r)| (format!("revision {}", k + 1), Some(r.clone()))).collect(),
-        };
-        let needs_draft = side_revisions.iter().any(|(_, r)| r.is_none());
+        let seed = seed_of(tx, &ws.0, agent_id, &plan)?;
+        let sides = side_revisions(&plan, a.published_revision_id.clone());
+        let needs_draft = sides.iter().any(|(_, r)| r.is_none());
         let frozen = if needs_draft { Some(agent::draft_snapshot(tx, &ws, agent_id)?.1) } else { None };
-        let mut sides = Vec::new();
-        for (label, rid) in side_revisions {
-            let cid = conversations::start(
-                tx,
-                &NewConversation {
-                    workspace_id: &ws.0,
-                    agent_id,
-                    revision_id: rid.as_deref(),
-                    channel: Channel::Test,
-                    visibility: Visibility::Test,
-                    test_execution_id: Some(&id),
-                    started_by: p.user_id.as_ref().map(|u| u.0.as_str()),
-                },
-                &now,
-            )?;
-            if let Some(s) = &seed {
-                copy_seed(tx, &ws.0, s, &cid, &now)?;
-            }
-            sides.push(Side { label, revision_id: rid, conversation_id: cid });
-        }
-        tx.execute(
-            "INSERT INTO test_executions (id, workspace_id, agent_id, mode, sides, frozen_draft, draft_generation, seed_conversation_id, test_values,
-                skill_effects, idempotency_key, created_by, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13)",
-            params![
-                id,
-                ws.0,
-                agent_id,
-                mode,
-                serde_json::to_string(&sides)?,
-                frozen.as_ref().map(|f| f.to_string()),
-                a.draft_generation,
-                i.seed_conversation_id,
-                Value::Array(stored_values).to_string(),
-                skill_effects,
-                i.idempotency_key,
-                p.user_id.as_ref().map(|u| u.0.clone()),
-                now
-            ],
-        )?;
-        audit::record(tx, &now, actor, Event::new("agent.test_execution.started").workspace(&ws).target("test_execution", &id).meta(json!({"agentId": agent_id, "mode": mode, "seeded": seed.is_some()})))?;
-        let e = find(tx, &ws.0, agent_id, &id)?;
-        Ok((true, view(tx, &e, true)?))
+        let sides = open_sides(tx, p, agent_id, &id, sides, seed.as_ref(), &now)?;
+        let e = Execution {
+            id: id.clone(),
+            agent_id: agent_id.to_string(),
+            mode: plan.mode.clone(),
+            sides,
+            frozen_draft: frozen,
+            draft_generation: a.draft_generation,
+            seed_conversation_id: plan.seed_conversation_id.clone(),
+            test_values: Value::Array(stored_values),
+            skill_effects: plan.skill_effects.clone(),
+            created_at: now.clone(),
+        };
+        let by = p.user_id.as_ref().map(|u| u.0.as_str());
+        super::store::insert_execution(tx, &ws, &e, plan.idempotency_key.as_deref(), by)?;
+        let meta = json!({"agentId": agent_id, "mode": plan.mode, "seeded": seed.is_some()});
+        let ev = Event::new("agent.test_execution.started").workspace(&ws).target("test_execution", &id);
+        audit::record(tx, &now, actor, ev.meta(meta))?;
+        Ok((true, detail(tx, find(tx, &ws.0, agent_id, &id)?, true)?))
     })
 }
 
-pub fn list(app: &App, p: &Principal, agent_id: &str, cursor: Option<&str>, limit: usize) -> Result<Value> {
+/// A page of executions, newest first.
+#[derive(Debug, Clone)]
+pub struct ExecutionPage {
+    pub executions: Vec<ExecutionDetail>,
+    pub next_cursor: Option<String>,
+    pub has_more: bool,
+}
+
+pub fn list(app: &App, p: &Principal, agent_id: &str, cursor: Option<&str>, limit: usize) -> Result<ExecutionPage> {
     p.require(Perm::AgentsManage)?;
     let limit = limit.clamp(1, 100);
     let after = cursor.map(decode_cursor).transpose()?;
-    let (au, ai) = after.unzip();
     app.db.read(|c| {
         crate::agents::get_in(c, &p.workspace_id, agent_id)?;
-        let mut st = c.prepare(&format!(
-            "SELECT {COLS} FROM test_executions WHERE agent_id = ?1 AND workspace_id = ?2
-             AND (?3 IS NULL OR created_at < ?3 OR (created_at = ?3 AND id < ?4)) ORDER BY created_at DESC, id DESC LIMIT ?5"
-        ))?;
-        let mut rows: Vec<Execution> = st.query_map(params![agent_id, p.workspace_id.0, au, ai, (limit + 1) as i64], row)?.collect::<rusqlite::Result<_>>()?;
-        let more = rows.len() > limit;
+        let mut rows = super::store::executions(c, &p.workspace_id, agent_id, after.as_ref(), limit + 1)?;
+        let has_more = rows.len() > limit;
         rows.truncate(limit);
-        let next = if more { rows.last().map(|e| encode_cursor(&e.created_at, &e.id)) } else { None };
-        let views = rows.iter().map(|e| view(c, e, false)).collect::<Result<Vec<_>>>()?;
-        Ok(json!({"testExecutions": views, "nextCursor": next, "hasMore": more}))
+        let next_cursor = if has_more { rows.last().map(|e| encode_cursor(&e.created_at, &e.id)) } else { None };
+        let executions = rows.into_iter().map(|e| ExecutionDetail { execution: e, transcripts: None }).collect();
+        Ok(ExecutionPage { executions, next_cursor, has_more })
     })
 }
 
-pub fn get(app: &App, p: &Principal, agent_id: &str, id: &str) -> Result<Value> {
+pub fn get(app: &App, p: &Principal, agent_id: &str, id: &str) -> Result<ExecutionDetail> {
     p.require(Perm::AgentsManage)?;
     app.db.read(|c| {
         crate::agents::get_in(c, &p.workspace_id, agent_id)?;
-        view(c, &find(c, &p.workspace_id.0, agent_id, id)?, true)
+        detail(c, find(c, &p.workspace_id.0, agent_id, id)?, true)
     })
 }
 
@@ -409,12 +427,11 @@ pub fn prepare_message(
 }
 
 /// Sends a message to every side of an execution, one after another.
-pub async fn send(app: Arc<App>, agent_id: &str, id: &str, turns: Vec<(Side, TurnInput)>) -> Result<Value> {
+pub async fn send(app: Arc<App>, turns: Vec<(Side, TurnInput)>) -> Result<Vec<(Side, Reply)>> {
     let mut results = Vec::new();
     for (side, input) in turns {
         let reply: Reply = super::execute(app.clone(), input, None).await?;
-        let reply = super::api::rest(&reply);
-        results.push(json!({"label": side.label, "revisionId": side.revision_id, "conversationId": side.conversation_id, "reply": reply}));
+        results.push((side, reply));
     }
-    Ok(json!({"executionId": id, "agentId": agent_id, "results": results}))
+    Ok(results)
 }

@@ -4,10 +4,10 @@
 
 use std::time::Instant;
 
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::TraceJson;
 use super::kinds::{Availability, Outcome, RouteKind, StageStatus, TraceStage};
 use crate::app::App;
 use crate::auth::{Perm, Principal};
@@ -16,13 +16,16 @@ use crate::documents::{decode_cursor, encode_cursor};
 use crate::error::{Error, Result};
 use crate::storage::Tx;
 
+/// What a stage decided and counted (free-form per stage; never text).
+pub type StageOutputs = Value;
+
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Stage {
     pub id: String,
     pub kind: TraceStage,
     pub status: StageStatus,
-    pub outputs: Value,
+    pub outputs: StageOutputs,
     pub started_at: String,
     pub completed_at: String,
     pub duration_ms: f64,
@@ -52,7 +55,7 @@ impl TraceBuilder {
     }
 
     /// Records a stage that ran since the previous one.
-    pub fn stage(&mut self, app: &App, kind: TraceStage, status: StageStatus, outputs: Value) {
+    pub fn stage(&mut self, app: &App, kind: TraceStage, status: StageStatus, outputs: StageOutputs) {
         let now = Instant::now();
         let at = rfc3339(app.clock.now());
         self.stages.push(Stage {
@@ -72,7 +75,7 @@ impl TraceBuilder {
         self.started.elapsed().as_secs_f64() * 1000.0
     }
 
-    pub fn finish(&self, app: &App) -> Value {
+    pub fn finish(&self, app: &App) -> TraceJson {
         json!({
             "traceId": self.trace_id,
             "startedAt": self.started_at,
@@ -136,79 +139,44 @@ pub struct TurnRecord<'a> {
 }
 
 pub fn insert(tx: &Tx, r: &TurnRecord, now: &str) -> Result<()> {
-    let g = r.grounding;
-    tx.execute(
-        "INSERT INTO turn_traces (id, workspace_id, conversation_id, agent_id, revision_id, user_message_id, message_id, request_id,
-            surface, route, outcome, availability, coverage, coverage_reason, grounding_verdict, claim_count, sourced_claim_count,
-            unsourced_claim_count, invalid_source_count, trace, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)",
-        params![
-            r.trace_id,
-            r.workspace_id,
-            r.conversation_id,
-            r.agent_id,
-            r.revision_id,
-            r.user_message_id,
-            r.message_id,
-            r.request_id,
-            r.surface,
-            r.route.map(RouteKind::as_str),
-            r.outcome.as_str(),
-            r.availability.as_str(),
-            r.coverage,
-            r.reason,
-            g.map(|g| g.verdict),
-            g.map(|g| g.claim_count),
-            g.map(|g| g.sourced_claim_count),
-            g.map(|g| g.unsourced_claim_count),
-            g.map(|g| g.invalid_source_count),
-            r.trace.to_string(),
-            now
-        ],
-    )?;
-    Ok(())
+    super::store::insert_trace(tx, r, now)
 }
 
-const COLS: &str = "id, conversation_id, agent_id, revision_id, user_message_id, message_id, request_id, surface, route, outcome, \
-    availability, coverage, coverage_reason, grounding_verdict, claim_count, sourced_claim_count, unsourced_claim_count, \
-    invalid_source_count, trace, created_at";
+/// The grounding counts a stored turn carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredGrounding {
+    pub verdict: String,
+    pub claim_count: i64,
+    pub sourced_claim_count: i64,
+    pub unsourced_claim_count: i64,
+    pub invalid_source_count: i64,
+}
 
-fn row_view(r: &rusqlite::Row, with_trace: bool) -> rusqlite::Result<Value> {
-    let verdict: Option<String> = r.get(13)?;
-    let grounding = match verdict {
-        Some(v) => json!({"verdict": v, "claimCount": r.get::<_, i64>(14)?, "sourcedClaimCount": r.get::<_, i64>(15)?,
-                          "unsourcedClaimCount": r.get::<_, i64>(16)?, "invalidSourceCount": r.get::<_, i64>(17)?}),
-        None => Value::Null,
-    };
-    let availability: Option<String> = r.get(10)?;
-    let mut v = json!({
-        "turnId": r.get::<_, String>(0)?, "traceId": r.get::<_, String>(0)?,
-        "conversationId": r.get::<_, Option<String>>(1)?, "agentId": r.get::<_, Option<String>>(2)?,
-        "revisionId": r.get::<_, Option<String>>(3)?, "userMessageId": r.get::<_, Option<String>>(4)?,
-        "messageId": r.get::<_, Option<String>>(5)?, "requestId": r.get::<_, Option<String>>(6)?,
-        "surface": r.get::<_, String>(7)?, "route": r.get::<_, Option<String>>(8)?, "outcome": r.get::<_, Option<String>>(9)?,
-        "answerCoverage": {"availability": availability, "coverage": r.get::<_, Option<String>>(11)?, "reason": r.get::<_, Option<String>>(12)?},
-        "grounding": grounding,
-        "createdAt": r.get::<_, String>(19)?,
-    });
-    if with_trace {
-        v["trace"] = serde_json::from_str(&r.get::<_, String>(18)?).unwrap_or(Value::Null);
-    }
-    Ok(v)
+/// A stored turn: what its trace row says (the trace itself only when asked for).
+#[derive(Debug, Clone)]
+pub struct TraceRow {
+    pub id: String,
+    pub conversation_id: Option<String>,
+    pub agent_id: Option<String>,
+    pub revision_id: Option<String>,
+    pub user_message_id: Option<String>,
+    pub message_id: Option<String>,
+    pub request_id: Option<String>,
+    pub surface: String,
+    pub route: Option<String>,
+    pub outcome: Option<String>,
+    pub availability: Option<String>,
+    pub coverage: Option<String>,
+    pub reason: Option<String>,
+    pub grounding: Option<StoredGrounding>,
+    pub trace: Option<TraceJson>,
+    pub created_at: String,
 }
 
 /// `GET /traces/{traceId}`: one turn's trace, for operators.
-pub fn get(app: &App, p: &Principal, id: &str) -> Result<Value> {
+pub fn get(app: &App, p: &Principal, id: &str) -> Result<TraceRow> {
     p.require(Perm::ConversationsRead)?;
-    app.db.read(|c| {
-        c.query_row(
-            &format!("SELECT {COLS} FROM turn_traces WHERE id = ?1 AND workspace_id = ?2"),
-            params![id, p.workspace_id.0],
-            |r| row_view(r, true),
-        )
-        .optional()?
-        .ok_or_else(|| Error::not_found("trace"))
-    })
+    app.db.read(|c| super::store::trace(c, &p.workspace_id, id)?.ok_or_else(|| Error::not_found("trace")))
 }
 
 #[derive(Debug, Default)]
@@ -224,7 +192,16 @@ pub struct QualityQuery {
 /// `GET /quality/turns`: answered turns of visitor conversations and retrieval-only answers,
 /// newest first, each with its grounding diagnostic (or null when none was computed). A `false`
 /// count filter keeps turns whose diagnostic counted zero and leaves out turns without one.
-pub fn quality_turns(app: &App, p: &Principal, q: QualityQuery) -> Result<Value> {
+/// A page of the quality report.
+#[derive(Debug, Clone)]
+pub struct QualityPage {
+    pub turns: Vec<TraceRow>,
+    pub total: i64,
+    pub next_cursor: Option<String>,
+    pub has_more: bool,
+}
+
+pub fn quality_turns(app: &App, p: &Principal, q: QualityQuery) -> Result<QualityPage> {
     p.require(Perm::ConversationsRead)?;
     if let Some(v) = &q.grounding_verdict
         && !["grounded", "degraded", "no_support"].contains(&v.as_str())
@@ -233,31 +210,19 @@ pub fn quality_turns(app: &App, p: &Principal, q: QualityQuery) -> Result<Value>
     }
     let limit = q.limit.clamp(1, 100);
     let after = q.cursor.as_deref().map(decode_cursor).transpose()?;
-    let (au, ai) = after.unzip();
-    let filter = "workspace_id = ?1 AND surface IN ('chat', 'retrieval_answer')
-        AND (?2 IS NULL OR grounding_verdict = ?2)
-        AND (?3 IS NULL OR (?3 = 1 AND unsourced_claim_count > 0) OR (?3 = 0 AND unsourced_claim_count = 0))
-        AND (?4 IS NULL OR (?4 = 1 AND invalid_source_count > 0) OR (?4 = 0 AND invalid_source_count = 0))
-        AND (?5 IS NULL OR agent_id = ?5)";
-    let ws = p.workspace_id.0.clone();
-    let args = (q.grounding_verdict.clone(), q.has_unsourced_claims, q.has_invalid_sources, q.agent_id.clone());
+    let filter = super::store::QualityFilter {
+        grounding_verdict: q.grounding_verdict.clone(),
+        has_unsourced_claims: q.has_unsourced_claims,
+        has_invalid_sources: q.has_invalid_sources,
+        agent_id: q.agent_id.clone(),
+    };
     app.db.read(move |c| {
-        let total: i64 = c.query_row(&format!("SELECT count(*) FROM turn_traces WHERE {filter}"), params![ws, args.0, args.1, args.2, args.3], |r| {
-            r.get(0)
-        })?;
-        let mut st = c.prepare(&format!(
-            "SELECT {COLS} FROM turn_traces WHERE {filter} AND (?6 IS NULL OR created_at < ?6 OR (created_at = ?6 AND id < ?7))
-             ORDER BY created_at DESC, id DESC LIMIT ?8"
-        ))?;
-        let mut rows: Vec<(String, String, Value)> = st
-            .query_map(params![ws, args.0, args.1, args.2, args.3, au, ai, (limit + 1) as i64], |r| {
-                Ok((r.get::<_, String>(19)?, r.get::<_, String>(0)?, row_view(r, false)?))
-            })?
-            .collect::<rusqlite::Result<_>>()?;
-        let more = rows.len() > limit;
-        rows.truncate(limit);
-        let next = if more { rows.last().map(|(at, id, _)| encode_cursor(at, id)) } else { None };
-        Ok(json!({"turns": rows.into_iter().map(|r| r.2).collect::<Vec<_>>(), "total": total, "nextCursor": next, "hasMore": more}))
+        let total = super::store::quality_count(c, &p.workspace_id, &filter)?;
+        let mut turns = super::store::quality_page(c, &p.workspace_id, &filter, after.as_ref(), limit + 1)?;
+        let has_more = turns.len() > limit;
+        turns.truncate(limit);
+        let next_cursor = if has_more { turns.last().map(|t| encode_cursor(&t.created_at, &t.id)) } else { None };
+        Ok(QualityPage { turns, total, next_cursor, has_more })
     })
 }
 

@@ -3,11 +3,11 @@
 //! meters the spec defines (stored indexed bytes; monthly indexed bytes). Enforcement of limits
 //! builds on these.
 
-use rusqlite::{Connection, OptionalExtension, params};
-use serde::Serialize;
+pub mod api;
+mod store;
 
 use crate::error::Result;
-use crate::storage::Tx;
+use crate::storage::{Conn, Tx};
 
 pub const STORED_INDEXED_BYTES: &str = "stored_indexed_bytes";
 pub const MONTHLY_INDEXED_BYTES: &str = "monthly_indexed_bytes";
@@ -34,23 +34,9 @@ pub fn embedding_key(u: &EmbeddingUsage) -> String {
 /// Records the event once; the daily rollup and the monthly indexed-bytes meter move only when it
 /// is new. Returns whether it was new.
 pub fn record_embedding(tx: &Tx, u: &EmbeddingUsage, now: &str) -> Result<bool> {
-    let inserted = tx.execute(
-        "INSERT INTO usage_events (idempotency_key, organization_id, workspace_id, kind, document_id, revision, provider, model,
-            input_bytes, vector_count, tokens, created_at)
-         VALUES (?1, ?2, ?3, 'embedding', ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)
-         ON CONFLICT (idempotency_key) DO NOTHING",
-        params![embedding_key(u), u.organization_id, u.workspace_id, u.document_id, u.revision, u.provider, u.model, u.input_bytes, u.vector_count, u.tokens, now],
-    )? == 1;
+    let inserted = store::insert_embedding_event(tx, u, now)?;
     if inserted {
-        let day = &now[..10];
-        tx.execute(
-            "INSERT INTO usage_daily (organization_id, day, kind, provider, model, events, input_bytes, vector_count, tokens)
-             VALUES (?1, ?2, 'embedding', ?3, ?4, 1, ?5, ?6, ?7)
-             ON CONFLICT (organization_id, day, kind, provider, model) DO UPDATE SET
-               events = events + 1, input_bytes = input_bytes + excluded.input_bytes,
-               vector_count = vector_count + excluded.vector_count, tokens = tokens + excluded.tokens",
-            params![u.organization_id, day, u.provider, u.model, u.input_bytes, u.vector_count, u.tokens],
-        )?;
+        store::add_to_daily(tx, u, &now[..10])?;
         add_meter(tx, u.organization_id, MONTHLY_INDEXED_BYTES, &now[..7], u.input_bytes)?;
     }
     Ok(inserted)
@@ -61,33 +47,20 @@ pub fn add_meter(tx: &Tx, org: &str, meter: &str, period: &str, delta: i64) -> R
     if delta == 0 {
         return Ok(());
     }
-    tx.execute(
-        "INSERT INTO usage_meters (organization_id, meter, period, value) VALUES (?1, ?2, ?3, max(?4, 0))
-         ON CONFLICT (organization_id, meter, period) DO UPDATE SET value = max(value + ?4, 0)",
-        params![org, meter, period, delta],
-    )?;
-    Ok(())
+    store::add_meter(tx, org, meter, period, delta)
 }
 
-pub fn meter(c: &Connection, org: &str, meter: &str, period: &str) -> Result<i64> {
-    Ok(c.query_row(
-        "SELECT value FROM usage_meters WHERE organization_id = ?1 AND meter = ?2 AND period = ?3",
-        params![org, meter, period],
-        |r| r.get(0),
-    )
-    .optional()?
-    .unwrap_or(0))
+pub fn meter(c: &Conn, org: &str, meter: &str, period: &str) -> Result<i64> {
+    store::meter(c, org, meter, period)
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct Meter {
     pub used: i64,
     pub limit: Option<i64>,
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct PeriodMeter {
     pub used: i64,
     pub limit: Option<i64>,
@@ -95,8 +68,7 @@ pub struct PeriodMeter {
     pub reset_at: String,
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct EmbeddingTotals {
     pub events: i64,
     pub vectors: i64,
@@ -104,8 +76,7 @@ pub struct EmbeddingTotals {
     pub input_bytes: i64,
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct AccountUsage {
     pub account_id: String,
     pub stored_indexed_bytes: Meter,
@@ -123,8 +94,7 @@ fn month_of(now: chrono::DateTime<chrono::Utc>) -> (String, chrono::NaiveDate, S
 }
 
 /// One day of a workspace's embedding usage.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct UsageDay {
     pub day: String,
     pub embedding_calls: i64,
@@ -133,8 +103,7 @@ pub struct UsageDay {
 }
 
 /// The usage of one workspace: what its documents hold now and what it embedded this month.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone)]
 pub struct WorkspaceUsage {
     /// The organization the workspace belongs to (the account of the account-level meters).
     pub account_id: String,
@@ -149,73 +118,51 @@ pub struct WorkspaceUsage {
 
 /// The usage of workspace `ws` for the month containing `now`, with the last `days` days.
 pub fn workspace_usage(
-    c: &Connection,
+    c: &Conn,
     org: &str,
     ws: &str,
     now: chrono::DateTime<chrono::Utc>,
     days: u32,
 ) -> Result<WorkspaceUsage> {
     let (_, start, reset_at) = month_of(now);
-    let month_start = format!("{start}T00:00:00");
-    let (docs, stored): (i64, i64) = c.query_row(
-        "SELECT count(*), coalesce(sum(metered_bytes), 0) FROM documents WHERE workspace_id = ?1",
-        [ws],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
-    let (events, vectors, tokens, bytes): (i64, i64, i64, i64) = c.query_row(
-        "SELECT count(*), coalesce(sum(vector_count),0), coalesce(sum(tokens),0), coalesce(sum(input_bytes),0)
-         FROM usage_events WHERE workspace_id = ?1 AND kind = 'embedding' AND created_at >= ?2",
-        params![ws, month_start],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )?;
+    let (docs, stored) = store::workspace_documents(c, ws)?;
+    let month = store::workspace_embeddings_since(c, ws, &format!("{start}T00:00:00"))?;
     let first = now.date_naive() - chrono::Days::new(u64::from(days.max(1)) - 1);
-    let mut by_day: std::collections::HashMap<String, (i64, i64, i64)> = std::collections::HashMap::new();
-    let mut st = c.prepare_cached(
-        "SELECT substr(created_at, 1, 10) AS day, count(*), coalesce(sum(vector_count),0), coalesce(sum(input_bytes),0)
-         FROM usage_events WHERE workspace_id = ?1 AND kind = 'embedding' AND created_at >= ?2 GROUP BY day",
-    )?;
-    let rows = st.query_map(params![ws, format!("{first}T00:00:00")], |r| {
-        Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
-    })?;
-    for row in rows {
-        let (day, v) = row?;
-        by_day.insert(day, v);
-    }
+    let mut by_day: std::collections::HashMap<String, UsageDay> =
+        store::workspace_embeddings_by_day(c, ws, &format!("{first}T00:00:00"))?
+            .into_iter()
+            .map(|d| (d.day.clone(), d))
+            .collect();
     let daily = first
         .iter_days()
         .take_while(|d| *d <= now.date_naive())
         .map(|d| {
-            let key = d.to_string();
-            let (calls, vectors, bytes) = by_day.get(&key).copied().unwrap_or_default();
-            UsageDay { day: key, embedding_calls: calls, vectors, indexed_bytes: bytes }
+            let day = d.to_string();
+            by_day.remove(&day).unwrap_or(UsageDay { day, embedding_calls: 0, vectors: 0, indexed_bytes: 0 })
         })
         .collect();
     Ok(WorkspaceUsage {
         account_id: org.to_string(),
         workspace_id: ws.to_string(),
         stored_indexed_bytes: Meter { used: stored, limit: None },
-        monthly_indexed_bytes: PeriodMeter { used: bytes, limit: None, period_start: start.to_string(), reset_at },
+        monthly_indexed_bytes: PeriodMeter {
+            used: month.input_bytes,
+            limit: None,
+            period_start: start.to_string(),
+            reset_at,
+        },
         stored_documents: Meter { used: docs, limit: None },
-        embeddings_this_month: EmbeddingTotals { events, vectors, tokens, input_bytes: bytes },
+        embeddings_this_month: month,
         daily,
     })
 }
 
 /// The account's (organization's) usage for the month containing `now`, across its workspaces
 /// (limits are not enforced in this edition; they report null).
-pub fn account_usage(c: &Connection, org: &str, now: chrono::DateTime<chrono::Utc>) -> Result<AccountUsage> {
+pub fn account_usage(c: &Conn, org: &str, now: chrono::DateTime<chrono::Utc>) -> Result<AccountUsage> {
     let (period, start, reset_at) = month_of(now);
-    let docs: i64 = c.query_row(
-        "SELECT count(*) FROM documents d JOIN workspaces w ON w.id = d.workspace_id WHERE w.organization_id = ?1",
-        [org],
-        |r| r.get(0),
-    )?;
-    let (events, vectors, tokens, bytes): (i64, i64, i64, i64) = c.query_row(
-        "SELECT coalesce(sum(events),0), coalesce(sum(vector_count),0), coalesce(sum(tokens),0), coalesce(sum(input_bytes),0)
-         FROM usage_daily WHERE organization_id = ?1 AND kind = 'embedding' AND substr(day, 1, 7) = ?2",
-        params![org, period],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-    )?;
+    let docs = store::organization_documents(c, org)?;
+    let month = store::organization_embeddings_of_month(c, org, &period)?;
     Ok(AccountUsage {
         account_id: org.to_string(),
         stored_indexed_bytes: Meter { used: meter(c, org, STORED_INDEXED_BYTES, "")?, limit: None },
@@ -226,6 +173,6 @@ pub fn account_usage(c: &Connection, org: &str, now: chrono::DateTime<chrono::Ut
             reset_at,
         },
         stored_documents: Meter { used: docs, limit: None },
-        embeddings_this_month: EmbeddingTotals { events, vectors, tokens, input_bytes: bytes },
+        embeddings_this_month: month,
     })
 }

@@ -40,7 +40,7 @@ fn violations(path: &str, text: &str) -> Vec<Rule> {
         .join("\n");
     let under = |dir: &str| path.starts_with(dir);
     let mut out = Vec::new();
-    if code.contains("rusqlite") && !under("src/storage/") && !path.ends_with("/store.rs") {
+    if (code.contains("rusqlite") || has_sql(&code)) && !under("src/storage/") && !path.ends_with("/store.rs") {
         out.push(Rule::SqlOutsideStore);
     }
     if code.contains("axum::") && !under("src/http/") {
@@ -66,58 +66,43 @@ fn violations(path: &str, text: &str) -> Vec<Rule> {
     out
 }
 
+/// Whether `code` holds an SQL statement in a string literal (a file can reach SQL through
+/// `storage`'s re-exports without naming rusqlite).
+fn has_sql(code: &str) -> bool {
+    const STARTS: [&str; 6] = ["SELECT ", "INSERT INTO ", "INSERT OR ", "UPDATE ", "DELETE FROM ", "WITH "];
+    code.match_indices('"').any(|(i, _)| {
+        let rest = code[i + 1..].trim_start();
+        STARTS.iter().any(|s| rest.starts_with(s))
+            && rest.split('"').next().is_some_and(|lit| {
+                lit.contains(" FROM ") || lit.contains(" SET ") || lit.contains(" VALUES") || lit.starts_with("DELETE")
+            })
+    })
+}
+
 /// Files that broke a rule when the rule was written (issue 16 works these lists down).
 const KNOWN: &[(Rule, &[&str])] = &[
-    (
-        Rule::SqlOutsideStore,
-        &[
-            "src/agents/context.rs",
-            "src/agents/directives.rs",
-            "src/agents/mod.rs",
-            "src/agents/revisions.rs",
-            "src/agents/skills.rs",
-            "src/audit/mod.rs",
-            "src/auth/accounts.rs",
-            "src/documents/enrich.rs",
-            "src/documents/service.rs",
-            "src/settings/credentials.rs",
-            "src/settings/document_types.rs",
-            "src/settings/mod.rs",
-            "src/settings/retrieval.rs",
-            "src/turn/agent.rs",
-            "src/turn/test_exec.rs",
-            "src/turn/trace.rs",
-            "src/usage/mod.rs",
-        ],
-    ),
+    (Rule::SqlOutsideStore, &[]),
     (
         Rule::CamelCaseOutsideEdge,
         &[
             "src/agents/context.rs",
             "src/agents/directives.rs",
-            "src/agents/mod.rs",
             "src/agents/revisions.rs",
             "src/agents/skills.rs",
-            "src/audit/mod.rs",
-            "src/auth/accounts.rs",
             "src/auth/mod.rs",
             "src/auth/tokens.rs",
             "src/bench/cranfield.rs",
             "src/documents/extract/isolate.rs",
             "src/documents/mod.rs",
-            "src/documents/service.rs",
             "src/models/chat/mod.rs",
             "src/models/extractive.rs",
             "src/search/query.rs",
             "src/search/store.rs",
-            "src/settings/document_types.rs",
             "src/settings/ingestion.rs",
-            "src/settings/retrieval.rs",
             "src/turn/agent.rs",
             "src/turn/answer.rs",
             "src/turn/test_exec.rs",
             "src/turn/trace.rs",
-            "src/usage/mod.rs",
         ],
     ),
 ];
@@ -175,6 +160,9 @@ fn each_rule_catches_what_it_names() {
     let doc = "//! A module.\n";
     assert_eq!(violations("src/agents/mod.rs", &format!("{doc}use rusqlite::params;")), [Rule::SqlOutsideStore]);
     assert!(violations("src/agents/store.rs", &format!("{doc}use rusqlite::params;")).is_empty());
+    let sql = format!("{doc}tx.execute(\"DELETE FROM agents WHERE id = ?1\", [id])?;");
+    assert_eq!(violations("src/agents/mod.rs", &sql), [Rule::SqlOutsideStore]);
+    assert!(violations("src/agents/mod.rs", &format!("{doc}let m = \"SELECT a reason\";")).is_empty());
     assert!(violations("src/storage/mod.rs", &format!("{doc}use rusqlite::params;")).is_empty());
     assert_eq!(violations("src/turn/mod.rs", &format!("{doc}use axum::Json;")), [Rule::AxumOutsideHttp]);
     assert!(violations("src/http/mod.rs", &format!("{doc}use axum::Json;")).is_empty());

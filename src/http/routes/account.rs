@@ -11,6 +11,7 @@ use serde_json::json;
 use crate::app::App;
 use crate::auth::Perm;
 use crate::auth::accounts::{self, NewInvitation, RegisterInput, SignedIn};
+use crate::auth::api::{InvitationJson, MeJson};
 use crate::auth::tokens::{self, NewToken};
 use crate::error::{Error, Result};
 use crate::http::extract::{Client, Ctx, Json, Path, Query, SESSION_COOKIE, SessionCtx};
@@ -102,7 +103,7 @@ pub async fn logout(State(app): State<Arc<App>>, SessionCtx(ctx): SessionCtx) ->
 
 pub async fn me(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let me = app.blocking(move |app| accounts::me(app, &ctx.p)).await?;
-    Ok(axum::Json(me))
+    Ok(axum::Json(MeJson::from(me)))
 }
 
 // -- invitations
@@ -130,11 +131,12 @@ pub async fn create_invitation(
             )
         })
         .await?;
-    Ok((StatusCode::CREATED, axum::Json(json!({ "invitation": inv, "token": token }))))
+    Ok((StatusCode::CREATED, axum::Json(json!({ "invitation": InvitationJson::from(inv), "token": token }))))
 }
 
 pub async fn list_invitations(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let list = app.blocking(move |app| accounts::list_invitations(app, &ctx.p)).await?;
+    let list: Vec<InvitationJson> = list.into_iter().map(InvitationJson::from).collect();
     Ok(axum::Json(json!({ "invitations": list })))
 }
 
@@ -315,5 +317,5 @@ pub async fn audit_events(
     };
     let org = ctx.p.org_id.clone();
     let page = app.blocking(move |app| app.db.read(|c| crate::audit::list(c, &org, &filter))).await?;
-    Ok(axum::Json(page))
+    Ok(axum::Json(crate::audit::api::PageJson::from(page)))
 }

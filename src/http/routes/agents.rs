@@ -8,9 +8,12 @@ use axum::extract::{FromRequest, Multipart, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
-use serde_json::Value;
 
-use crate::agents::{self, context, directives, revisions, skills};
+use crate::agents::api::{
+    self, AgentList, AgentView, ContextVariableList, DirectiveList, DirectiveView, DraftView, EnablementView, LogoView,
+    SkillList, SkillView, ValueList, ValueView, VariableView,
+};
+use crate::agents::{self, AgentBody, context, directives, revisions, skills};
 use crate::app::App;
 use crate::error::{Error, Result};
 use crate::http::extract::{Ctx, Json, OptionalJson, Path, Query};
@@ -47,30 +50,35 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/skills/{name}", routing::get(skills_catalog_entry))
 }
 
-pub async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| agents::list(app, &ctx.p)).await?))
+fn agent_json(r: &agents::AgentRecord) -> Response {
+    axum::Json(AgentView::of(r)).into_response()
 }
 
-pub async fn create(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<Value>) -> Result<impl IntoResponse> {
-    let v = app.blocking(move |app| agents::create(app, &ctx.p, &ctx.actor(), b)).await?;
-    Ok((StatusCode::CREATED, axum::Json(v)))
+pub async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    let all = app.blocking(move |app| agents::list(app, &ctx.p)).await?;
+    Ok(axum::Json(AgentList { agents: all.iter().map(AgentView::of).collect() }).into_response())
+}
+
+pub async fn create(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<AgentBody>) -> Result<impl IntoResponse> {
+    let r = app.blocking(move |app| agents::create(app, &ctx.p, &ctx.actor(), b)).await?;
+    Ok((StatusCode::CREATED, agent_json(&r)))
 }
 
 pub async fn get(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| agents::get(app, &ctx.p, &id)).await?))
+    Ok(agent_json(&app.blocking(move |app| agents::get(app, &ctx.p, &id)).await?))
 }
 
 pub async fn update(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     Path(id): Path<String>,
-    Json(b): Json<Value>,
+    Json(b): Json<AgentBody>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| agents::update(app, &ctx.p, &ctx.actor(), &id, b)).await?))
+    Ok(agent_json(&app.blocking(move |app| agents::update(app, &ctx.p, &ctx.actor(), &id, b)).await?))
 }
 
 pub async fn make_default(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| agents::make_default(app, &ctx.p, &ctx.actor(), &id)).await?))
+    Ok(agent_json(&app.blocking(move |app| agents::make_default(app, &ctx.p, &ctx.actor(), &id)).await?))
 }
 
 pub async fn get_logo(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<Response> {
@@ -110,8 +118,9 @@ pub async fn put_logo(
         let body = Bytes::from_request(req, &app).await.map_err(|e| Error::invalid(e.body_text()))?;
         (None, body.to_vec())
     };
-    let v = app.blocking(move |app| agents::put_logo(app, &ctx.p, &ctx.actor(), &id, filename, bytes)).await?;
-    Ok((StatusCode::CREATED, axum::Json(v)))
+    let aid = id.clone();
+    let logo = app.blocking(move |app| agents::put_logo(app, &ctx.p, &ctx.actor(), &id, filename, bytes)).await?;
+    Ok((StatusCode::CREATED, axum::Json(LogoView::of(&aid, &logo))))
 }
 
 pub async fn delete_logo(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
@@ -126,7 +135,7 @@ pub async fn revision_state(
     ctx: Ctx,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| revisions::state(app, &ctx.p, &id)).await?))
+    Ok(axum::Json(api::revision_state(&app.blocking(move |app| revisions::state(app, &ctx.p, &id)).await?)))
 }
 
 pub async fn candidates(
@@ -135,8 +144,8 @@ pub async fn candidates(
     Path(id): Path<String>,
     OptionalJson(b): OptionalJson<revisions::CandidateInput>,
 ) -> Result<impl IntoResponse> {
-    let (created, v) = app.blocking(move |app| revisions::candidate(app, &ctx.p, &ctx.actor(), &id, b)).await?;
-    Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, axum::Json(v)))
+    let (created, d) = app.blocking(move |app| revisions::candidate(app, &ctx.p, &ctx.actor(), &id, b)).await?;
+    Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, axum::Json(api::revision_detail(&d))))
 }
 
 #[derive(Deserialize)]
@@ -158,7 +167,7 @@ pub async fn list_revisions(
             return Err(Error::invalid_field("include", format!("include accepts only `published`, not `{other}`")));
         }
     };
-    Ok(axum::Json(app.blocking(move |app| revisions::list(app, &ctx.p, &id, include)).await?))
+    Ok(axum::Json(api::revision_list(&app.blocking(move |app| revisions::list(app, &ctx.p, &id, include)).await?)))
 }
 
 pub async fn get_revision(
@@ -166,7 +175,7 @@ pub async fn get_revision(
     ctx: Ctx,
     Path((id, rid)): Path<(String, String)>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| revisions::get(app, &ctx.p, &id, &rid)).await?))
+    Ok(axum::Json(api::revision_detail(&app.blocking(move |app| revisions::get(app, &ctx.p, &id, &rid)).await?)))
 }
 
 pub async fn publish(
@@ -175,7 +184,8 @@ pub async fn publish(
     Path((id, rid)): Path<(String, String)>,
     Json(b): Json<revisions::PublishInput>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| revisions::publish(app, &ctx.p, &ctx.actor(), &id, &rid, b)).await?))
+    let d = app.blocking(move |app| revisions::publish(app, &ctx.p, &ctx.actor(), &id, &rid, b)).await?;
+    Ok(axum::Json(api::revision_detail(&d)))
 }
 
 // ---- directives ----
@@ -185,7 +195,8 @@ pub async fn list_directives(
     ctx: Ctx,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| directives::list(app, &ctx.p, &id)).await?))
+    let all = app.blocking(move |app| directives::list(app, &ctx.p, &id)).await?;
+    Ok(axum::Json(DirectiveList { directives: all.iter().map(DirectiveView::of).collect() }).into_response())
 }
 
 pub async fn create_directive(
@@ -194,8 +205,8 @@ pub async fn create_directive(
     Path(id): Path<String>,
     Json(b): Json<directives::Input>,
 ) -> Result<impl IntoResponse> {
-    let v = app.blocking(move |app| directives::create(app, &ctx.p, &ctx.actor(), &id, b)).await?;
-    Ok((StatusCode::CREATED, axum::Json(v)))
+    let d = app.blocking(move |app| directives::create(app, &ctx.p, &ctx.actor(), &id, b)).await?;
+    Ok((StatusCode::CREATED, axum::Json(DirectiveView::of(&d)).into_response()))
 }
 
 pub async fn draft_directive(
@@ -204,7 +215,8 @@ pub async fn draft_directive(
     Path(id): Path<String>,
     Json(b): Json<directives::DraftInput>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| directives::draft(app, &ctx.p, &id, b)).await?))
+    let d = app.blocking(move |app| directives::draft(app, &ctx.p, &id, b)).await?;
+    Ok(axum::Json(DraftView::of(&d)).into_response())
 }
 
 pub async fn update_directive(
@@ -213,7 +225,8 @@ pub async fn update_directive(
     Path((id, did)): Path<(String, String)>,
     Json(b): Json<directives::Input>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| directives::update(app, &ctx.p, &ctx.actor(), &id, &did, b)).await?))
+    let d = app.blocking(move |app| directives::update(app, &ctx.p, &ctx.actor(), &id, &did, b)).await?;
+    Ok(axum::Json(DirectiveView::of(&d)).into_response())
 }
 
 pub async fn delete_directive(
@@ -236,7 +249,8 @@ pub async fn skill_capabilities(
 }
 
 pub async fn list_skills(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| skills::list(app, &ctx.p, &id)).await?))
+    let all = app.blocking(move |app| skills::list(app, &ctx.p, &id)).await?;
+    Ok(axum::Json(SkillList { skills: all.iter().map(SkillView::of).collect() }).into_response())
 }
 
 pub async fn create_skill(
@@ -245,8 +259,8 @@ pub async fn create_skill(
     Path(id): Path<String>,
     Json(b): Json<skills::NewSkill>,
 ) -> Result<impl IntoResponse> {
-    let v = app.blocking(move |app| skills::create(app, &ctx.p, &ctx.actor(), &id, b)).await?;
-    Ok((StatusCode::CREATED, axum::Json(v)))
+    let s = app.blocking(move |app| skills::create(app, &ctx.p, &ctx.actor(), &id, b)).await?;
+    Ok((StatusCode::CREATED, axum::Json(SkillView::of(&s)).into_response()))
 }
 
 pub async fn update_skill(
@@ -255,7 +269,8 @@ pub async fn update_skill(
     Path((id, sid)): Path<(String, String)>,
     Json(b): Json<skills::SkillPatch>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| skills::update(app, &ctx.p, &ctx.actor(), &id, &sid, b)).await?))
+    let s = app.blocking(move |app| skills::update(app, &ctx.p, &ctx.actor(), &id, &sid, b)).await?;
+    Ok(axum::Json(SkillView::of(&s)).into_response())
 }
 
 pub async fn delete_skill(
@@ -278,7 +293,9 @@ pub async fn skills_catalog_entry(ctx: Ctx, Path(name): Path<String>) -> Result<
 // ---- context variables ----
 
 pub async fn list_variables(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| context::list(app, &ctx.p)).await?))
+    let all = app.blocking(move |app| context::list(app, &ctx.p)).await?;
+    Ok(axum::Json(ContextVariableList { context_variables: all.iter().map(VariableView::of).collect() })
+        .into_response())
 }
 
 pub async fn create_variable(
@@ -287,11 +304,12 @@ pub async fn create_variable(
     Json(b): Json<context::VariableInput>,
 ) -> Result<impl IntoResponse> {
     let v = app.blocking(move |app| context::create(app, &ctx.p, &ctx.actor(), b)).await?;
-    Ok((StatusCode::CREATED, axum::Json(v)))
+    Ok((StatusCode::CREATED, axum::Json(VariableView::of(&v)).into_response()))
 }
 
 pub async fn get_variable(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| context::get(app, &ctx.p, &id)).await?))
+    let v = app.blocking(move |app| context::get(app, &ctx.p, &id)).await?;
+    Ok(axum::Json(VariableView::of(&v)).into_response())
 }
 
 pub async fn update_variable(
@@ -300,7 +318,8 @@ pub async fn update_variable(
     Path(id): Path<String>,
     Json(b): Json<context::VariableInput>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| context::update(app, &ctx.p, &ctx.actor(), &id, b)).await?))
+    let v = app.blocking(move |app| context::update(app, &ctx.p, &ctx.actor(), &id, b)).await?;
+    Ok(axum::Json(VariableView::of(&v)).into_response())
 }
 
 pub async fn delete_variable(
@@ -313,7 +332,10 @@ pub async fn delete_variable(
 }
 
 pub async fn list_values(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| context::list_values(app, &ctx.p, &id)).await?))
+    let vid = id.clone();
+    let all = app.blocking(move |app| context::list_values(app, &ctx.p, &id)).await?;
+    let values = all.iter().map(|v| ValueView::of(v, None)).collect();
+    Ok(axum::Json(ValueList { context_variable_id: &vid, values }).into_response())
 }
 
 pub async fn put_value(
@@ -322,7 +344,9 @@ pub async fn put_value(
     Path(id): Path<String>,
     Json(b): Json<context::ValueInput>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| context::put_value(app, &ctx.p, &ctx.actor(), &id, b)).await?))
+    let vid = id.clone();
+    let v = app.blocking(move |app| context::put_value(app, &ctx.p, &ctx.actor(), &id, b)).await?;
+    Ok(axum::Json(ValueView::of(&v, Some(&vid))).into_response())
 }
 
 pub async fn delete_value(
@@ -340,7 +364,9 @@ pub async fn list_enablements(
     ctx: Ctx,
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| context::list_enablements(app, &ctx.p, &id)).await?))
+    let all = app.blocking(move |app| context::list_enablements(app, &ctx.p, &id)).await?;
+    Ok(axum::Json(ContextVariableList { context_variables: all.iter().map(EnablementView::of).collect() })
+        .into_response())
 }
 
 pub async fn put_enablement(
@@ -349,7 +375,8 @@ pub async fn put_enablement(
     Path((id, vid)): Path<(String, String)>,
     Json(b): Json<context::EnablementInput>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| context::put_enablement(app, &ctx.p, &ctx.actor(), &id, &vid, b)).await?))
+    let e = app.blocking(move |app| context::put_enablement(app, &ctx.p, &ctx.actor(), &id, &vid, b)).await?;
+    Ok(axum::Json(EnablementView::of(&e)).into_response())
 }
 
 pub async fn delete_enablement(

@@ -197,7 +197,7 @@ pub async fn tail(
 }
 
 pub async fn get_trace(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| trace::get(app, &ctx.p, &id)).await?))
+    Ok(axum::Json(turn::api::trace_row(&app.blocking(move |app| trace::get(app, &ctx.p, &id)).await?)))
 }
 
 #[derive(Deserialize)]
@@ -225,7 +225,7 @@ pub async fn quality_turns(
         cursor: q.cursor,
         limit,
     };
-    Ok(axum::Json(app.blocking(move |app| trace::quality_turns(app, &ctx.p, query)).await?))
+    Ok(axum::Json(turn::api::quality_page(&app.blocking(move |app| trace::quality_turns(app, &ctx.p, query)).await?)))
 }
 
 // ---- test executions ----
@@ -236,8 +236,8 @@ pub async fn start_test(
     Path(id): Path<String>,
     Json(b): Json<test_exec::StartInput>,
 ) -> Result<impl IntoResponse> {
-    let (created, v) = app.blocking(move |app| test_exec::start(app, &ctx.p, &ctx.actor(), &id, b)).await?;
-    Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, axum::Json(v)))
+    let (created, d) = app.blocking(move |app| test_exec::start(app, &ctx.p, &ctx.actor(), &id, b)).await?;
+    Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, axum::Json(turn::api::execution(&d))))
 }
 
 pub async fn list_tests(
@@ -247,7 +247,8 @@ pub async fn list_tests(
     Query(q): Query<PageQuery>,
 ) -> Result<impl IntoResponse> {
     let limit = page_limit(q.limit)?;
-    Ok(axum::Json(app.blocking(move |app| test_exec::list(app, &ctx.p, &id, q.cursor.as_deref(), limit)).await?))
+    let page = app.blocking(move |app| test_exec::list(app, &ctx.p, &id, q.cursor.as_deref(), limit)).await?;
+    Ok(axum::Json(turn::api::execution_page(&page)))
 }
 
 pub async fn get_test(
@@ -255,7 +256,7 @@ pub async fn get_test(
     ctx: Ctx,
     Path((id, eid)): Path<(String, String)>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| test_exec::get(app, &ctx.p, &id, &eid)).await?))
+    Ok(axum::Json(turn::api::execution(&app.blocking(move |app| test_exec::get(app, &ctx.p, &id, &eid)).await?)))
 }
 
 pub async fn test_message(
@@ -266,5 +267,6 @@ pub async fn test_message(
 ) -> Result<impl IntoResponse> {
     let (aid, xid) = (id.clone(), eid.clone());
     let turns = app.blocking(move |app| test_exec::prepare_message(app, &ctx.p, &aid, &xid, &b)).await?;
-    Ok(axum::Json(test_exec::send(app, &id, &eid, turns).await?))
+    let results = test_exec::send(app, turns).await?;
+    Ok(axum::Json(turn::api::execution_replies(&id, &eid, &results)))
 }

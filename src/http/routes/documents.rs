@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::account::{PageQuery, page_limit};
 use crate::app::App;
+use crate::documents::api::{DocumentPageJson, ProgressJson, ReprocessOutcomeJson};
 use crate::documents::{self, DocumentUpdate, ListFilter, NewDocument, Upload};
 use crate::error::{Error, Result};
 use crate::http::extract::{Ctx, Json, OptionalJson, Path, Query, SessionCtx};
@@ -65,7 +66,7 @@ pub async fn list(State(app): State<Arc<App>>, ctx: Ctx, Query(q): Query<ListQue
             documents::list(app, &ctx.p, ListFilter { source_id: q.source_id, status: q.status, before, limit })
         })
         .await?;
-    Ok(axum::Json(page))
+    Ok(axum::Json(DocumentPageJson::from(page)))
 }
 
 #[derive(Deserialize)]
@@ -274,7 +275,7 @@ pub async fn source_documents(
 ) -> Result<impl IntoResponse> {
     let limit = page_limit(q.limit)?;
     let page = app.blocking(move |app| documents::source_documents(app, &ctx.p, &id, q.cursor, limit)).await?;
-    Ok(axum::Json(page))
+    Ok(axum::Json(DocumentPageJson::from(page)))
 }
 
 #[derive(Deserialize)]
@@ -311,7 +312,7 @@ pub async fn reprocess_source(
             documents::reprocess_source(app, &ctx.p, &ctx.actor(), &id, b.document_enrichment_override)
         })
         .await?;
-    Ok(axum::Json(out))
+    Ok(axum::Json(ReprocessOutcomeJson::from(out)))
 }
 
 pub async fn recrawl(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<StatusCode> {
@@ -404,17 +405,17 @@ pub async fn reprocess_all(
     let out = app
         .blocking(move |app| documents::reprocess_workspace(app, &ctx.p, &ctx.actor(), b.document_enrichment_override))
         .await?;
-    Ok(axum::Json(out))
+    Ok(axum::Json(ReprocessOutcomeJson::from(out)))
 }
 
 pub async fn usage(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let u = app.blocking(move |app| documents::usage(app, &ctx.p)).await?;
-    Ok(axum::Json(u))
+    Ok(axum::Json(crate::usage::api::WorkspaceUsageJson::from(u)))
 }
 
 pub async fn organization_usage(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let u = app.blocking(move |app| documents::organization_usage(app, &ctx.p)).await?;
-    Ok(axum::Json(u))
+    Ok(axum::Json(crate::usage::api::AccountUsageJson::from(u)))
 }
 
 #[derive(Deserialize)]
@@ -439,7 +440,7 @@ pub async fn progress(
         let pp = p.clone();
         let prog = app.blocking(move |app| documents::progress(app, &pp)).await?;
         if prog.idle || tokio::time::Instant::now() >= deadline {
-            return Ok(axum::Json(prog));
+            return Ok(axum::Json(ProgressJson::from(prog)));
         }
         // Wake on the next finished document, or re-check every second (jobs can also fail).
         let wait =

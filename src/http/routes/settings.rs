@@ -7,12 +7,12 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use serde::Deserialize;
 use serde_json::Value;
 
 use crate::app::App;
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, Path, SessionCtx};
+use crate::settings::api::{self, CredentialBody, DocumentTypesBody};
 use crate::settings::{credentials, document_types, llm_models, retrieval};
 use axum::Router;
 use axum::routing;
@@ -28,13 +28,8 @@ pub fn routes() -> Router<Arc<App>> {
 }
 
 pub async fn list_credentials(State(app): State<Arc<App>>, SessionCtx(ctx): SessionCtx) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| credentials::list(app, &ctx.p)).await?))
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CredentialBody {
-    api_key: String,
+    let list = app.blocking(move |app| credentials::list(app, &ctx.p)).await?;
+    Ok(axum::Json(api::credentials(&list)))
 }
 
 pub async fn put_credential(
@@ -57,7 +52,8 @@ pub async fn delete_credential(
 }
 
 pub async fn llm_models(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| llm_models::get(app, &ctx.p)).await?))
+    let v = app.blocking(move |app| llm_models::get(app, &ctx.p)).await?;
+    Ok(axum::Json(api::models(&v)))
 }
 
 pub async fn put_llm_models(
@@ -65,21 +61,25 @@ pub async fn put_llm_models(
     SessionCtx(ctx): SessionCtx,
     Json(b): Json<Value>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| llm_models::put(app, &ctx.p, &ctx.actor(), b)).await?))
+    let v = app.blocking(move |app| llm_models::put(app, &ctx.p, &ctx.actor(), api::models_patch(b))).await?;
+    Ok(axum::Json(api::models(&v)))
 }
 
 pub async fn document_types(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| document_types::get(app, &ctx.p)).await?))
+    let v = app.blocking(move |app| document_types::get(app, &ctx.p)).await?;
+    Ok(axum::Json(api::catalog(&v)))
 }
 
 pub async fn put_document_types(
     State(app): State<Arc<App>>,
     SessionCtx(ctx): SessionCtx,
-    Json(b): Json<document_types::PutBody>,
+    Json(b): Json<DocumentTypesBody>,
 ) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| document_types::put(app, &ctx.p, &ctx.actor(), b)).await?))
+    let v = app.blocking(move |app| document_types::put(app, &ctx.p, &ctx.actor(), b.into())).await?;
+    Ok(axum::Json(api::catalog(&v)))
 }
 
 pub async fn retrieval_defaults(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
-    Ok(axum::Json(app.blocking(move |app| retrieval::get(app, &ctx.p)).await?))
+    let v = app.blocking(move |app| retrieval::get(app, &ctx.p)).await?;
+    Ok(axum::Json(api::retrieval_defaults(&v)?))
 }

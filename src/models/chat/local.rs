@@ -21,6 +21,9 @@ use super::{Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, Finish, LlmEr
 /// Tokens decoded per batch while reading the prompt.
 const PROMPT_BATCH: usize = 512;
 
+/// llama.cpp's backend. A process global by necessity (a documented exception to "state lives
+/// in `App`"): llama.cpp initialises it once per process and refuses a second `init`, so every
+/// `App` in the process shares it. Models and contexts are still owned per `App`.
 fn backend() -> Result<&'static LlamaBackend, LlmError> {
     static BACKEND: OnceLock<Result<LlamaBackend, String>> = OnceLock::new();
     BACKEND
