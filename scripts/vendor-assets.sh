@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Fetches the third-party browser modules the dashboard and widget use from their npm registry
-# packages (pinned versions, tarballs checked by SHA-256), and writes them under assets/vendor/
+# Fetches the third-party browser modules the dashboard and widget use (and axe-core for the
+# browser tests) from their npm registry packages (pinned versions, tarballs checked by SHA-256), and writes them under assets/vendor/
 # with their licences and a manifest (assets/vendor/VENDOR.md). The files are committed: a build
 # needs neither this script nor the network. Run it only to change a version.
 #
@@ -17,6 +17,7 @@ trap 'rm -rf "$tmp"' EXIT
 packages=(
   "preact 11.2.0 3c4456766bd32b6b534d52bf4e9c2a29b33e7eedf6e96ed479300ba1a7888ebf"
   "htm 3.1.1 2425b9bee11409177bcabc7f32e319926fc6690c1701c0b257c88bdff2d5ba90"
+  "axe-core 4.14.1 e6b0ce02b84d892e2e33e403485e7f3d6c29e2be6df65daf44d89ba564139745"
 )
 for p in "${packages[@]}"; do
   read -r name version sha <<<"$p"
@@ -46,4 +47,18 @@ grep -q 'from"preact"' "$out/hooks.mjs" && { echo "hooks.mjs still imports a bar
   echo "| hooks.mjs | preact (hooks/dist/hooks.mjs; import of \"preact\" rewritten to \"./preact.mjs\") | 11.2.0 | MIT (LICENSE-preact) | $(sha256sum "$out/hooks.mjs" | cut -d' ' -f1) |"
   echo "| htm.mjs | htm (dist/htm.mjs) | 3.1.1 | Apache-2.0 (LICENSE-htm) | $(sha256sum "$out/htm.mjs" | cut -d' ' -f1) |"
 } >"$out/VENDOR.md"
-echo "vendored into $out"
+# axe-core is for the browser tests only (injected into each page to check accessibility); it
+# lives under tests/ and is not embedded in the binary.
+cp "$tmp/axe-core/package/axe.min.js" tests/vendor/axe.min.js
+cp "$tmp/axe-core/package/LICENSE" tests/vendor/LICENSE-axe-core
+{
+  echo "# Vendored test files"
+  echo
+  echo "Fetched by \`scripts/vendor-assets.sh\` from the npm registry (tarball checked by SHA-256). Used"
+  echo "by the browser tests only; not part of the binary."
+  echo
+  echo "| File | Package | Version | Licence | SHA-256 |"
+  echo "|---|---|---|---|---|"
+  echo "| axe.min.js | axe-core (axe.min.js) | 4.14.1 | MPL-2.0 (LICENSE-axe-core) | $(sha256sum tests/vendor/axe.min.js | cut -d' ' -f1) |"
+} >tests/vendor/VENDOR.md
+echo "vendored into $out and tests/vendor"

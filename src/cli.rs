@@ -343,8 +343,27 @@ fn admin(config: Config, cmd: AdminCommand) -> anyhow::Result<ExitCode> {
 
 /// `steward doctor`: plain-words checks; exit code 1 when something required is wrong.
 pub fn doctor(config: &Config) -> ExitCode {
-    let mut problems = 0;
-    let mut say = |ok: bool, required: bool, what: String| {
+    let mut r = Doctor::default();
+    r.data_dir(config);
+    r.database(config);
+    r.models(config);
+    if r.problems == 0 {
+        println!("everything Steward needs is in place");
+        ExitCode::SUCCESS
+    } else {
+        println!("{} problem(s) found", r.problems);
+        ExitCode::FAILURE
+    }
+}
+
+/// The doctor's findings so far.
+#[derive(Default)]
+struct Doctor {
+    problems: usize,
+}
+
+impl Doctor {
+    fn say(&mut self, ok: bool, required: bool, what: String) {
         let mark = if ok {
             "ok  "
         } else if required {
@@ -354,98 +373,106 @@ pub fn doctor(config: &Config) -> ExitCode {
         };
         println!("[{mark}] {what}");
         if !ok && required {
-            problems += 1;
+            self.problems += 1;
         }
-    };
-    let dir = &config.data_dir;
-    match std::fs::create_dir_all(dir).and_then(|_| {
-        let probe = dir.join(".doctor-probe");
-        std::fs::write(&probe, b"ok")?;
-        std::fs::remove_file(&probe)
-    }) {
-        Ok(()) => say(true, true, format!("data directory {} is writable", dir.display())),
-        Err(e) => say(false, true, format!("data directory {} is not writable: {e}", dir.display())),
     }
-    let db_path = config.db_path();
-    if !db_path.exists() {
-        say(true, false, format!("no database yet at {} (it is created on first start)", db_path.display()));
-    } else {
+
+    fn data_dir(&mut self, config: &Config) {
+        let dir = &config.data_dir;
+        match std::fs::create_dir_all(dir).and_then(|_| {
+            let probe = dir.join(".doctor-probe");
+            std::fs::write(&probe, b"ok")?;
+            std::fs::remove_file(&probe)
+        }) {
+            Ok(()) => self.say(true, true, format!("data directory {} is writable", dir.display())),
+            Err(e) => self.say(false, true, format!("data directory {} is not writable: {e}", dir.display())),
+        }
+    }
+
+    fn database(&mut self, config: &Config) {
+        let db_path = config.db_path();
+        if !db_path.exists() {
+            self.say(true, false, format!("no database yet at {} (it is created on first start)", db_path.display()));
+            return;
+        }
         match crate::storage::Db::open_without_migrating(&db_path, 1) {
-            Err(e) => say(false, true, format!("the database {} cannot be opened: {e}", db_path.display())),
+            Err(e) => self.say(false, true, format!("the database {} cannot be opened: {e}", db_path.display())),
             Ok(db) => {
                 let integrity: crate::Result<String> =
                     db.read(|c| Ok(c.query_row("PRAGMA quick_check", [], |r| r.get(0))?));
                 match integrity {
-                    Ok(s) if s == "ok" => say(true, true, "the database passes SQLite's quick check".into()),
-                    Ok(s) => say(false, true, format!("the database is damaged: {s}; restore a backup")),
-                    Err(e) => say(false, true, format!("the database check failed: {e}")),
+                    Ok(s) if s == "ok" => self.say(true, true, "the database passes SQLite's quick check".into()),
+                    Ok(s) => self.say(false, true, format!("the database is damaged: {s}; restore a backup")),
+                    Err(e) => self.say(false, true, format!("the database check failed: {e}")),
                 }
-                match db.migration_status() {
-                    Ok(st) if st.is_current() => {
-                        say(true, true, format!("all {} migrations are applied", st.applied.len()))
-                    }
-                    Ok(st) if !st.unknown.is_empty() => say(
-                        false,
-                        true,
-                        format!(
-                            "the database has migrations {:?} that this steward does not know; it was used by a newer version",
-                            st.unknown
-                        ),
-                    ),
-                    Ok(st) if !st.modified.is_empty() => {
-                        say(false, true, format!("migrations {:?} changed after they were applied", st.modified))
-                    }
-                    Ok(st) => say(
-                        true,
-                        false,
-                        format!("migrations {:?} are pending; they are applied at the next start", st.pending),
-                    ),
-                    Err(e) => say(false, true, format!("cannot read the migration status: {e}")),
-                }
+                self.migrations(&db);
             }
         }
     }
-    let dirs = crate::models::locate::candidate_dirs(config);
-    match crate::models::locate::models_dir(config) {
-        None => say(
-            false,
-            true,
-            format!(
-                "no model files found (looked in {}); {}",
-                dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
-                crate::models::locate::FETCH_HINT
+
+    fn migrations(&mut self, db: &crate::storage::Db) {
+        match db.migration_status() {
+            Ok(st) if st.is_current() => {
+                self.say(true, true, format!("all {} migrations are applied", st.applied.len()))
+            }
+            Ok(st) if !st.unknown.is_empty() => self.say(
+                false,
+                true,
+                format!(
+                    "the database has migrations {:?} that this steward does not know; it was used by a newer version",
+                    st.unknown
+                ),
             ),
-        ),
-        Some(mdir) => {
-            say(true, true, format!("models directory {}", mdir.display()));
-            for e in crate::models::locate::EXPECTED {
-                let p = mdir.join(e.relative);
-                if !p.is_file() {
-                    say(false, e.required, format!("{} is missing: {}", e.what, p.display()));
-                    continue;
-                }
-                match crate::models::locate::file_sha256(&p) {
-                    Ok(h) if h == e.sha256 => say(true, e.required, format!("{} present and verified", e.what)),
-                    Ok(_) => say(
-                        false,
-                        e.required,
-                        format!(
-                            "{} at {} does not match the pinned file (corrupt or replaced); fetch it again",
-                            e.what,
-                            p.display()
+            Ok(st) if !st.modified.is_empty() => {
+                self.say(false, true, format!("migrations {:?} changed after they were applied", st.modified))
+            }
+            Ok(st) => self.say(
+                true,
+                false,
+                format!("migrations {:?} are pending; they are applied at the next start", st.pending),
+            ),
+            Err(e) => self.say(false, true, format!("cannot read the migration status: {e}")),
+        }
+    }
+
+    fn models(&mut self, config: &Config) {
+        let dirs = crate::models::locate::candidate_dirs(config);
+        match crate::models::locate::models_dir(config) {
+            None => self.say(
+                false,
+                true,
+                format!(
+                    "no model files found (looked in {}); {}",
+                    dirs.iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(", "),
+                    crate::models::locate::FETCH_HINT
+                ),
+            ),
+            Some(mdir) => {
+                self.say(true, true, format!("models directory {}", mdir.display()));
+                for e in crate::models::locate::EXPECTED {
+                    let p = mdir.join(e.relative);
+                    if !p.is_file() {
+                        self.say(false, e.required, format!("{} is missing: {}", e.what, p.display()));
+                        continue;
+                    }
+                    match crate::models::locate::file_sha256(&p) {
+                        Ok(h) if h == e.sha256 => {
+                            self.say(true, e.required, format!("{} present and verified", e.what))
+                        }
+                        Ok(_) => self.say(
+                            false,
+                            e.required,
+                            format!(
+                                "{} at {} does not match the pinned file (corrupt or replaced); fetch it again",
+                                e.what,
+                                p.display()
+                            ),
                         ),
-                    ),
-                    Err(err) => say(false, e.required, format!("{} cannot be read: {err}", e.what)),
+                        Err(err) => self.say(false, e.required, format!("{} cannot be read: {err}", e.what)),
+                    }
                 }
             }
         }
-    }
-    if problems == 0 {
-        println!("everything Steward needs is in place");
-        ExitCode::SUCCESS
-    } else {
-        println!("{problems} problem(s) found");
-        ExitCode::FAILURE
     }
 }
 

@@ -273,8 +273,20 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     };
     let data_dir = cli.data_dir.clone().or(file.data_dir.clone()).unwrap_or_else(Config::default_data_dir);
     let mut c = Config::with_data_dir(data_dir);
-
     // 1. the file
+    apply_file(&mut c, &file)?;
+    apply_file_llm(&mut c, &file.llm);
+    // 2. the environment (the product's own variable names; STEWARD_* flags come through clap)
+    apply_env(&mut c, &env)?;
+    apply_env_llm(&mut c, &env)?;
+    // 3. flags (already merged with their STEWARD_* variables by clap)
+    apply_flags(&mut c, cli);
+    validate(&c)?;
+    Ok(c)
+}
+
+/// The config file's server, limit and embedding settings over the defaults.
+fn apply_file(c: &mut Config, file: &FileConfig) -> Result<(), ConfigError> {
     if let Some(l) = &file.listen {
         c.listen = parse_listen("listen (config file)", l)?;
     }
@@ -346,7 +358,11 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     if let Some(v) = file.embed_max_tokens {
         c.embed_max_tokens = v;
     }
-    let fl = &file.llm;
+    Ok(())
+}
+
+/// The config file's `[llm]` table over the defaults.
+fn apply_file_llm(c: &mut Config, fl: &FileLlm) {
     c.llm.chat = LlmSlotDefault { provider: fl.chat_provider.clone(), model: fl.chat_model.clone() };
     c.llm.rewrite = LlmSlotDefault { provider: fl.rewrite_provider.clone(), model: fl.rewrite_model.clone() };
     c.llm.rerank = LlmSlotDefault { provider: fl.rerank_provider.clone(), model: fl.rerank_model.clone() };
@@ -365,36 +381,43 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     if let Some(v) = fl.request_timeout_secs {
         c.llm.request_timeout = Duration::from_secs(v);
     }
+}
 
-    // 2. the environment (the product's own variable names; STEWARD_* flags come through clap)
-    let num = |name: &str| -> Result<Option<u64>, ConfigError> {
-        match env(name) {
-            Some(v) if !v.trim().is_empty() => v
-                .trim()
-                .parse::<u64>()
-                .map(Some)
-                .map_err(|_| invalid(name, format!("expected a whole number, got {v:?}"))),
-            _ => Ok(None),
+/// A whole-number environment variable; empty or unset is `None`.
+fn env_num(env: &impl Fn(&str) -> Option<String>, name: &str) -> Result<Option<u64>, ConfigError> {
+    match env(name) {
+        Some(v) if !v.trim().is_empty() => {
+            v.trim().parse::<u64>().map(Some).map_err(|_| invalid(name, format!("expected a whole number, got {v:?}")))
         }
-    };
-    if let Some(v) = num("DOCUMENT_UPLOAD_MAX_BYTES")? {
+        _ => Ok(None),
+    }
+}
+
+/// The environment's server settings and encryption key.
+fn apply_env(c: &mut Config, env: &impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
+    if let Some(v) = env_num(env, "DOCUMENT_UPLOAD_MAX_BYTES")? {
         c.upload_max_bytes = v;
     }
     if let Some(v) = env("STEWARD_PUBLIC_URL").filter(|v| !v.is_empty()) {
         c.public_url = Some(v);
     }
-    if let Some(v) = num("STEWARD_REQUEST_TIMEOUT_SECS")? {
+    if let Some(v) = env_num(env, "STEWARD_REQUEST_TIMEOUT_SECS")? {
         c.request_timeout = Duration::from_secs(v);
     }
-    if let Some(v) = num("STEWARD_EMBED_THREADS")? {
+    if let Some(v) = env_num(env, "STEWARD_EMBED_THREADS")? {
         c.embed_threads = v as usize;
     }
-    if let Some(v) = num("STEWARD_EMBED_MAX_TOKENS")? {
+    if let Some(v) = env_num(env, "STEWARD_EMBED_MAX_TOKENS")? {
         c.embed_max_tokens = v as usize;
     }
     if let Some(v) = env("CONNECTOR_ENCRYPTION_KEY").filter(|v| !v.trim().is_empty()) {
         c.encryption_key = Some(Secret::new(parse_encryption_key(&v)?));
     }
+    Ok(())
+}
+
+/// The environment's model slots, provider keys and base URLs, and the local model.
+fn apply_env_llm(c: &mut Config, env: &impl Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
     for (slot, target) in [("CHAT", &mut c.llm.chat), ("REWRITE", &mut c.llm.rewrite), ("RERANK", &mut c.llm.rerank)] {
         if let Some(p) = env(&format!("LLM_{slot}_PROVIDER")).filter(|v| !v.is_empty()) {
             target.provider = Some(p);
@@ -426,14 +449,17 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     if let Some(p) = env("STEWARD_LOCAL_MODEL").filter(|v| !v.is_empty()) {
         c.llm.local_model_path = Some(PathBuf::from(p));
     }
-    if let Some(v) = num("STEWARD_LOCAL_THREADS")? {
+    if let Some(v) = env_num(env, "STEWARD_LOCAL_THREADS")? {
         c.llm.local_threads = v as usize;
     }
-    if let Some(v) = num("STEWARD_LOCAL_CONTEXT")? {
+    if let Some(v) = env_num(env, "STEWARD_LOCAL_CONTEXT")? {
         c.llm.local_context = v as u32;
     }
+    Ok(())
+}
 
-    // 3. flags (already merged with their STEWARD_* variables by clap)
+/// The command-line flags, last and strongest.
+fn apply_flags(c: &mut Config, cli: &CliOverrides) {
     if let Some(v) = &cli.models_dir {
         c.models_dir = Some(v.clone());
     }
@@ -449,9 +475,6 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     if let Some(v) = cli.workers {
         c.workers = v;
     }
-
-    validate(&c)?;
-    Ok(c)
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {

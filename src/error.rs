@@ -90,12 +90,15 @@ impl ErrorCode {
 
 type Source = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// An error's `details`: free-form JSON (the field, limits, ids) the envelope carries.
+pub type ErrorDetails = Value;
+
 /// A failure with a stable code, a message fit for the client, optional structured details and an
 /// optional internal source (logged, never sent).
 pub struct Error {
     pub code: ErrorCode,
     pub message: String,
-    pub details: Option<Value>,
+    pub details: Option<ErrorDetails>,
     pub source: Option<Source>,
 }
 
@@ -142,7 +145,7 @@ impl Error {
         let m: String = message.into();
         Self::internal(m)
     }
-    pub fn with_details(mut self, details: Value) -> Self {
+    pub fn with_details(mut self, details: ErrorDetails) -> Self {
         self.details = Some(details);
         self
     }

@@ -8,7 +8,7 @@ use serde_json::{Map, Value, json};
 use super::context::{Enablement, ScopedValue, Variable};
 use super::directives::{Body, DirectiveRecord, Draft};
 use super::revisions::{Revision, RevisionDetail, RevisionState, SNAPSHOT_FORMAT};
-use super::skills::Skill;
+use super::skills::{BuiltInSkill, Skill};
 use super::{Agent, AgentRecord, Logo, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 
@@ -543,6 +543,42 @@ pub struct ValueList<'a> {
     pub values: Vec<ValueView<'a>>,
 }
 
+/// The built-in skills catalog (`GET /skills`).
+pub fn catalog(skills: &[BuiltInSkill]) -> Value {
+    json!({"skills": skills.iter().map(catalog_entry).collect::<Vec<_>>()})
+}
+
+/// One built-in skill of the catalog.
+pub fn catalog_entry(s: &BuiltInSkill) -> Value {
+    let refs: Vec<Value> = s
+        .contract_references
+        .iter()
+        .map(|r| {
+            let mut v = Map::new();
+            v.insert("kind".into(), json!(r.kind));
+            v.insert("label".into(), json!(r.label));
+            if let Some(m) = r.method {
+                v.insert("method".into(), json!(m));
+            }
+            v.insert("path".into(), json!(r.path));
+            Value::Object(v)
+        })
+        .collect();
+    let outcomes: Vec<Value> = s
+        .outcomes
+        .iter()
+        .map(|(name, status, grounded)| json!({"name": name, "displayName": name.replace('_', " "), "status": status, "groundedAnswer": grounded}))
+        .collect();
+    json!({
+        "name": s.name, "displayName": s.display_name, "description": s.description, "owner": "steward",
+        "executionClass": "interactive", "supportedCallers": ["chat", "api", "mcp"],
+        "availability": {"available": true},
+        "requiredCapabilities": s.required_capabilities, "contractReferences": refs,
+        "diagnostics": {"defined": true, "shapeAware": s.name.starts_with("retrieval."), "strategyAware": s.name == "retrieval.answer", "supportedFields": []},
+        "outcomes": outcomes,
+    })
+}
+
 /// A revision in lists.
 pub fn revision_summary(r: &Revision) -> Value {
     json!({"id": r.id, "agentId": r.agent_id, "label": r.label(), "kind": r.kind, "versionNumber": r.version_number,
@@ -612,6 +648,7 @@ pub fn revision_detail(d: &RevisionDetail) -> Value {
     v["scopedChanges"] = json!({
         "customInstruction": text_change("/customInstruction"),
         "greeting": text_change("/greeting"),
+        "settings": text_change("/settings"),
         "directives": diff_by_id(base, s, "directives", "id"),
         "skills": diff_by_id(base, s, "skills", "id"),
         "routines": [],

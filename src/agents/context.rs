@@ -18,6 +18,9 @@ use crate::error::{Error, Result};
 use crate::ids::WorkspaceId;
 use crate::storage::{Conn, Tx};
 
+/// A context variable's value: free-form JSON of the variable's declared type.
+pub type VariableValue = Value;
+
 pub const SURFACING: [&str; 3] = ["always", "on_reference", "operator_only"];
 pub const SCOPES: [&str; 4] = ["session", "customer", "agent", "workspace"];
 const MAX_VALUE_BYTES: usize = 16 * 1024;

@@ -250,8 +250,27 @@ fn clean_name(n: &str) -> Result<String> {
 }
 
 /// Applies `input` over `cur` (or defaults) and validates the result.
-fn build(c: &Conn, agent_id: &str, cur: Option<&Body>, i: Input) -> Result<Body> {
-    let mut b = cur.cloned().unwrap_or(Body {
+fn build(c: &Conn, agent_id: &str, cur: Option<&Body>, mut i: Input) -> Result<Body> {
+    let mut b = cur.cloned().unwrap_or_else(default_body);
+    if let Some(cond) = i.condition.take() {
+        b.condition = cond;
+    }
+    check_condition(&mut b.condition)?;
+    apply_content(&mut b, &mut i)?;
+    if let Some(t) = i.tags.take() {
+        b.tags = dedup(t);
+    }
+    check_tags(&b.tags)?;
+    apply_details(&mut b, &mut i)?;
+    // the binding: sent → validated; left out → kept (and re-checked only if the action changed)
+    let action_changed = cur.is_some_and(|c| c.action != b.action);
+    apply_binding(c, agent_id, &mut b, i.binding, action_changed)?;
+    Ok(b)
+}
+
+/// A new directive's body before its input is applied.
+fn default_body() -> Body {
+    Body {
         condition: Condition { kind: "always".into(), description: None },
         action: String::new(),
         priority: None,
@@ -264,21 +283,22 @@ fn build(c: &Conn, agent_id: &str, cur: Option<&Body>, i: Input) -> Result<Body>
         excludes: vec![],
         surfaces: vec![],
         metadata: Map::new(),
-    });
-    if let Some(cond) = i.condition {
-        b.condition = cond;
     }
-    match b.condition.kind.as_str() {
-        "always" => b.condition.description = b.condition.description.take().filter(|d| !d.trim().is_empty()),
+}
+
+/// Checks the condition's kind and normalizes its description.
+fn check_condition(cond: &mut Condition) -> Result<()> {
+    match cond.kind.as_str() {
+        "always" => cond.description = cond.description.take().filter(|d| !d.trim().is_empty()),
         "contextual" => {
-            let d = b.condition.description.as_deref().unwrap_or("").trim().to_string();
+            let d = cond.description.as_deref().unwrap_or("").trim().to_string();
             if d.is_empty() || d.chars().count() > 2000 {
                 return Err(Error::invalid_field(
                     "condition.description",
                     "a contextual condition needs a description of 1 to 2000 characters",
                 ));
             }
-            b.condition.description = Some(d);
+            cond.description = Some(d);
         }
         k => {
             return Err(Error::invalid_field(
@@ -287,28 +307,35 @@ fn build(c: &Conn, agent_id: &str, cur: Option<&Body>, i: Input) -> Result<Body>
             ));
         }
     }
-    if let Some(a) = i.action {
+    Ok(())
+}
+
+/// The action, priority and coverage criteria.
+fn apply_content(b: &mut Body, i: &mut Input) -> Result<()> {
+    if let Some(a) = i.action.take() {
         b.action = a;
     }
     if b.action.trim().is_empty() || b.action.chars().count() > 4000 {
         return Err(Error::invalid_field("action", "action must be 1 to 4000 characters"));
     }
-    if let Some(p) = i.priority {
+    if let Some(p) = i.priority.take() {
         b.priority = p;
     }
     if b.priority.is_some_and(|p| !(0..=100).contains(&p)) {
         return Err(Error::invalid_field("priority", "priority is an integer from 0 to 100 (or null)"));
     }
-    if let Some(cc) = i.coverage_criteria {
+    if let Some(cc) = i.coverage_criteria.take() {
         b.coverage_criteria = cc;
     }
     if let Some(cc) = &b.coverage_criteria {
         check_coverage(cc)?;
     }
-    if let Some(t) = i.tags {
-        b.tags = dedup(t);
-    }
-    for t in &b.tags {
+    Ok(())
+}
+
+/// Each tag is `routine:<id>`, `step:<routineId>:<stepId>` or a plain word.
+fn check_tags(tags: &[String]) -> Result<()> {
+    for t in tags {
         let ok = t.len() <= 200
             && match t.split(':').collect::<Vec<_>>().as_slice() {
                 ["routine", id] => !id.is_empty(),
@@ -323,33 +350,47 @@ fn build(c: &Conn, agent_id: &str, cur: Option<&Body>, i: Input) -> Result<Body>
             ));
         }
     }
-    if let Some(d) = i.description {
+    Ok(())
+}
+
+/// The description, enabled flag, dependency lists, surfaces and metadata.
+fn apply_details(b: &mut Body, i: &mut Input) -> Result<()> {
+    if let Some(d) = i.description.take() {
         b.description = d.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
     }
     if b.description.as_ref().is_some_and(|d| d.chars().count() > 1000) {
         return Err(Error::invalid_field("description", "description must be at most 1000 characters"));
     }
-    if let Some(e) = i.enabled {
+    if let Some(e) = i.enabled.take() {
         b.enabled = e;
     }
-    if let Some(v) = i.depends_on {
+    if let Some(v) = i.depends_on.take() {
         b.depends_on = dedup(v);
     }
-    if let Some(v) = i.excludes {
+    if let Some(v) = i.excludes.take() {
         b.excludes = dedup(v);
     }
-    if let Some(v) = i.surfaces {
+    if let Some(v) = i.surfaces.take() {
         b.surfaces = dedup(v);
     }
     if let Some(s) = b.surfaces.iter().find(|s| !["answer", "suggested_questions"].contains(&s.as_str())) {
         return Err(Error::invalid_field("surfaces", format!("`{s}` is not a surface (answer, suggested_questions)")));
     }
-    if let Some(m) = i.metadata {
+    if let Some(m) = i.metadata.take() {
         b.metadata = m;
     }
-    // the binding: sent → validated; left out → kept (and re-checked only if the action changed)
-    let action_changed = cur.is_some_and(|c| c.action != b.action);
-    match i.binding {
+    Ok(())
+}
+
+/// A sent binding is validated; a binding left out is dropped when the action lost its chip.
+fn apply_binding(
+    c: &Conn,
+    agent_id: &str,
+    b: &mut Body,
+    binding: Option<Option<Binding>>,
+    action_changed: bool,
+) -> Result<()> {
+    match binding {
         Some(Some(mut bind)) => {
             bind.skill_name = bind.skill_name.trim().to_lowercase();
             check_binding(c, agent_id, &bind, &b.action)?;
@@ -366,7 +407,7 @@ fn build(c: &Conn, agent_id: &str, cur: Option<&Body>, i: Input) -> Result<Body>
             }
         }
     }
-    Ok(b)
+    Ok(())
 }
 
 #[derive(Debug, Clone)]
@@ -619,7 +660,7 @@ pub fn draft(app: &App, p: &Principal, agent_id: &str, i: DraftInput) -> Result<
 }
 
 /// Directives for a snapshot (sorted by name so diffs are stable).
-pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<Value>> {
+pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<super::revisions::SnapshotEntry>> {
     let mut ds = of_agent(c, agent_id)?;
     ds.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(ds

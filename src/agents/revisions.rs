@@ -21,6 +21,8 @@ pub const SNAPSHOT_FORMAT: u32 = 1;
 /// A revision's snapshot: the agent's settings, directives, skills and enablements as one JSON
 /// document in the wire shape (stored as it is; `SNAPSHOT_FORMAT` versions it).
 pub type Snapshot = Value;
+/// One skill, directive or enablement of a [`Snapshot`]: free-form JSON in the wire shape.
+pub type SnapshotEntry = Value;
 
 #[derive(Debug, Clone)]
 pub struct Revision {

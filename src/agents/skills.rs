@@ -100,8 +100,15 @@ const RETRIEVAL_KEYS: [(&str, &str); 14] = [
     ("sourceScope", "scope"),
 ];
 
+/// A skill's configuration: free-form JSON keys (checked per capability by [`check_config`]).
+pub type SkillConfig = Map<String, Value>;
+/// A retrieval override as sent: free-form JSON, checked to be an object of known keys.
+pub type RetrievalOverride = Value;
+/// The capability registry as the dashboard reads it: a static descriptive document.
+pub type CapabilityDoc = Value;
+
 /// Checks a retrieval override object: known keys only, each in range.
-pub fn check_retrieval_config(v: &Value, at: &str) -> Result<()> {
+pub fn check_retrieval_config(v: &RetrievalOverride, at: &str) -> Result<()> {
     let Some(m) = v.as_object() else { return Err(Error::invalid_field(at, "must be an object")) };
     for (k, val) in m {
         let Some((_, kind)) = RETRIEVAL_KEYS.iter().find(|(n, _)| n == k) else {
@@ -157,7 +164,7 @@ fn disjoint(m: &Map<String, Value>, a: &str, b: &str) -> Result<()> {
 }
 
 /// Validates `config` for `capability` (and normalizes it in place).
-pub fn check_config(cap: &str, config: &mut Map<String, Value>) -> Result<()> {
+pub fn check_config(cap: &str, config: &mut SkillConfig) -> Result<()> {
     match cap {
         "retrieve" => check_retrieval_config(&Value::Object(config.clone()), "config"),
         "notify" => {
@@ -310,7 +317,7 @@ fn check_mode(cap: &Capability, mode: Option<&str>) -> Result<String> {
     Ok(m.to_string())
 }
 
-pub fn capabilities(app: &App, p: &Principal, agent_id: &str) -> Result<Value> {
+pub fn capabilities(app: &App, p: &Principal, agent_id: &str) -> Result<CapabilityDoc> {
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| get_in(c, &p.workspace_id, agent_id))?;
     let defaults = serde_json::to_value(crate::settings::retrieval::RetrievalDefaults::default())?;
@@ -454,7 +461,7 @@ pub struct SkillPatch {
 }
 
 /// Shallow merge: keys sent replace, `null` removes the key (back to the inherited default).
-pub fn merge_config(cur: &Map<String, Value>, patch: &Map<String, Value>) -> Map<String, Value> {
+pub fn merge_config(cur: &SkillConfig, patch: &SkillConfig) -> SkillConfig {
     let mut out = cur.clone();
     for (k, v) in patch {
         if v.is_null() {
@@ -541,135 +548,160 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id:
     })
 }
 
+/// A contract a built-in skill is reached by: an HTTP route (`method` set) or an MCP tool.
+#[derive(Debug)]
+pub struct ContractRef {
+    pub kind: &'static str,
+    pub label: &'static str,
+    pub method: Option<&'static str>,
+    pub path: &'static str,
+}
+
+/// A built-in skill of the read-only catalog.
+#[derive(Debug)]
+pub struct BuiltInSkill {
+    pub name: &'static str,
+    pub display_name: &'static str,
+    pub description: &'static str,
+    pub required_capabilities: &'static [&'static str],
+    pub contract_references: &'static [ContractRef],
+    /// (name, status, grounded answer)
+    pub outcomes: &'static [(&'static str, &'static str, Option<bool>)],
+}
+
+const fn http(label: &'static str, method: &'static str, path: &'static str) -> ContractRef {
+    ContractRef { kind: "http", label, method: Some(method), path }
+}
+
+const fn mcp_tool(label: &'static str) -> ContractRef {
+    ContractRef { kind: "mcp_tool", label, method: None, path: "/mcp" }
+}
+
+const fn built_in(
+    name: &'static str,
+    display_name: &'static str,
+    description: &'static str,
+    required_capabilities: &'static [&'static str],
+    contract_references: &'static [ContractRef],
+    outcomes: &'static [(&'static str, &'static str, Option<bool>)],
+) -> BuiltInSkill {
+    BuiltInSkill { name, display_name, description, required_capabilities, contract_references, outcomes }
+}
+
+const COMPLETED: &[(&str, &str, Option<bool>)] = &[("completed", "completed", None)];
+const SEARCH: ContractRef = http("Search", "POST", "/api/v1/document/search");
+
 /// The read-only catalog of built-in skills.
-pub fn catalog() -> Vec<Value> {
-    let entry = |name: &str, display: &str, description: &str, caps: &[&str], refs: Value, outcomes: Value| {
-        json!({
-            "name": name, "displayName": display, "description": description, "owner": "steward",
-            "executionClass": "interactive", "supportedCallers": ["chat", "api", "mcp"],
-            "availability": {"available": true},
-            "requiredCapabilities": caps, "contractReferences": refs,
-            "diagnostics": {"defined": true, "shapeAware": name.starts_with("retrieval."), "strategyAware": name == "retrieval.answer", "supportedFields": []},
-            "outcomes": outcomes,
-        })
-    };
-    let o = |name: &str, status: &str, grounded: Option<bool>| json!({"name": name, "displayName": name.replace('_', " "), "status": status, "groundedAnswer": grounded});
-    vec![
-        entry(
-            "assistant.chat",
-            "Chat",
-            "Answers a conversation turn as the agent.",
-            &["assistant.chat"],
-            json!([{"kind": "http", "label": "Chat", "method": "POST", "path": "/api/v1/chat"}]),
-            json!([o("completed", "completed", None)]),
-        ),
-        entry(
-            "assistant_identity",
-            "Assistant identity",
-            "Answers questions about who the assistant is.",
-            &[],
-            json!([]),
-            json!([o("completed", "completed", None)]),
-        ),
-        entry(
-            "clarification.answer",
-            "Clarification",
-            "Asks one clarifying question when a request is ambiguous.",
-            &[],
-            json!([]),
-            json!([o("clarification_needed", "paused", None)]),
-        ),
-        entry(
-            "direct.answer",
-            "Direct answer",
-            "Answers without retrieval.",
-            &[],
-            json!([]),
-            json!([o("direct", "completed", Some(false))]),
-        ),
-        entry(
-            "documents.delete",
-            "Delete documents",
-            "Deletes workspace documents.",
-            &["workspace.documents.manage"],
-            json!([{"kind": "http", "label": "Delete a document", "method": "DELETE", "path": "/api/v1/document/{documentId}"}]),
-            json!([o("completed", "completed", None)]),
-        ),
-        entry(
-            "documents.ingest",
-            "Ingest documents",
-            "Adds documents to the workspace knowledge.",
-            &["workspace.documents.manage"],
-            json!([{"kind": "http", "label": "Create a document", "method": "POST", "path": "/api/v1/document"}]),
-            json!([o("completed", "completed", None)]),
-        ),
-        entry(
-            "documents.search",
-            "Search documents",
-            "Hybrid search over workspace documents.",
-            &["workspace.retrieval.query"],
-            json!([{"kind": "http", "label": "Search", "method": "POST", "path": "/api/v1/document/search"}]),
-            json!([o("completed", "completed", None)]),
-        ),
-        entry(
-            "mcp.describe_capabilities",
-            "Describe capabilities",
-            "Lists what the MCP server offers.",
-            &[],
-            json!([{"kind": "mcp_tool", "label": "describe_capabilities", "path": "/mcp"}]),
-            json!([o("completed", "completed", None)]),
-        ),
-        entry(
-            "retrieval.answer",
-            "Grounded answer",
-            "Answers from the workspace's documents with citations.",
-            &["workspace.retrieval.query"],
-            json!([{"kind": "http", "label": "Retrieval-only answer", "method": "POST", "path": "/api/v1/retrieval/answer"}, {"kind": "mcp_tool", "label": "answer_grounded", "path": "/mcp"}]),
-            json!([
-                o("grounded", "completed", Some(true)),
-                o("grounded_degraded", "completed", Some(true)),
-                o("no_context", "completed", Some(false)),
-                o("clarification_needed", "paused", None)
-            ]),
-        ),
-        entry(
-            "retrieval.context",
-            "Retrieval context",
-            "Returns the passages an answer would use.",
-            &["workspace.retrieval.query"],
-            json!([]),
-            json!([o("completed", "completed", None)]),
-        ),
-        entry(
-            "retrieval.search",
-            "Retrieval search",
-            "Searches and returns ranked passages.",
-            &["workspace.retrieval.query"],
-            json!([{"kind": "http", "label": "Search", "method": "POST", "path": "/api/v1/document/search"}]),
-            json!([o("completed", "completed", None)]),
-        ),
-        entry(
-            "social_only",
-            "Social reply",
-            "Replies to greetings and thanks without retrieval.",
-            &[],
-            json!([]),
-            json!([o("completed", "completed", None)]),
-        ),
-    ]
+pub const CATALOG: &[BuiltInSkill] = &[
+    built_in(
+        "assistant.chat",
+        "Chat",
+        "Answers a conversation turn as the agent.",
+        &["assistant.chat"],
+        &[http("Chat", "POST", "/api/v1/chat")],
+        COMPLETED,
+    ),
+    built_in(
+        "assistant_identity",
+        "Assistant identity",
+        "Answers questions about who the assistant is.",
+        &[],
+        &[],
+        COMPLETED,
+    ),
+    built_in(
+        "clarification.answer",
+        "Clarification",
+        "Asks one clarifying question when a request is ambiguous.",
+        &[],
+        &[],
+        &[("clarification_needed", "paused", None)],
+    ),
+    built_in(
+        "direct.answer",
+        "Direct answer",
+        "Answers without retrieval.",
+        &[],
+        &[],
+        &[("direct", "completed", Some(false))],
+    ),
+    built_in(
+        "documents.delete",
+        "Delete documents",
+        "Deletes workspace documents.",
+        &["workspace.documents.manage"],
+        &[http("Delete a document", "DELETE", "/api/v1/document/{documentId}")],
+        COMPLETED,
+    ),
+    built_in(
+        "documents.ingest",
+        "Ingest documents",
+        "Adds documents to the workspace knowledge.",
+        &["workspace.documents.manage"],
+        &[http("Create a document", "POST", "/api/v1/document")],
+        COMPLETED,
+    ),
+    built_in(
+        "documents.search",
+        "Search documents",
+        "Hybrid search over workspace documents.",
+        &["workspace.retrieval.query"],
+        &[SEARCH],
+        COMPLETED,
+    ),
+    built_in(
+        "mcp.describe_capabilities",
+        "Describe capabilities",
+        "Lists what the MCP server offers.",
+        &[],
+        &[mcp_tool("describe_capabilities")],
+        COMPLETED,
+    ),
+    built_in(
+        "retrieval.answer",
+        "Grounded answer",
+        "Answers from the workspace's documents with citations.",
+        &["workspace.retrieval.query"],
+        &[http("Retrieval-only answer", "POST", "/api/v1/retrieval/answer"), mcp_tool("answer_grounded")],
+        &[
+            ("grounded", "completed", Some(true)),
+            ("grounded_degraded", "completed", Some(true)),
+            ("no_context", "completed", Some(false)),
+            ("clarification_needed", "paused", None),
+        ],
+    ),
+    built_in(
+        "retrieval.context",
+        "Retrieval context",
+        "Returns the passages an answer would use.",
+        &["workspace.retrieval.query"],
+        &[],
+        COMPLETED,
+    ),
+    built_in(
+        "retrieval.search",
+        "Retrieval search",
+        "Searches and returns ranked passages.",
+        &["workspace.retrieval.query"],
+        &[SEARCH],
+        COMPLETED,
+    ),
+    built_in("social_only", "Social reply", "Replies to greetings and thanks without retrieval.", &[], &[], COMPLETED),
+];
+
+/// The built-in skills catalog (`GET /skills`).
+pub fn catalog_list(p: &Principal) -> Result<&'static [BuiltInSkill]> {
+    p.require(Perm::AgentsRead)?;
+    Ok(CATALOG)
 }
 
-pub fn catalog_list(p: &Principal) -> Result<Value> {
+/// One built-in skill of the catalog, by name.
+pub fn catalog_get(p: &Principal, name: &str) -> Result<&'static BuiltInSkill> {
     p.require(Perm::AgentsRead)?;
-    Ok(json!({"skills": catalog()}))
-}
-
-pub fn catalog_get(p: &Principal, name: &str) -> Result<Value> {
-    p.require(Perm::AgentsRead)?;
-    catalog().into_iter().find(|s| s["name"] == name).ok_or_else(|| Error::not_found("skill"))
+    CATALOG.iter().find(|s| s.name == name).ok_or_else(|| Error::not_found("skill"))
 }
 
 /// Skills of an agent, as a revision snapshot carries them (without timestamps).
-pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<Value>> {
+pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<super::revisions::SnapshotEntry>> {
     of_agent(c, agent_id)?.iter().map(|s| Ok(serde_json::to_value(SkillView::snapshot(s))?)).collect()
 }

@@ -412,6 +412,27 @@ pub fn list_invitations(app: &App, p: &Principal) -> Result<Vec<InvitationView>>
     Ok(app.db.read(|c| store::invitations(c, &p.org_id))?.iter().map(|i| view(i, now)).collect())
 }
 
+/// A member of the organization.
+#[derive(Debug, Clone)]
+pub struct Member {
+    pub user: User,
+    pub role: Role,
+    pub joined_at: String,
+}
+
+/// `GET /account/members`: who belongs to the organization, with their roles.
+pub fn list_members(app: &App, p: &Principal) -> Result<Vec<Member>> {
+    p.require(Perm::MembersManage)?;
+    let rows = app.db.read(|c| store::members_of(c, &p.org_id))?;
+    Ok(rows.into_iter().map(|(user, role, joined_at)| Member { user, role, joined_at }).collect())
+}
+
+/// Whether registration without an invitation is open: only until the first person (the
+/// owner) has registered.
+pub fn registration_open(app: &App) -> Result<bool> {
+    Ok(app.db.read(store::the_organization)?.is_none())
+}
+
 pub fn revoke_invitation(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
     p.require(Perm::MembersManage)?;
     let now = rfc3339(app.clock.now());

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use super::accounts::{InvitationView, Me};
+use super::accounts::{InvitationView, Me, Member};
 use super::{Organization, PermSet, Role, User, Via, Workspace};
 
 /// `GET /auth/me`.
@@ -56,6 +56,29 @@ impl From<InvitationView> for InvitationJson {
             created_at: i.created_at,
             expires_at: i.expires_at,
             accepted_at: i.accepted_at,
+        }
+    }
+}
+
+/// A member in `/account/members`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemberJson<'a> {
+    pub user_id: &'a str,
+    pub email: &'a str,
+    pub name: Option<&'a str>,
+    pub role: Role,
+    pub joined_at: &'a str,
+}
+
+impl<'a> MemberJson<'a> {
+    pub fn of(m: &'a Member) -> MemberJson<'a> {
+        MemberJson {
+            user_id: &m.user.id.0,
+            email: &m.user.email,
+            name: m.user.name.as_deref(),
+            role: m.role,
+            joined_at: &m.joined_at,
         }
     }
 }

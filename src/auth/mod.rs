@@ -224,105 +224,123 @@ pub fn cached(app: &App, creds: &Credentials, workspace_header: Option<&str>) ->
     Some(p)
 }
 
+/// The principal and when its credential expires.
+type Resolved = (Principal, Option<chrono::DateTime<chrono::Utc>>);
+
 /// [`authenticate`] without the cache: the principal and when its credential expires.
-fn resolve(
-    app: &App,
-    creds: &Credentials,
-    workspace_header: Option<&str>,
-) -> Result<(Principal, Option<chrono::DateTime<chrono::Utc>>)> {
+fn resolve(app: &App, creds: &Credentials, workspace_header: Option<&str>) -> Result<Resolved> {
     let now = app.clock.now();
-    let now_s = rfc3339(now);
     if let Some(bearer) = creds.bearer.as_deref() {
-        let hash = password::sha256_hex(bearer);
-        let token = app
-            .db
-            .read(|c| store::token_by_hash(c, &hash))?
-            .ok_or_else(|| Error::unauthorized("the API credential is not valid"))?;
-        if token.revoked_at.is_some() {
-            return Err(Error::unauthorized("the API credential was revoked"));
-        }
-        let expires = token.expires_at.as_deref().and_then(parse_rfc3339);
-        if expires.is_some_and(|e| e <= now) {
-            return Err(Error::unauthorized("the API credential has expired"));
-        }
-        touch(app, &token.id, now.timestamp_millis(), &now_s);
-        return match token.kind {
-            TokenKind::Service => {
-                let bound =
-                    token.workspace_id.clone().ok_or_else(|| Error::unauthorized("the API credential is not valid"))?;
-                if let Some(h) = workspace_header.filter(|h| !h.is_empty())
-                    && h != bound.as_str()
-                {
-                    return Err(Error::not_found("workspace"));
-                }
-                Ok((
-                    Principal {
-                        via: Via::ServiceCredential,
-                        org_id: token.organization_id.clone(),
-                        user_id: None,
-                        role: None,
-                        credential_id: Some(token.id.clone()),
-                        session_hash: None,
-                        workspace_id: bound,
-                        permissions: token.permissions,
-                    },
-                    expires,
-                ))
-            }
-            TokenKind::Personal => {
-                let user =
-                    token.user_id.clone().ok_or_else(|| Error::unauthorized("the API credential is not valid"))?;
-                let (org, role) = app
-                    .db
-                    .read(|c| store::membership_of(c, &user))?
-                    .ok_or_else(|| Error::unauthorized("the API credential's owner has no access any more"))?;
-                let ws = resolve_workspace(app, &org, workspace_header)?;
-                Ok((
-                    Principal {
-                        via: Via::PersonalToken,
-                        org_id: org,
-                        user_id: Some(user),
-                        role: Some(role),
-                        credential_id: Some(token.id.clone()),
-                        session_hash: None,
-                        workspace_id: ws,
-                        permissions: token.permissions.intersect(role.permissions()),
-                    },
-                    expires,
-                ))
-            }
-        };
+        return resolve_bearer(app, bearer, workspace_header, now);
     }
     if let Some(session) = creds.session.as_deref() {
-        let hash = password::sha256_hex(session);
-        let (user, expires) = app
-            .db
-            .read(|c| store::session(c, &hash))?
-            .ok_or_else(|| Error::unauthorized("the session is not valid; sign in again"))?;
-        let expires = parse_rfc3339(&expires);
-        if expires.is_none_or(|e| e <= now) {
-            return Err(Error::unauthorized("the session has expired; sign in again"));
-        }
-        let (org, role) = app
-            .db
-            .read(|c| store::membership_of(c, &user))?
-            .ok_or_else(|| Error::unauthorized("this account has no access any more"))?;
-        let ws = resolve_workspace(app, &org, workspace_header)?;
-        return Ok((
-            Principal {
-                via: Via::Session,
-                org_id: org,
-                user_id: Some(user),
-                role: Some(role),
-                credential_id: None,
-                session_hash: Some(hash),
-                workspace_id: ws,
-                permissions: role.permissions(),
-            },
-            expires,
-        ));
+        return resolve_session(app, session, workspace_header, now);
     }
     Err(Error::unauthorized("sign in, or send an API credential as Authorization: Bearer <token>"))
+}
+
+/// A personal token or service credential sent as `Authorization: Bearer`.
+fn resolve_bearer(
+    app: &App,
+    bearer: &str,
+    workspace_header: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Resolved> {
+    let now_s = rfc3339(now);
+    let hash = password::sha256_hex(bearer);
+    let token = app
+        .db
+        .read(|c| store::token_by_hash(c, &hash))?
+        .ok_or_else(|| Error::unauthorized("the API credential is not valid"))?;
+    if token.revoked_at.is_some() {
+        return Err(Error::unauthorized("the API credential was revoked"));
+    }
+    let expires = token.expires_at.as_deref().and_then(parse_rfc3339);
+    if expires.is_some_and(|e| e <= now) {
+        return Err(Error::unauthorized("the API credential has expired"));
+    }
+    touch(app, &token.id, now.timestamp_millis(), &now_s);
+    match token.kind {
+        TokenKind::Service => {
+            let bound =
+                token.workspace_id.clone().ok_or_else(|| Error::unauthorized("the API credential is not valid"))?;
+            if let Some(h) = workspace_header.filter(|h| !h.is_empty())
+                && h != bound.as_str()
+            {
+                return Err(Error::not_found("workspace"));
+            }
+            Ok((
+                Principal {
+                    via: Via::ServiceCredential,
+                    org_id: token.organization_id.clone(),
+                    user_id: None,
+                    role: None,
+                    credential_id: Some(token.id.clone()),
+                    session_hash: None,
+                    workspace_id: bound,
+                    permissions: token.permissions,
+                },
+                expires,
+            ))
+        }
+        TokenKind::Personal => {
+            let user = token.user_id.clone().ok_or_else(|| Error::unauthorized("the API credential is not valid"))?;
+            let (org, role) = app
+                .db
+                .read(|c| store::membership_of(c, &user))?
+                .ok_or_else(|| Error::unauthorized("the API credential's owner has no access any more"))?;
+            let ws = resolve_workspace(app, &org, workspace_header)?;
+            Ok((
+                Principal {
+                    via: Via::PersonalToken,
+                    org_id: org,
+                    user_id: Some(user),
+                    role: Some(role),
+                    credential_id: Some(token.id.clone()),
+                    session_hash: None,
+                    workspace_id: ws,
+                    permissions: token.permissions.intersect(role.permissions()),
+                },
+                expires,
+            ))
+        }
+    }
+}
+
+/// A session cookie.
+fn resolve_session(
+    app: &App,
+    session: &str,
+    workspace_header: Option<&str>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Resolved> {
+    let hash = password::sha256_hex(session);
+    let (user, expires) = app
+        .db
+        .read(|c| store::session(c, &hash))?
+        .ok_or_else(|| Error::unauthorized("the session is not valid; sign in again"))?;
+    let expires = parse_rfc3339(&expires);
+    if expires.is_none_or(|e| e <= now) {
+        return Err(Error::unauthorized("the session has expired; sign in again"));
+    }
+    let (org, role) = app
+        .db
+        .read(|c| store::membership_of(c, &user))?
+        .ok_or_else(|| Error::unauthorized("this account has no access any more"))?;
+    let ws = resolve_workspace(app, &org, workspace_header)?;
+    Ok((
+        Principal {
+            via: Via::Session,
+            org_id: org,
+            user_id: Some(user),
+            role: Some(role),
+            credential_id: None,
+            session_hash: Some(hash),
+            workspace_id: ws,
+            permissions: role.permissions(),
+        },
+        expires,
+    ))
 }
 
 fn resolve_workspace(app: &App, org: &OrgId, header: Option<&str>) -> Result<WorkspaceId> {

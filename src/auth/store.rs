@@ -80,6 +80,17 @@ pub fn owners_of(c: &Connection, org: &OrgId) -> Result<Vec<User>> {
     Ok(rows.map(|r| r.map(|(u, _)| u)).collect::<rusqlite::Result<_>>()?)
 }
 
+/// The organization's members with their roles, oldest first.
+pub fn members_of(c: &Connection, org: &OrgId) -> Result<Vec<(User, Role, String)>> {
+    let mut stmt = c.prepare(
+        "SELECT u.id, u.email, u.name, u.created_at, u.password_hash, m.role, m.created_at FROM users u
+         JOIN memberships m ON m.user_id = u.id WHERE m.organization_id = ?1 ORDER BY m.created_at, u.id",
+    )?;
+    let rows = stmt.query_map([org], |r| Ok((user_row(r)?.0, r.get::<_, String>(5)?, r.get::<_, String>(6)?)))?;
+    let rows: Vec<(User, String, String)> = rows.collect::<rusqlite::Result<_>>()?;
+    Ok(rows.into_iter().filter_map(|(u, role, at)| Role::parse(&role).map(|role| (u, role, at))).collect())
+}
+
 fn ws_row(r: &rusqlite::Row) -> rusqlite::Result<Workspace> {
     Ok(Workspace {
         id: r.get(0)?,

@@ -181,7 +181,7 @@ pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
 }
 
 /// Merges `patch` into the metadata of the user message a turn saved (found by its `turnId`).
-pub fn patch_turn_message(tx: &Tx, conversation: &str, turn_id: &str, patch: &Value) -> Result<()> {
+pub fn patch_turn_message(tx: &Tx, conversation: &str, turn_id: &str, patch: &super::MessageMetadata) -> Result<()> {
     tx.execute(
         "UPDATE messages SET metadata = json_patch(metadata, ?3)
          WHERE conversation_id = ?1 AND role = 'user' AND json_extract(metadata, '$.turnId') = ?2",

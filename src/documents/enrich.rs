@@ -61,7 +61,7 @@ pub fn enqueue_if_pending(tx: &Tx, app: &App, id: &str, rev: i64) -> Result<bool
     Ok(true)
 }
 
-pub fn run(app: &App, ctx: &JobCtx, payload: &Value) -> Outcome {
+pub fn run(app: &App, ctx: &JobCtx, payload: &crate::jobs::JobPayload) -> Outcome {
     let (Some(id), Some(rev)) = (payload["documentId"].as_str(), payload["revision"].as_i64()) else {
         return Outcome::Fail(format!("malformed payload: {payload}"));
     };
@@ -267,64 +267,74 @@ fn apply(doc: &EnrichDoc, types: &[(String, &'static str, Vec<document_types::Fi
     let mut facts = Vec::new();
     if let Some((_, payload, declared)) = ty {
         if *payload == "fields" {
-            for f in declared {
-                let Some(raw) = v["fields"].get(&f.key) else { continue };
-                let val = match f.value_type.as_str() {
-                    "number" => {
-                        raw.as_f64().or_else(|| raw.as_str().and_then(|s| s.trim().parse().ok())).map(|n| json!(n))
-                    }
-                    "boolean" => raw.as_bool().map(Value::Bool),
-                    "date" => real_date(Some(raw)).map(|d| json!(d.format("%Y-%m-%d").to_string())),
-                    _ => raw
-                        .as_str()
-                        .map(|s| s.trim())
-                        .filter(|s| !s.is_empty())
-                        .map(|s| json!(s.chars().take(500).collect::<String>())),
-                };
-                if let Some(val) = val {
-                    fields.insert(f.key.clone(), val);
-                }
-            }
+            declared_fields(declared, v, &mut fields);
         }
         if *payload == "facts" {
-            for f in v["facts"].as_array().into_iter().flatten() {
-                let from = real_date(f.get("dateFrom"));
-                let to = real_date(f.get("dateTo"));
-                let unresolved = f["unresolvedText"].as_str().filter(|s| !s.trim().is_empty());
-                if from.is_none() && unresolved.is_none() {
-                    continue;
-                }
-                if let (Some(a), Some(b)) = (from, to)
-                    && a > b
-                {
-                    continue;
-                }
-                let mut fact = Map::new();
-                fact.insert("kind".into(), f["kind"].clone());
-                fact.insert(
-                    "label".into(),
-                    json!(f["label"].as_str().unwrap_or("").chars().take(200).collect::<String>()),
-                );
-                if let Some(a) = from {
-                    fact.insert("dateFrom".into(), json!(a.format("%Y-%m-%d").to_string()));
-                }
-                if let Some(b) = to.or(from) {
-                    fact.insert("dateTo".into(), json!(b.format("%Y-%m-%d").to_string()));
-                }
-                if let Some(u) = unresolved {
-                    fact.insert("unresolvedText".into(), json!(u.chars().take(200).collect::<String>()));
-                }
-                if let Some(r) = f.get("sourceRange").filter(|r| r["start"].is_u64() && r["end"].is_u64()) {
-                    fact.insert("sourceRange".into(), json!({"start": r["start"], "end": r["end"]}));
-                }
-                facts.push(Value::Object(fact));
-            }
+            facts = v["facts"].as_array().into_iter().flatten().filter_map(date_fact).collect();
             if let Some(first) = facts.iter().find(|f| f.get("dateFrom").is_some()) {
                 fields.insert("dateFrom".into(), first["dateFrom"].clone());
                 fields.insert("dateTo".into(), first["dateTo"].clone());
             }
         }
     }
+    let (metadata, generated) = merge_metadata(doc, &fields);
+    Applied { shape, facts, fields, metadata, generated_keys: generated }
+}
+
+/// The model's `fields` that are declared, as the declared type.
+fn declared_fields(declared: &[document_types::FieldInput], v: &Value, fields: &mut BTreeMap<String, Value>) {
+    for f in declared {
+        let Some(raw) = v["fields"].get(&f.key) else { continue };
+        let val = match f.value_type.as_str() {
+            "number" => raw.as_f64().or_else(|| raw.as_str().and_then(|s| s.trim().parse().ok())).map(|n| json!(n)),
+            "boolean" => raw.as_bool().map(Value::Bool),
+            "date" => real_date(Some(raw)).map(|d| json!(d.format("%Y-%m-%d").to_string())),
+            _ => raw
+                .as_str()
+                .map(|s| s.trim())
+                .filter(|s| !s.is_empty())
+                .map(|s| json!(s.chars().take(500).collect::<String>())),
+        };
+        if let Some(val) = val {
+            fields.insert(f.key.clone(), val);
+        }
+    }
+}
+
+/// One of the model's `facts`, kept when it has a real date (or unresolved text) and its range
+/// is in order.
+fn date_fact(f: &Value) -> Option<Value> {
+    let from = real_date(f.get("dateFrom"));
+    let to = real_date(f.get("dateTo"));
+    let unresolved = f["unresolvedText"].as_str().filter(|s| !s.trim().is_empty());
+    if from.is_none() && unresolved.is_none() {
+        return None;
+    }
+    if let (Some(a), Some(b)) = (from, to)
+        && a > b
+    {
+        return None;
+    }
+    let mut fact = Map::new();
+    fact.insert("kind".into(), f["kind"].clone());
+    fact.insert("label".into(), json!(f["label"].as_str().unwrap_or("").chars().take(200).collect::<String>()));
+    if let Some(a) = from {
+        fact.insert("dateFrom".into(), json!(a.format("%Y-%m-%d").to_string()));
+    }
+    if let Some(b) = to.or(from) {
+        fact.insert("dateTo".into(), json!(b.format("%Y-%m-%d").to_string()));
+    }
+    if let Some(u) = unresolved {
+        fact.insert("unresolvedText".into(), json!(u.chars().take(200).collect::<String>()));
+    }
+    if let Some(r) = f.get("sourceRange").filter(|r| r["start"].is_u64() && r["end"].is_u64()) {
+        fact.insert("sourceRange".into(), json!({"start": r["start"], "end": r["end"]}));
+    }
+    Some(Value::Object(fact))
+}
+
+/// The document's metadata with the enrichment's `fields` merged in, and the keys it generated.
+fn merge_metadata(doc: &EnrichDoc, fields: &BTreeMap<String, Value>) -> (Value, Vec<String>) {
     // keys this enrichment generated before may be replaced; keys the operator set may not
     let previous: Vec<String> = doc.enrichment["generatedKeys"]
         .as_array()
@@ -341,18 +351,22 @@ fn apply(doc: &EnrichDoc, types: &[(String, &'static str, Vec<document_types::Fi
         }
     }
     let mut generated = Vec::new();
-    for (k, val) in &fields {
+    for (k, val) in fields {
         if m.contains_key(k) && !previous.contains(k) {
             continue; // the operator's
         }
         m.insert(k.clone(), val.clone());
         generated.push(k.clone());
     }
-    Applied { shape, facts, fields, metadata, generated_keys: generated }
+    (metadata, generated)
 }
 
 /// After an operator edits metadata, keys whose value they changed become theirs.
-pub fn transfer_ownership(enrichment: Option<&str>, old: &Value, new: &Value) -> Option<String> {
+pub fn transfer_ownership(
+    enrichment: Option<&str>,
+    old: &super::DocumentMeta,
+    new: &super::DocumentMeta,
+) -> Option<String> {
     let mut e: Value = serde_json::from_str(enrichment?).ok()?;
     let keys = e["generatedKeys"].as_array()?.clone();
     let kept: Vec<Value> = keys.into_iter().filter(|k| k.as_str().is_some_and(|k| old.get(k) == new.get(k))).collect();

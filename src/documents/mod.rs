@@ -94,6 +94,11 @@ impl From<&Source> for SourceView {
     }
 }
 
+/// A document's metadata: free-form JSON (an object) set by the operator and the enrichment.
+pub type DocumentMeta = Value;
+/// Enrichment facts merged into a chunk's metadata: a free-form JSON object.
+pub type ChunkFacts = Value;
+
 #[derive(Debug, Clone)]
 pub struct Document {
     pub id: String,
@@ -105,7 +110,7 @@ pub struct Document {
     pub failure_reason: Option<String>,
     pub revision: i64,
     pub indexed_revision: Option<i64>,
-    pub metadata: Value,
+    pub metadata: DocumentMeta,
     pub source_kind: String,
     pub content_hash: Option<String>,
     pub content_size_bytes: i64,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::chunking;
 use super::extract::{self, Extracted, Format};
@@ -22,7 +22,7 @@ pub const MAX_TEXT_BYTES: usize = 8 * 1024 * 1024;
 /// How long a parser may take on one file.
 pub const EXTRACT_TIMEOUT: Duration = Duration::from_secs(120);
 
-pub fn run(app: &App, ctx: &JobCtx, payload: &Value) -> Outcome {
+pub fn run(app: &App, ctx: &JobCtx, payload: &crate::jobs::JobPayload) -> Outcome {
     let (Some(id), Some(rev)) = (payload["documentId"].as_str(), payload["revision"].as_i64()) else {
         return Outcome::Fail(format!("malformed payload: {payload}"));
     };

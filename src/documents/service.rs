@@ -5,7 +5,8 @@ use serde_json::{Value, json};
 
 use super::extract;
 use super::{
-    API_SOURCE, Document, DocumentView, PROCESS_JOB, UPLOAD_SOURCE, blobs, sources::ensure_builtin_source, store,
+    API_SOURCE, Document, DocumentMeta, DocumentView, PROCESS_JOB, UPLOAD_SOURCE, blobs,
+    sources::ensure_builtin_source, store,
 };
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
@@ -152,90 +153,136 @@ fn load(app: &App, ws: &WorkspaceId, id: &str) -> Result<Document> {
 /// that one). An upsert that changes nothing queues nothing and returns the current record.
 pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Result<Document> {
     p.require(Perm::DocumentsManage)?;
-    let title = clean_title(&input.title)?;
-    let content = clean_content(&input.content)?;
-    let metadata = clean_metadata(input.metadata)?;
-    let external = clean_external_id(input.external_document_id)?;
-    let over = clean_override(input.enrichment_override)?;
-    let hash = content_hash(&content);
-    let size = content.len() as i64;
+    let d = CleanDoc::of(input)?;
     let ws = p.workspace_id.clone();
     let now = rfc3339(app.clock.now());
     let (id, queued) = app.db.write(|tx| {
-        let source = match &input.source_id {
+        let source = match &d.source_id {
             Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?,
             None => ensure_builtin_source(tx, &ws, API_SOURCE, &now)?,
         };
-        if let Some(ext) = &external
+        if let Some(ext) = &d.external
             && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)?
         {
-            let unchanged = existing.title == title
-                && existing.metadata == metadata
-                && existing.content_hash.as_deref() == Some(hash.as_str())
+            let unchanged = existing.title == d.title
+                && existing.metadata == d.metadata
+                && existing.content_hash.as_deref() == Some(d.hash.as_str())
                 && existing.source_kind == "inline_text"
                 && existing.status != "failed";
             if unchanged {
                 return Ok((existing.id, false));
             }
-            let rev = store::update_document(
-                tx,
-                &existing.id,
-                &title,
-                &metadata,
-                Some((&content, &hash, size)),
-                existing.source_kind != "inline_text",
-                &now,
-            )?;
-            enqueue_process(tx, app, &ws, &existing.id, rev, over.as_deref())?;
-            audit::record(
-                tx,
-                &now,
-                actor,
-                Event::new("document.updated")
-                    .workspace(&ws)
-                    .target("document", &existing.id)
-                    .meta(json!({"revision": rev, "via": "externalDocumentId"})),
-            )?;
+            update_inline(tx, app, actor, &ws, &existing, &d, &now)?;
             return Ok((existing.id, true));
         }
-        let id = new_id();
-        store::insert_document(
-            tx,
-            &store::NewDocRow {
-                id: &id,
-                workspace_id: &ws,
-                source_id: &source.id,
-                title: &title,
-                external_document_id: external.as_deref(),
-                metadata: &metadata,
-                source_kind: "inline_text",
-                content: Some(&content),
-                content_hash: Some(&hash),
-                content_size_bytes: size,
-                blob_sha256: None,
-                source_filename: None,
-                source_mime_type: None,
-                source_size_bytes: None,
-                detected_format: Some("text"),
-                now: &now,
-            },
-        )?;
-        enqueue_process(tx, app, &ws, &id, 1, over.as_deref())?;
-        audit::record(
-            tx,
-            &now,
-            actor,
-            Event::new("document.created")
-                .workspace(&ws)
-                .target("document", &id)
-                .meta(json!({"sourceId": source.id, "bytes": size})),
-        )?;
-        Ok((id, true))
+        Ok((insert_inline(tx, app, actor, &ws, &source.id, &d, &now)?, true))
     })?;
     if queued {
         app.jobs.wake();
     }
     load(app, &ws, &id)
+}
+
+/// An inline document's input, checked and cleaned.
+struct CleanDoc {
+    title: String,
+    content: String,
+    metadata: DocumentMeta,
+    external: Option<String>,
+    over: Option<String>,
+    hash: String,
+    size: i64,
+    source_id: Option<String>,
+}
+
+impl CleanDoc {
+    fn of(input: NewDocument) -> Result<CleanDoc> {
+        let title = clean_title(&input.title)?;
+        let content = clean_content(&input.content)?;
+        let metadata = clean_metadata(input.metadata)?;
+        let external = clean_external_id(input.external_document_id)?;
+        let over = clean_override(input.enrichment_override)?;
+        let hash = content_hash(&content);
+        let size = content.len() as i64;
+        Ok(CleanDoc { title, content, metadata, external, over, hash, size, source_id: input.source_id })
+    }
+}
+
+/// A new revision of the document `existing` (found by its external id), queued for processing.
+fn update_inline(
+    tx: &Tx,
+    app: &App,
+    actor: &Actor,
+    ws: &WorkspaceId,
+    existing: &Document,
+    d: &CleanDoc,
+    now: &str,
+) -> Result<()> {
+    let rev = store::update_document(
+        tx,
+        &existing.id,
+        &d.title,
+        &d.metadata,
+        Some((&d.content, &d.hash, d.size)),
+        existing.source_kind != "inline_text",
+        now,
+    )?;
+    enqueue_process(tx, app, ws, &existing.id, rev, d.over.as_deref())?;
+    audit::record(
+        tx,
+        now,
+        actor,
+        Event::new("document.updated")
+            .workspace(ws)
+            .target("document", &existing.id)
+            .meta(json!({"revision": rev, "via": "externalDocumentId"})),
+    )?;
+    Ok(())
+}
+
+/// A new inline document, queued for processing; its id.
+fn insert_inline(
+    tx: &Tx,
+    app: &App,
+    actor: &Actor,
+    ws: &WorkspaceId,
+    source_id: &str,
+    d: &CleanDoc,
+    now: &str,
+) -> Result<String> {
+    let id = new_id();
+    store::insert_document(
+        tx,
+        &store::NewDocRow {
+            id: &id,
+            workspace_id: ws,
+            source_id,
+            title: &d.title,
+            external_document_id: d.external.as_deref(),
+            metadata: &d.metadata,
+            source_kind: "inline_text",
+            content: Some(&d.content),
+            content_hash: Some(&d.hash),
+            content_size_bytes: d.size,
+            blob_sha256: None,
+            source_filename: None,
+            source_mime_type: None,
+            source_size_bytes: None,
+            detected_format: Some("text"),
+            now,
+        },
+    )?;
+    enqueue_process(tx, app, ws, &id, 1, d.over.as_deref())?;
+    audit::record(
+        tx,
+        now,
+        actor,
+        Event::new("document.created")
+            .workspace(ws)
+            .target("document", &id)
+            .meta(json!({"sourceId": source_id, "bytes": d.size})),
+    )?;
+    Ok(id)
 }
 
 /// Imports an uploaded file: checks its type from its content, keeps the original, queues it.

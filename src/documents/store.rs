@@ -5,6 +5,7 @@ use serde_json::Value;
 use serde_json::json;
 
 use super::enrich::EnrichDoc;
+use super::{ChunkFacts, DocumentMeta};
 use super::{Document, Source};
 use crate::error::Result;
 use crate::ids::WorkspaceId;
@@ -221,7 +222,7 @@ pub fn update_document(
     tx: &Tx,
     id: &str,
     title: &str,
-    metadata: &Value,
+    metadata: &DocumentMeta,
     content: Option<(&str, &str, i64)>,
     make_inline: bool,
     now: &str,
@@ -665,7 +666,7 @@ pub fn chunk_ranges(c: &Conn, doc: &str, revision: i64) -> Result<Vec<(i64, i64,
 }
 
 /// Merges `facts` (an object) into the chunk's metadata.
-pub fn add_chunk_facts(tx: &Tx, rowid: i64, facts: &Value) -> Result<()> {
+pub fn add_chunk_facts(tx: &Tx, rowid: i64, facts: &ChunkFacts) -> Result<()> {
     let cur: String = tx.query_row("SELECT metadata FROM chunks WHERE rowid = ?1", [rowid], |r| r.get(0))?;
     let mut m: Value = serde_json::from_str(&cur).unwrap_or(json!({}));
     for (k, v) in facts.as_object().into_iter().flatten() {

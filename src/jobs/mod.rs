@@ -52,14 +52,17 @@ impl Outcome {
     }
 }
 
+/// A job's payload: free-form JSON its handler reads.
+pub type JobPayload = Value;
+
 /// A job handler. Runs on a worker thread; may block.
-pub type Handler = fn(&App, &JobCtx, &Value) -> Outcome;
+pub type Handler = fn(&App, &JobCtx, &JobPayload) -> Outcome;
 
 /// A job to enqueue.
 #[derive(Debug, Clone)]
 pub struct NewJob {
     pub kind: String,
-    pub payload: Value,
+    pub payload: JobPayload,
     pub dedupe_key: Option<String>,
     pub priority: i32,
     /// Earliest run time, epoch milliseconds; `None` = now.
@@ -69,7 +72,7 @@ pub struct NewJob {
 }
 
 impl NewJob {
-    pub fn new(kind: &str, payload: Value) -> NewJob {
+    pub fn new(kind: &str, payload: JobPayload) -> NewJob {
         NewJob {
             kind: kind.to_string(),
             payload,

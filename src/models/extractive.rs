@@ -186,60 +186,113 @@ pub fn compose(question: &str, passages: &[Passage]) -> Composed {
 /// [`compose`] with explicit parameters (the benchmark sweeps them).
 pub fn compose_with(question: &str, passages: &[Passage], params: &Params) -> Composed {
     let mut a = analyzer();
-    let q: Vec<String> = {
-        let mut seen = HashSet::new();
-        terms(&mut a, question, true).into_iter().filter(|t| seen.insert(t.clone())).collect()
-    };
-    let not_covered =
-        || Composed { text: NOT_COVERED.into(), segments: vec![], citations: vec![], covered: false, coverage: 0.0 };
+    let q = question_terms(&mut a, question);
     if q.is_empty() || passages.is_empty() {
         return not_covered();
     }
-    struct Cand<'a> {
-        passage: usize,
-        offset: usize,
-        text: &'a str,
-        terms: HashSet<String>,
-    }
-    let mut cands: Vec<Cand> = Vec::new();
-    for (pi, p) in passages.iter().enumerate() {
-        for (offset, s) in sentences(&p.content) {
-            let t: HashSet<String> = terms(&mut a, s, false).into_iter().collect();
-            cands.push(Cand { passage: pi, offset, text: s, terms: t });
-        }
-    }
+    let cands = candidates(&mut a, passages);
     if cands.is_empty() {
         return not_covered();
     }
-    // term weights: rarer among the candidate sentences = more telling
-    let n = cands.len() as f32;
-    let weight: HashMap<&str, f32> = q
-        .iter()
-        .map(|t| {
-            let df = cands.iter().filter(|c| c.terms.contains(t)).count() as f32;
-            (t.as_str(), (1.0 + n / (df + 1.0)).ln())
-        })
-        .collect();
-    let total: f32 = weight.values().sum::<f32>().max(f32::EPSILON);
-    let cover = |ts: &HashSet<String>| -> f32 {
-        q.iter().filter(|t| ts.contains(*t)).map(|t| weight[t.as_str()]).sum::<f32>() / total
-    };
+    let w = Weights::of(&q, &cands);
+    let scored = score(&cands, &w, params);
+    let best_cov = scored[0].1;
+    let (mut chosen, union) = choose(&cands, &scored, &q, params);
+    let union_cov = w.cover(&union);
+    if best_cov < params.sentence_coverage && union_cov < params.answer_coverage {
+        return not_covered();
+    }
+    chosen.sort_by_key(|&i| (cands[i].passage, cands[i].offset));
+    let (citations, segments) = cite(&cands, chosen, passages);
+    let text = segments.iter().map(|s| s.text.as_str()).collect::<Vec<_>>().join(" ");
+    Composed { text, segments, citations, covered: true, coverage: union_cov.min(1.0) }
+}
+
+fn not_covered() -> Composed {
+    Composed { text: NOT_COVERED.into(), segments: vec![], citations: vec![], covered: false, coverage: 0.0 }
+}
+
+/// The question's content terms, each once, in order.
+fn question_terms(a: &mut Terms, question: &str) -> Vec<String> {
+    let mut seen = HashSet::new();
+    terms(a, question, true).into_iter().filter(|t| seen.insert(t.clone())).collect()
+}
+
+/// A candidate sentence of a passage.
+struct Cand<'a> {
+    passage: usize,
+    offset: usize,
+    text: &'a str,
+    terms: HashSet<String>,
+}
+
+/// Every sentence of every passage, with its terms.
+fn candidates<'p>(a: &mut Terms, passages: &'p [Passage]) -> Vec<Cand<'p>> {
+    let mut cands: Vec<Cand> = Vec::new();
+    for (pi, p) in passages.iter().enumerate() {
+        for (offset, s) in sentences(&p.content) {
+            let t: HashSet<String> = terms(a, s, false).into_iter().collect();
+            cands.push(Cand { passage: pi, offset, text: s, terms: t });
+        }
+    }
+    cands
+}
+
+/// The question's term weights: rarer among the candidate sentences = more telling.
+struct Weights<'q> {
+    q: &'q [String],
+    weight: HashMap<&'q str, f32>,
+    total: f32,
+}
+
+impl<'q> Weights<'q> {
+    fn of(q: &'q [String], cands: &[Cand]) -> Weights<'q> {
+        let n = cands.len() as f32;
+        let weight: HashMap<&str, f32> = q
+            .iter()
+            .map(|t| {
+                let df = cands.iter().filter(|c| c.terms.contains(t)).count() as f32;
+                (t.as_str(), (1.0 + n / (df + 1.0)).ln())
+            })
+            .collect();
+        let total: f32 = weight.values().sum::<f32>().max(f32::EPSILON);
+        Weights { q, weight, total }
+    }
+
+    /// The share of the question's weight `ts` covers.
+    fn cover(&self, ts: &HashSet<String>) -> f32 {
+        self.q.iter().filter(|t| ts.contains(*t)).map(|t| self.weight[t.as_str()]).sum::<f32>() / self.total
+    }
+}
+
+/// (score, coverage, candidate) for every candidate, best first.
+fn score(cands: &[Cand], w: &Weights, params: &Params) -> Vec<(f32, f32, usize)> {
     let mut scored: Vec<(f32, f32, usize)> = cands
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let cov = cover(&c.terms);
+            let cov = w.cover(&c.terms);
             let rank_prior = 1.0 / (1.0 + params.rank_decay * c.passage as f32);
             let length_penalty = if c.text.len() > 400 { 0.85 } else { 1.0 };
             (cov * rank_prior * length_penalty, cov, i)
         })
         .collect();
     scored.sort_by(|x, y| y.0.total_cmp(&x.0).then(x.2.cmp(&y.2)));
+    scored
+}
+
+/// The sentences chosen best first within the limits, and the question terms they cover.
+fn choose(
+    cands: &[Cand],
+    scored: &[(f32, f32, usize)],
+    q: &[String],
+    params: &Params,
+) -> (Vec<usize>, HashSet<String>) {
     let best_cov = scored[0].1;
     let mut chosen: Vec<usize> = Vec::new();
     let mut union: HashSet<String> = HashSet::new();
     let mut chars = 0;
-    for &(score, cov, i) in &scored {
+    for &(score, cov, i) in scored {
         if chosen.len() >= params.max_sentences || score <= 0.0 || cov < best_cov * params.min_relative {
             break;
         }
@@ -265,11 +318,11 @@ pub fn compose_with(question: &str, passages: &[Passage], params: &Params) -> Co
         chars += c.text.len();
         chosen.push(i);
     }
-    let union_cov = cover(&union);
-    if best_cov < params.sentence_coverage && union_cov < params.answer_coverage {
-        return not_covered();
-    }
-    chosen.sort_by_key(|&i| (cands[i].passage, cands[i].offset));
+    (chosen, union)
+}
+
+/// The chosen sentences as segments, each citing its passage (one citation per chunk).
+fn cite(cands: &[Cand], chosen: Vec<usize>, passages: &[Passage]) -> (Vec<Citation>, Vec<Segment>) {
     let mut citations: Vec<Citation> = Vec::new();
     let mut segments = Vec::new();
     for i in chosen {
@@ -288,8 +341,7 @@ pub fn compose_with(question: &str, passages: &[Passage], params: &Params) -> Co
         };
         segments.push(Segment { text: clip(c.text, 450), citation_indices: vec![idx] });
     }
-    let text = segments.iter().map(|s| s.text.as_str()).collect::<Vec<_>>().join(" ");
-    Composed { text, segments, citations, covered: true, coverage: union_cov.min(1.0) }
+    (citations, segments)
 }
 
 #[cfg(test)]

@@ -86,6 +86,8 @@ pub const MAX_CLAUSES: usize = 500;
 
 /// A `metadataFilter` as clients write it: JSON in the filter grammar, parsed by [`parse`].
 pub type FilterJson = Value;
+/// A document's metadata object, as the filter reads it: free-form JSON.
+pub type MetadataObject = Map<String, Value>;
 
 /// Parses and validates a filter.
 pub fn parse(v: &FilterJson) -> Result<Filter> {
@@ -251,7 +253,7 @@ impl Filter {
         matches!(self, Filter::And(v) if v.is_empty())
     }
 
-    pub fn matches(&self, meta: &Map<String, Value>) -> bool {
+    pub fn matches(&self, meta: &MetadataObject) -> bool {
         match self {
             Filter::And(fs) => fs.iter().all(|f| f.matches(meta)),
             Filter::Or(fs) => fs.iter().any(|f| f.matches(meta)),

@@ -8,6 +8,7 @@
 //! the vector files are saved). At start the indexes replay what they missed; an index that is
 //! missing, from another database or of an older schema is rebuilt from SQLite.
 
+pub mod api;
 pub mod filter;
 pub mod query;
 mod snippet;
@@ -206,6 +207,70 @@ pub fn fuse(lexical: &[(u64, f32)], vector: &[(u64, f32)], t: &Tuning) -> Vec<Ca
     out
 }
 
+/// Whether an index's saved position belongs to this database and is still in its op log.
+struct Validity {
+    db_id: i64,
+    max_seq: i64,
+    min_seq: Option<i64>,
+}
+
+impl Validity {
+    /// The position's op sequence number, when it is valid for an index of `schema`.
+    fn check(&self, p: Option<Position>, schema: u32) -> Option<i64> {
+        let p = p?;
+        (p.schema == schema
+            && p.db == self.db_id
+            && p.seq <= self.max_seq
+            && (self.min_seq.is_none() || p.seq >= self.min_seq.unwrap_or(0) - 1))
+            .then_some(p.seq)
+    }
+}
+
+/// The text index under `dir` (emptied when its position is not valid) and its valid position.
+fn open_text(dir: &Path, valid: &Validity) -> Result<(TextIndex, Option<i64>)> {
+    let text_dir = dir.join("text");
+    let mut text = TextIndex::open(&text_dir)
+        .or_else(|e| {
+            tracing::warn!(error = %e, "the text index cannot be opened; rebuilding it");
+            let _ = std::fs::remove_dir_all(&text_dir);
+            TextIndex::open(&text_dir)
+        })
+        .map_err(tantivy_err)?;
+    let text_pos = valid.check(text.payload().and_then(|p| serde_json::from_str(&p).ok()), text::SCHEMA_VERSION);
+    if text_pos.is_none() && text.num_docs() > 0 {
+        drop(text);
+        std::fs::remove_dir_all(&text_dir)?;
+        text = TextIndex::open(&text_dir).map_err(tantivy_err)?;
+    }
+    Ok((text, text_pos))
+}
+
+/// The vector index under `dir` (empty when its position is not valid) and its valid position
+/// (none when it lost its vectors while the database has live chunks).
+fn open_vectors(dir: &Path, valid: &Validity, db: &Db) -> Result<(VectorIndex, Option<i64>)> {
+    let vec_dir = dir.join("vectors");
+    let vec_pos = valid.check(
+        std::fs::read_to_string(vec_dir.join("vectors.json")).ok().and_then(|s| serde_json::from_str(&s).ok()),
+        vectors::SCHEMA_VERSION,
+    );
+    let vectors = match vec_pos {
+        Some(_) => VectorIndex::open(&vec_dir).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "the vector index cannot be loaded; rebuilding it");
+            let v = VectorIndex::open_empty(&vec_dir);
+            let _ = v.clear();
+            v
+        }),
+        None => {
+            let v = VectorIndex::open_empty(&vec_dir);
+            v.clear().map_err(Error::internal_msg)?;
+            v
+        }
+    };
+    let vec_pos =
+        if vec_pos.is_some() && vectors.is_empty() && db.read(store::live_count)? > 0 { None } else { vec_pos };
+    Ok((vectors, vec_pos))
+}
+
 impl SearchIndex {
     /// Opens the indexes under `dir`, rebuilding from SQLite what is missing or stale, then
     /// replays the ops they have not applied.
@@ -214,52 +279,10 @@ impl SearchIndex {
         let db_id = db.write(store::database_id)?;
         let max_seq = db.read(store::max_seq)?;
         let min_seq = db.read(store::min_seq)?;
-        let valid = |p: Option<Position>, schema: u32| -> Option<i64> {
-            let p = p?;
-            (p.schema == schema
-                && p.db == db_id
-                && p.seq <= max_seq
-                && (min_seq.is_none() || p.seq >= min_seq.unwrap_or(0) - 1))
-                .then_some(p.seq)
-        };
-
-        let text_dir = dir.join("text");
-        let mut text = TextIndex::open(&text_dir)
-            .or_else(|e| {
-                tracing::warn!(error = %e, "the text index cannot be opened; rebuilding it");
-                let _ = std::fs::remove_dir_all(&text_dir);
-                TextIndex::open(&text_dir)
-            })
-            .map_err(tantivy_err)?;
-        let text_pos = valid(text.payload().and_then(|p| serde_json::from_str(&p).ok()), text::SCHEMA_VERSION);
-        if text_pos.is_none() && text.num_docs() > 0 {
-            drop(text);
-            std::fs::remove_dir_all(&text_dir)?;
-            text = TextIndex::open(&text_dir).map_err(tantivy_err)?;
-        }
+        let valid = Validity { db_id, max_seq, min_seq };
+        let (text, text_pos) = open_text(dir, &valid)?;
         let writer = text.writer().map_err(tantivy_err)?;
-
-        let vec_dir = dir.join("vectors");
-        let vec_pos = valid(
-            std::fs::read_to_string(vec_dir.join("vectors.json")).ok().and_then(|s| serde_json::from_str(&s).ok()),
-            vectors::SCHEMA_VERSION,
-        );
-        let vectors = match vec_pos {
-            Some(_) => VectorIndex::open(&vec_dir).unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "the vector index cannot be loaded; rebuilding it");
-                let v = VectorIndex::open_empty(&vec_dir);
-                let _ = v.clear();
-                v
-            }),
-            None => {
-                let v = VectorIndex::open_empty(&vec_dir);
-                v.clear().map_err(Error::internal_msg)?;
-                v
-            }
-        };
-        let vec_pos =
-            if vec_pos.is_some() && vectors.is_empty() && db.read(store::live_count)? > 0 { None } else { vec_pos };
-
+        let (vectors, vec_pos) = open_vectors(dir, &valid, db)?;
         let idx = SearchIndex {
             dir: dir.to_path_buf(),
             text,

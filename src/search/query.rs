@@ -3,12 +3,13 @@
 //! survive), optionally collapsed to the best chunk per document, with highlighted snippets.
 //! Every endpoint search is saved with its exact result set for replay.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use super::filter::FilterJson;
 use super::text::TermCounts;
 use super::{FeedbackSource, Mode, Tuning, filter, fuse, store};
 use crate::app::App;
@@ -17,6 +18,7 @@ use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
 use crate::error::{Error, Result};
 use crate::ids::{WorkspaceId, new_id};
+use crate::models::embed::Embedder;
 
 /// What to retrieve.
 #[derive(Debug, Clone)]
@@ -137,101 +139,169 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
     let terms: Vec<(String, f32)> =
         index.analyzed_terms(r.lexical_query.as_deref().unwrap_or(&r.query)).into_iter().map(|t| (t, 1.0)).collect();
     let embedder = if r.mode == Mode::Bm25 { None } else { Some(app.models.embedder()?) };
-    let lexical_pass = |terms: &[(String, f32)]| -> Result<Vec<(u64, f32)>> {
-        if r.mode == Mode::Vector {
-            Ok(Vec::new())
-        } else {
-            index.lexical_terms(&ws.0, terms, t.lexical_k, allowed.as_ref(), t.boosts)
-        }
-    };
-    let vector_pass = |q: Option<&Vec<f32>>| -> Result<Vec<(u64, f32)>> {
-        let Some(q) = q else { return Ok(Vec::new()) };
-        let mut v = index.semantic(&ws.0, q, t.vector_k, allowed_keys.as_ref())?;
-        v.retain(|(_, sim)| *sim >= t.min_similarity);
-        Ok(v)
-    };
-    let expand_from = |keys: &[u64]| -> Result<Vec<(String, f32)>> {
-        let Some(fb) = t.feedback.filter(|_| r.mode != Mode::Vector) else { return Ok(terms.clone()) };
-        Ok(expand_terms(&terms, &feedback_term_counts(app, index, keys)?, fb))
-    };
-    let lexical_feedback_first = t.feedback.is_some_and(|f| f.lexical_source == FeedbackSource::Lexical);
-    // Pass one: the lexical search, then the query embedding and the vector search, one after the
-    // other. The embedding runs on two threads; a lexical search beside it (on 2 cores) stalls
-    // the embedding's threads at every operator and made hybrid search about 1 ms slower, measured.
-    // When the lexical feedback comes from the lexical ranking, its second pass runs at once.
-    let lexical = if r.mode == Mode::Vector { Vec::new() } else { lexical_pass(&terms)? };
-    let early_lexical2 = if lexical_feedback_first && r.mode != Mode::Vector {
-        #[allow(clippy::expect_used, reason = "set on the feedback round, which is the only caller")]
-        let fb = t.feedback.expect("feedback");
-        let keys: Vec<u64> = lexical.iter().take(fb.docs).map(|c| c.0).collect();
-        Some(lexical_pass(&expand_from(&keys)?)?)
-    } else {
-        None
-    };
-    let (query_vector, first_vector, embed_ms, vector_ms) = match &embedder {
-        None => (None, Vec::new(), 0.0, 0.0),
-        Some(e) => {
-            let started = Instant::now();
-            let q = e.embed_query(&r.query).map_err(Error::internal)?;
-            let embedded = Instant::now();
-            let v = vector_pass(Some(&q))?;
-            (Some(q), v, ms(embedded - started), ms(embedded.elapsed()))
-        }
-    };
-    if embedder.is_some() {
-        trace.timings_ms.push(("queryEmbedding".into(), embed_ms));
-        trace.timings_ms.push(("vectorSearch".into(), vector_ms));
-    }
-    trace.lexical_candidates = lexical.len();
-    trace.vector_candidates = first_vector.len();
-    let mut fused = fuse(&lexical, &first_vector, t);
+    let p = Passes { app, ws, r, t, index, allowed, allowed_keys, terms };
+    let first = p.first_pass(embedder.as_deref(), &mut trace)?;
+    let mut fused = fuse(&first.lexical, &first.vector, t);
     trace.mark("firstPass", &mut clock);
-    // Pass two (relevance feedback): the best documents of pass one move the query vector
-    // (Rocchio) and expand the lexical query (RM3); the searches run again, side by side.
     if let Some(fb) = t.feedback {
-        let fb_keys: Vec<u64> = fused.iter().take(fb.docs).map(|c| c.key).collect();
-        if !fb_keys.is_empty() {
-            trace.feedback_documents = fb_keys.len();
-            // the feedback vectors come from the vector index itself (no SQLite read)
-            let vector_side = || -> Result<Vec<(u64, f32)>> {
-                let Some(q) = &query_vector else { return Ok(Vec::new()) };
-                let vecs: Vec<Vec<f32>> = fb_keys.iter().filter_map(|k| index.stored_vector(&ws.0, *k)).collect();
-                vector_pass(Some(&rocchio(q, &vecs, fb.vector_weight)))
-            };
-            let lexical_side = |early: Option<Vec<(u64, f32)>>| match early {
-                Some(l) => Ok(l),
-                None if r.mode == Mode::Vector => Ok(Vec::new()),
-                None => expand_from(&fb_keys).and_then(|q| lexical_pass(&q)),
-            };
-            let (lexical2, vector2) = match r.mode {
-                // both searches, side by side (the embedding is done: the cores are free)
-                Mode::Hybrid => std::thread::scope(|scope| {
-                    let vector = scope.spawn(vector_side);
-                    let lexical = lexical_side(early_lexical2);
-                    let vector = vector.join().map_err(|_| Error::internal_msg("the vector search thread panicked"))?;
-                    Ok::<_, Error>((lexical?, vector?))
-                })?,
-                Mode::Vector => (Vec::new(), vector_side()?),
-                Mode::Bm25 => (lexical_side(early_lexical2)?, Vec::new()),
-            };
-            trace.lexical_candidates = lexical2.len();
-            trace.vector_candidates = vector2.len();
-            fused = fuse(&lexical2, &vector2, t);
-        }
+        p.feedback_round(fb, first, &mut fused, &mut trace)?;
         trace.mark("feedback", &mut clock);
     }
-    let max_score = match (r.mode, t.fusion) {
+    // The candidates that are still live (a chunk deleted or replaced since it was indexed is
+    // dropped), with their rows, read best first in batches until `limit` are chosen.
+    let candidates: &[super::Candidate] = if r.collapse { &fused } else { &fused[..fused.len().min(r.limit * 2)] };
+    let (chosen, rows) = hydrate_best(app, ws, r, candidates)?;
+    let final_keys: Vec<u64> = chosen.iter().map(|c| c.key).collect();
+    trace.mark("hydrate", &mut clock);
+    let terms: Vec<String> = p.terms.into_iter().map(|(t, _)| t).collect();
+    let out = into_hits(chosen, rows, &terms, max_score(r.mode, t));
+    trace.mark("snippets", &mut clock);
+    trace.result_keys = final_keys;
+    Ok((out, trace))
+}
+
+/// One retrieval's fixed inputs, shared by its lexical and vector passes.
+struct Passes<'a> {
+    app: &'a App,
+    ws: &'a WorkspaceId,
+    r: &'a Retrieve,
+    t: &'a Tuning,
+    index: &'a super::SearchIndex,
+    allowed: Option<HashSet<String>>,
+    allowed_keys: Option<HashSet<u64>>,
+    /// The analyzed keyword query, each term of weight 1.
+    terms: Vec<(String, f32)>,
+}
+
+/// What pass one found.
+struct FirstPass {
+    lexical: Vec<(u64, f32)>,
+    /// The feedback round's lexical search, when it ran early (feedback from the lexical ranking).
+    early_lexical2: Option<Vec<(u64, f32)>>,
+    query_vector: Option<Vec<f32>>,
+    vector: Vec<(u64, f32)>,
+}
+
+impl Passes<'_> {
+    fn lexical(&self, terms: &[(String, f32)]) -> Result<Vec<(u64, f32)>> {
+        if self.r.mode == Mode::Vector {
+            Ok(Vec::new())
+        } else {
+            self.index.lexical_terms(&self.ws.0, terms, self.t.lexical_k, self.allowed.as_ref(), self.t.boosts)
+        }
+    }
+
+    fn vector(&self, q: &[f32]) -> Result<Vec<(u64, f32)>> {
+        let mut v = self.index.semantic(&self.ws.0, q, self.t.vector_k, self.allowed_keys.as_ref())?;
+        v.retain(|(_, sim)| *sim >= self.t.min_similarity);
+        Ok(v)
+    }
+
+    /// The keyword query expanded from the feedback chunks `keys` (unexpanded without feedback).
+    fn expand_from(&self, keys: &[u64]) -> Result<Vec<(String, f32)>> {
+        let Some(fb) = self.t.feedback.filter(|_| self.r.mode != Mode::Vector) else { return Ok(self.terms.clone()) };
+        Ok(expand_terms(&self.terms, &feedback_term_counts(self.app, self.index, keys)?, fb))
+    }
+
+    /// Pass one: the lexical search, then the query embedding and the vector search, one after the
+    /// other. The embedding runs on two threads; a lexical search beside it (on 2 cores) stalls
+    /// the embedding's threads at every operator and made hybrid search about 1 ms slower, measured.
+    /// When the lexical feedback comes from the lexical ranking, its second pass runs at once.
+    fn first_pass(&self, embedder: Option<&Embedder>, trace: &mut RetrievalTrace) -> Result<FirstPass> {
+        let (r, t) = (self.r, self.t);
+        let lexical_feedback_first = t.feedback.is_some_and(|f| f.lexical_source == FeedbackSource::Lexical);
+        let lexical = if r.mode == Mode::Vector { Vec::new() } else { self.lexical(&self.terms)? };
+        let early_lexical2 = if lexical_feedback_first && r.mode != Mode::Vector {
+            #[allow(clippy::expect_used, reason = "set on the feedback round, which is the only caller")]
+            let fb = t.feedback.expect("feedback");
+            let keys: Vec<u64> = lexical.iter().take(fb.docs).map(|c| c.0).collect();
+            Some(self.lexical(&self.expand_from(&keys)?)?)
+        } else {
+            None
+        };
+        let (query_vector, vector, embed_ms, vector_ms) = match embedder {
+            None => (None, Vec::new(), 0.0, 0.0),
+            Some(e) => {
+                let started = Instant::now();
+                let q = e.embed_query(&r.query).map_err(Error::internal)?;
+                let embedded = Instant::now();
+                let v = self.vector(&q)?;
+                (Some(q), v, ms(embedded - started), ms(embedded.elapsed()))
+            }
+        };
+        if embedder.is_some() {
+            trace.timings_ms.push(("queryEmbedding".into(), embed_ms));
+            trace.timings_ms.push(("vectorSearch".into(), vector_ms));
+        }
+        trace.lexical_candidates = lexical.len();
+        trace.vector_candidates = vector.len();
+        Ok(FirstPass { lexical, early_lexical2, query_vector, vector })
+    }
+
+    /// Pass two (relevance feedback): the best documents of pass one move the query vector
+    /// (Rocchio) and expand the lexical query (RM3); the searches run again, side by side.
+    fn feedback_round(
+        &self,
+        fb: super::Feedback,
+        first: FirstPass,
+        fused: &mut Vec<super::Candidate>,
+        trace: &mut RetrievalTrace,
+    ) -> Result<()> {
+        let fb_keys: Vec<u64> = fused.iter().take(fb.docs).map(|c| c.key).collect();
+        if fb_keys.is_empty() {
+            return Ok(());
+        }
+        trace.feedback_documents = fb_keys.len();
+        let mode = self.r.mode;
+        // the feedback vectors come from the vector index itself (no SQLite read)
+        let vector_side = || -> Result<Vec<(u64, f32)>> {
+            let Some(q) = &first.query_vector else { return Ok(Vec::new()) };
+            let vecs: Vec<Vec<f32>> = fb_keys.iter().filter_map(|k| self.index.stored_vector(&self.ws.0, *k)).collect();
+            self.vector(&rocchio(q, &vecs, fb.vector_weight))
+        };
+        let lexical_side = |early: Option<Vec<(u64, f32)>>| match early {
+            Some(l) => Ok(l),
+            None if mode == Mode::Vector => Ok(Vec::new()),
+            None => self.expand_from(&fb_keys).and_then(|q| self.lexical(&q)),
+        };
+        let (lexical2, vector2) = match mode {
+            // both searches, side by side (the embedding is done: the cores are free)
+            Mode::Hybrid => std::thread::scope(|scope| {
+                let vector = scope.spawn(vector_side);
+                let lexical = lexical_side(first.early_lexical2);
+                let vector = vector.join().map_err(|_| Error::internal_msg("the vector search thread panicked"))?;
+                Ok::<_, Error>((lexical?, vector?))
+            })?,
+            Mode::Vector => (Vec::new(), vector_side()?),
+            Mode::Bm25 => (lexical_side(first.early_lexical2)?, Vec::new()),
+        };
+        trace.lexical_candidates = lexical2.len();
+        trace.vector_candidates = vector2.len();
+        *fused = fuse(&lexical2, &vector2, self.t);
+        Ok(())
+    }
+}
+
+/// The fused score of a chunk ranked first by every retriever used (scores are divided by it).
+fn max_score(mode: Mode, t: &Tuning) -> f32 {
+    match (mode, t.fusion) {
         (_, super::Fusion::Convex { .. }) => 1.0,
         (Mode::Hybrid, _) => (t.lexical_weight + t.vector_weight) / (t.rrf_k + 1.0),
         (Mode::Bm25, _) => t.lexical_weight / (t.rrf_k + 1.0),
         (Mode::Vector, _) => t.vector_weight / (t.rrf_k + 1.0),
-    };
-    // The candidates that are still live (a chunk deleted or replaced since it was indexed is
-    // dropped), with their rows, read best first in batches until `limit` are chosen. Collapsing
-    // keeps the best chunk per document, so when one document's chunks crowd the top the batches
-    // grow (doubling) and go on down the whole candidate list.
-    let candidates: &[super::Candidate] = if r.collapse { &fused } else { &fused[..fused.len().min(r.limit * 2)] };
-    let mut rows: std::collections::HashMap<u64, store::Hydrated> = std::collections::HashMap::new();
+    }
+}
+
+/// The best `limit` live candidates and their rows, read best first in batches. Collapsing keeps
+/// the best chunk per document, so when one document's chunks crowd the top the batches grow
+/// (doubling) and go on down the whole candidate list.
+fn hydrate_best<'c>(
+    app: &App,
+    ws: &WorkspaceId,
+    r: &Retrieve,
+    candidates: &'c [super::Candidate],
+) -> Result<(Vec<&'c super::Candidate>, HashMap<u64, store::Hydrated>)> {
+    let mut rows: HashMap<u64, store::Hydrated> = HashMap::new();
     let mut seen_docs = HashSet::new();
     let mut chosen: Vec<&super::Candidate> = Vec::new();
     let (mut next, mut batch_len) = (0, 0);
@@ -254,14 +324,21 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
             }
         }
     }
-    let final_keys: Vec<u64> = chosen.iter().map(|c| c.key).collect();
-    trace.mark("hydrate", &mut clock);
-    let terms: Vec<String> = terms.into_iter().map(|(t, _)| t).collect();
+    Ok((chosen, rows))
+}
+
+/// The chosen candidates as hits, with snippets for `terms`.
+fn into_hits(
+    chosen: Vec<&super::Candidate>,
+    mut rows: HashMap<u64, store::Hydrated>,
+    terms: &[String],
+    max_score: f32,
+) -> Vec<Hit> {
     let mut out = Vec::new();
     for c in chosen {
         let Some(h) = rows.remove(&c.key) else { continue };
         out.push(Hit {
-            snippet: super::snippet(&h.content, &terms),
+            snippet: super::snippet(&h.content, terms),
             document_id: h.document_id,
             chunk_id: h.chunk_id,
             title: h.title,
@@ -276,9 +353,7 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
             vector_rank: c.vector_rank,
         });
     }
-    trace.mark("snippets", &mut clock);
-    trace.result_keys = final_keys;
-    Ok((out, trace))
+    out
 }
 
 /// The feedback chunks' term counts, as the text index stored them at indexing (a chunk the index
@@ -363,8 +438,26 @@ pub fn check_source_ids(ids: Option<&[String]>) -> Result<()> {
     }
 }
 
+/// A search as it ran (`search::api::search` renders it).
+#[derive(Debug)]
+pub struct Searched {
+    pub search_id: String,
+    pub query: String,
+    pub mode: String,
+    pub metadata_filter: Option<FilterJson>,
+    pub results: SavedResults,
+    pub result_count: usize,
+    pub took_ms: f64,
+    pub created_at: String,
+    /// What retrieval did, when `includeDebug` asked for it.
+    pub debug: Option<RetrievalTrace>,
+}
+
+/// A search's hits as saved for replay: free-form JSON (the hits' wire shape when it ran).
+pub type SavedResults = Value;
+
 #[tracing::instrument(name = "search.request", skip_all)]
-pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Result<Value> {
+pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Result<Searched> {
     p.require(Perm::RetrievalQuery)?;
     let query = req.query.trim().to_string();
     if query.is_empty() {
@@ -418,27 +511,17 @@ pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Re
             },
         )
     })?;
-    let mut out = json!({
-        "searchId": id,
-        "query": query,
-        "mode": mode_s,
-        "metadataFilter": req.metadata_filter,
-        "results": results,
-        "resultCount": hits.len(),
-        "tookMs": (took_ms * 100.0).round() / 100.0,
-        "createdAt": now,
-    });
-    if req.include_debug {
-        out["debug"] = json!({
-            "lexicalCandidates": trace.lexical_candidates,
-            "vectorCandidates": trace.vector_candidates,
-            "feedbackDocuments": trace.feedback_documents,
-            "expansionTerms": trace.expansion_terms,
-            "filteredDocuments": trace.filtered_documents,
-            "timingsMs": trace.timings_ms.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
-        });
-    }
-    Ok(out)
+    Ok(Searched {
+        search_id: id,
+        query,
+        mode: mode_s,
+        metadata_filter: req.metadata_filter,
+        results,
+        result_count: hits.len(),
+        took_ms,
+        created_at: now,
+        debug: req.include_debug.then_some(trace),
+    })
 }
 
 /// Past searches, newest first.
@@ -452,19 +535,7 @@ pub fn history(app: &App, p: &Principal, cursor: Option<&str>, limit: usize) -> 
 }
 
 /// One past search with exactly the results it returned then.
-pub fn replay(app: &App, p: &Principal, id: &str) -> Result<Value> {
+pub fn replay(app: &App, p: &Principal, id: &str) -> Result<store::StoredSearch> {
     p.require(Perm::RetrievalQuery)?;
-    let s =
-        app.db.read(|c| store::search_record(c, &p.workspace_id.0, id))?.ok_or_else(|| Error::not_found("search"))?;
-    let count = s.results.as_array().map(|a| a.len()).unwrap_or(0);
-    Ok(json!({
-        "searchId": id,
-        "query": s.query,
-        "mode": s.mode,
-        "metadataFilter": s.metadata_filter,
-        "results": s.results,
-        "resultCount": count,
-        "tookMs": (s.took_ms * 100.0).round() / 100.0,
-        "createdAt": s.created_at,
-    }))
+    app.db.read(|c| store::search_record(c, &p.workspace_id.0, id))?.ok_or_else(|| Error::not_found("search"))
 }

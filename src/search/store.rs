@@ -6,6 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::documents::DocumentMeta;
 use crate::error::Result;
 use crate::storage::{SqlValue, Tx};
 
@@ -356,7 +357,11 @@ pub fn search_record(c: &Connection, workspace: &str, id: &str) -> Result<Option
 }
 
 /// (document id, metadata) of the workspace's searchable documents, optionally of some sources.
-pub fn documents_metadata(c: &Connection, workspace: &str, sources: Option<&[String]>) -> Result<Vec<(String, Value)>> {
+pub fn documents_metadata(
+    c: &Connection,
+    workspace: &str,
+    sources: Option<&[String]>,
+) -> Result<Vec<(String, DocumentMeta)>> {
     let mut sql =
         String::from("SELECT id, metadata FROM documents WHERE workspace_id = ? AND indexed_revision IS NOT NULL");
     let mut args: Vec<SqlValue> = vec![SqlValue::Text(workspace.to_string())];

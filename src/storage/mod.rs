@@ -202,8 +202,11 @@ sql_newtype!(OrgId);
 sql_newtype!(WorkspaceId);
 sql_newtype!(UserId);
 
+/// A JSON text column's value: free-form JSON (its reader knows the shape).
+pub type JsonColumn = serde_json::Value;
+
 /// Reads a JSON text column.
-pub fn json_col(row: &Row, idx: &str) -> rusqlite::Result<serde_json::Value> {
+pub fn json_col(row: &Row, idx: &str) -> rusqlite::Result<JsonColumn> {
     let s: Option<String> = row.get(idx)?;
     Ok(s.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(serde_json::Value::Null))
 }

@@ -61,7 +61,7 @@ impl AgentConfig {
         agent_id: &str,
         revision_id: Option<String>,
         version: Option<i64>,
-        snap: &Value,
+        snap: &revisions::Snapshot,
     ) -> Result<AgentConfig> {
         let bad = |what: &str, e: serde_json::Error| Error::internal_msg(format!("agent snapshot: {what}: {e}"));
         let settings: Settings = serde_json::from_value(snap["settings"].clone()).map_err(|e| bad("settings", e))?;
@@ -115,7 +115,7 @@ pub fn revision(c: &Connection, agent_id: &str, revision_id: &str) -> Result<Age
 }
 
 /// The draft as it is now, as a snapshot (test executions freeze it).
-pub fn draft_snapshot(c: &Connection, ws: &WorkspaceId, agent_id: &str) -> Result<(i64, Value)> {
+pub fn draft_snapshot(c: &Connection, ws: &WorkspaceId, agent_id: &str) -> Result<(i64, revisions::Snapshot)> {
     let a = agents::get_in(c, ws, agent_id)?;
     Ok((a.draft_generation, revisions::snapshot(c, &a)?))
 }

@@ -7,16 +7,17 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::agent::{self, AgentConfig};
-use super::compose::{self, NoSink};
+use super::compose::{self, Composed, NoSink};
 use super::kinds::{Availability, RouteKind, StageStatus, TraceStage};
 use super::trace::{self, TraceBuilder, TurnRecord};
-use super::{AnswerCoverage, TurnModels, as_model, retrieval};
+use super::{AnswerCoverage, TraceJson, TurnModels, as_model, retrieval};
 use crate::app::App;
 use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
 use crate::error::{Error, Result};
 use crate::models::chat::Cancel;
 use crate::models::resolve::Resolved;
+use crate::search::query::Hit;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -44,7 +45,20 @@ fn system_agent() -> AgentConfig {
     }
 }
 
-pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput) -> Result<Value> {
+/// A retrieval-only answer and what it was made of (`turn::api::answer` renders it).
+#[derive(Debug)]
+pub struct Answered {
+    pub composed: Composed,
+    pub coverage: AnswerCoverage,
+    /// The agent the answer was scoped to, if any.
+    pub scoped: Option<AgentConfig>,
+    pub hits: Vec<Hit>,
+    pub trace_id: String,
+    /// The turn trace, when `includeDebug` asked for it.
+    pub debug_trace: Option<TraceJson>,
+}
+
+pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput) -> Result<Answered> {
     p.require(Perm::RetrievalQuery)?;
     let query = super::check_message(&i.query)
         .map_err(|_| Error::invalid_field("query", "query must be 1 to 20000 characters"))?;
@@ -68,18 +82,7 @@ pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput
     let r = retrieval::run(app, &ws, &settings, &models.helpers, &query, &[], filter.as_ref(), &cancel)?;
     tr.stage(app, TraceStage::RetrievalFanout, StageStatus::Applied, r.trace);
     let hits = r.hits;
-    let composed = if hits.is_empty() {
-        compose::decline(as_model(&models.workspace_chat), &query, &mut NoSink, &cancel)
-    } else {
-        match &models.chat {
-            Resolved::Builtin => compose::builtin_grounded(&query, &hits, &mut NoSink),
-            Resolved::Model(m) => {
-                compose::model_grounded(m.as_ref(), &cfg, &[], &[], "", &query, &[], &hits, &mut NoSink, &cancel)
-                    .map_err(compose::llm_error)?
-            }
-        }
-    }
-    .ok_or_else(|| Error::internal_msg("composition was cancelled"))?;
+    let composed = compose_answer(&models, &cfg, &query, &hits, &cancel)?;
     tr.stage(
         app,
         TraceStage::Compose,
@@ -92,50 +95,54 @@ pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput
     let trace_id = tr.trace_id.clone();
     let mut trace_json = tr.finish(app);
     trace_json["outcome"] = json!(composed.outcome);
-    app.db.write(|tx| {
-        trace::insert(
-            tx,
-            &TurnRecord {
-                trace_id: &trace_id,
-                workspace_id: &ws.0,
-                conversation_id: None,
-                agent_id: scoped.as_ref().map(|a| a.agent_id.as_str()),
-                revision_id: scoped.as_ref().and_then(|a| a.revision_id.as_deref()),
-                user_message_id: None,
-                message_id: None,
-                request_id,
-                surface: "retrieval_answer",
-                route: Some(RouteKind::Retrieval),
-                outcome: composed.outcome,
-                availability,
-                coverage: coverage.as_deref(),
-                reason: reason.as_deref(),
-                grounding: composed.grounding,
-                trace: &trace_json,
-            },
-            &rfc3339(app.clock.now()),
-        )
-    })?;
-    let coverage_view = AnswerCoverage {
+    let record = TurnRecord {
+        trace_id: &trace_id,
+        workspace_id: &ws.0,
+        conversation_id: None,
+        agent_id: scoped.as_ref().map(|a| a.agent_id.as_str()),
+        revision_id: scoped.as_ref().and_then(|a| a.revision_id.as_deref()),
+        user_message_id: None,
+        message_id: None,
+        request_id,
+        surface: "retrieval_answer",
+        route: Some(RouteKind::Retrieval),
+        outcome: composed.outcome,
+        availability,
+        coverage: coverage.as_deref(),
+        reason: reason.as_deref(),
+        grounding: composed.grounding,
+        trace: &trace_json,
+    };
+    app.db.write(|tx| trace::insert(tx, &record, &rfc3339(app.clock.now())))?;
+    let coverage = AnswerCoverage {
         availability,
         coverage,
         reason,
         originating_turn_id: trace_id.clone(),
         originating_request_id: request_id.map(str::to_string),
     };
-    let mut v = json!({
-        "answer": composed.text,
-        "citations": composed.citations,
-        "answerSegments": composed.segments,
-        "answerCoverage": super::api::coverage(&coverage_view),
-        "agentScope": scoped.as_ref().map(|a| json!({"agentId": a.agent_id, "retrievalEnabled": a.settings.retrieval_enabled})),
-        "results": hits.iter().map(|h| json!({"documentId": h.document_id, "chunkId": h.chunk_id, "title": h.title, "snippet": h.snippet, "score": h.score})).collect::<Vec<_>>(),
-        "traceId": trace_id,
-        "diagnostics": {"retrievalInvoked": true, "outcome": composed.outcome, "grounding": composed.grounding,
-                        "composer": {"provider": composed.provider, "model": composed.model}},
-    });
-    if i.include_debug {
-        v["debug"] = json!({"turnTrace": trace_json});
+    let debug_trace = i.include_debug.then_some(trace_json);
+    Ok(Answered { composed, coverage, scoped, hits, trace_id, debug_trace })
+}
+
+/// The decline when nothing was found, else the built-in answerer's or the chat model's answer.
+fn compose_answer(
+    models: &TurnModels,
+    cfg: &AgentConfig,
+    query: &str,
+    hits: &[Hit],
+    cancel: &Cancel,
+) -> Result<Composed> {
+    if hits.is_empty() {
+        compose::decline(as_model(&models.workspace_chat), query, &mut NoSink, cancel)
+    } else {
+        match &models.chat {
+            Resolved::Builtin => compose::builtin_grounded(query, hits, &mut NoSink),
+            Resolved::Model(m) => {
+                compose::model_grounded(m.as_ref(), cfg, &[], &[], "", query, &[], hits, &mut NoSink, cancel)
+                    .map_err(compose::llm_error)?
+            }
+        }
     }
-    Ok(v)
+    .ok_or_else(|| Error::internal_msg("composition was cancelled"))
 }

@@ -4,6 +4,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::answer::Answered;
 use super::{AnswerCoverage, ChatCommand, Reply, context, scope_id};
 use crate::error::Result;
 use crate::search::filter::FilterJson;
@@ -54,6 +55,26 @@ impl ChatBody {
             },
         })
     }
+}
+
+/// The `POST /retrieval/answer` response.
+pub fn answer(a: &Answered) -> Value {
+    let composed = &a.composed;
+    let mut v = json!({
+        "answer": composed.text,
+        "citations": composed.citations,
+        "answerSegments": composed.segments,
+        "answerCoverage": coverage(&a.coverage),
+        "agentScope": a.scoped.as_ref().map(|s| json!({"agentId": s.agent_id, "retrievalEnabled": s.settings.retrieval_enabled})),
+        "results": a.hits.iter().map(|h| json!({"documentId": h.document_id, "chunkId": h.chunk_id, "title": h.title, "snippet": h.snippet, "score": h.score})).collect::<Vec<_>>(),
+        "traceId": a.trace_id,
+        "diagnostics": {"retrievalInvoked": true, "outcome": composed.outcome, "grounding": composed.grounding,
+                        "composer": {"provider": composed.provider, "model": composed.model}},
+    });
+    if let Some(t) = &a.debug_trace {
+        v["debug"] = json!({"turnTrace": t});
+    }
+    v
 }
 
 /// `answerCoverage`.
@@ -170,4 +191,13 @@ pub fn execution_replies(agent_id: &str, execution_id: &str, results: &[(super::
         })
         .collect();
     json!({"executionId": execution_id, "agentId": agent_id, "results": results})
+}
+
+/// `GET /quality/daily`.
+pub fn quality_daily(days: &[super::trace::DailyCoverage]) -> Value {
+    let days: Vec<Value> = days
+        .iter()
+        .map(|d| json!({"day": d.day, "answered": d.answered, "partial": d.partial, "unanswered": d.unanswered, "unclear": d.unclear}))
+        .collect();
+    json!({"days": days})
 }

@@ -17,7 +17,7 @@ use super::steering::Matched;
 use super::trace::Grounding;
 use crate::agents::directives::legal_pair;
 use crate::models::chat::{
-    Cancel, ChatModel, ChatRequest, ErrorKind, LlmError, Message, OutputSchema, Usage, chat_json,
+    Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, LlmError, Message, OutputSchema, Usage, chat_json,
 };
 use crate::models::extractive::{self, Citation, Passage, Segment};
 use crate::search::query::Hit;
@@ -352,6 +352,31 @@ pub fn model_grounded(
 ) -> Result<Option<Composed>, LlmError> {
     // a local model has a small context window and reads slowly on a CPU: its best few sources
     let hits = if m.provider() == "local" { &hits[..hits.len().min(LOCAL_SOURCES)] } else { hits };
+    let system = grounded_system(&persona(agent, directives, gated, context), hits);
+    let mut messages = vec![Message::system(system)];
+    messages.extend(history_messages(history));
+    messages.push(Message::user(question.to_string()));
+    let max_tokens = if m.provider() == "local" { LOCAL_ANSWER_MAX_TOKENS } else { ANSWER_MAX_TOKENS };
+    let req = ChatRequest { temperature: 0.2, ..ChatRequest::new(messages).max_tokens(max_tokens) };
+    let Some(out) = stream_grounded(m, &req, sink, cancel)? else { return Ok(None) };
+    let (head, body) = split_head(&out.text);
+    let (citations, segments, grounding) = cite_claims(&body, hits);
+    let outcome = grounded_outcome(head.as_ref(), &grounding);
+    Ok(Some(Composed {
+        text: strip_markers(&body).trim().to_string(),
+        citations,
+        segments,
+        coverage: head,
+        outcome,
+        grounding: Some(grounding),
+        usage: out.usage,
+        provider: m.provider().to_string(),
+        model: m.model().to_string(),
+    }))
+}
+
+/// The grounded answer's system prompt: the persona, the rules and the numbered sources.
+fn grounded_system(persona: &str, hits: &[Hit]) -> String {
     let sources: String = hits
         .iter()
         .enumerate()
@@ -359,17 +384,21 @@ pub fn model_grounded(
             format!("[{}] {}\n{}\n\n", i + 1, h.title, h.content.chars().take(SOURCE_CHARS).collect::<String>())
         })
         .collect();
-    let system = format!(
-        "{}\n\nAnswer only from the numbered sources below; do not use outside knowledge. Cite every claim with its source number in brackets, like [1]. If the sources do not contain the answer, say so briefly instead of guessing. If the question is outside what you are here for, decline briefly.\n\
+    format!(
+        "{persona}\n\nAnswer only from the numbered sources below; do not use outside knowledge. Cite every claim with its source number in brackets, like [1]. If the sources do not contain the answer, say so briefly instead of guessing. If the question is outside what you are here for, decline briefly.\n\
          Begin your reply with exactly one line: COVERAGE: <answered|partial|unanswered|unclear> <sufficient_evidence|insufficient_evidence|conflicting_evidence|ambiguous_request|intentional_scope_boundary>\n\
-         Allowed pairs: answered sufficient_evidence; partial or unanswered with insufficient_evidence, conflicting_evidence or intentional_scope_boundary; unclear ambiguous_request. Then write the answer on the next lines.\n\nSources:\n{sources}",
-        persona(agent, directives, gated, context)
-    );
-    let mut messages = vec![Message::system(system)];
-    messages.extend(history_messages(history));
-    messages.push(Message::user(question.to_string()));
-    let max_tokens = if m.provider() == "local" { LOCAL_ANSWER_MAX_TOKENS } else { ANSWER_MAX_TOKENS };
-    let req = ChatRequest { temperature: 0.2, ..ChatRequest::new(messages).max_tokens(max_tokens) };
+         Allowed pairs: answered sufficient_evidence; partial or unanswered with insufficient_evidence, conflicting_evidence or intentional_scope_boundary; unclear ambiguous_request. Then write the answer on the next lines.\n\nSources:\n{sources}"
+    )
+}
+
+/// Runs the chat, streaming the answer through `sink` with the head line withheld and citation
+/// markers stripped; `None` when the sink stopped or the turn was cancelled.
+fn stream_grounded(
+    m: &dyn ChatModel,
+    req: &ChatRequest,
+    sink: &mut dyn Sink,
+    cancel: &Cancel,
+) -> Result<Option<ChatOutput>, LlmError> {
     let mut raw = String::new();
     let mut head_done = false;
     let mut stripper = MarkerStripper::default();
@@ -407,7 +436,7 @@ pub fn model_grounded(
             local_cancel.cancel();
         }
     };
-    let out = m.chat(&req, &mut on_token, cancel)?;
+    let out = m.chat(req, &mut on_token, cancel)?;
     if blocked || cancel.is_cancelled() {
         return Ok(None);
     }
@@ -415,13 +444,21 @@ pub fn model_grounded(
     if !tail.is_empty() && !sink.chunk(&tail) {
         return Ok(None);
     }
-    let text = out.text;
-    let (head, body) = match text.trim_start().split_once('\n') {
+    Ok(Some(out))
+}
+
+/// The reply's coverage head (when it starts with one) and the answer text after it.
+fn split_head(text: &str) -> (Option<(String, String)>, String) {
+    match text.trim_start().split_once('\n') {
         _ if !text.trim_start().starts_with("COVERAGE") => (None, text.trim().to_string()),
         Some((first, rest)) => (parse_head(first), rest.trim().to_string()),
-        None => (parse_head(&text), String::new()),
-    };
-    let parts = claims(&body, hits.len());
+        None => (parse_head(text), String::new()),
+    }
+}
+
+/// The answer's claims as segments citing the `hits` their markers name, and its grounding.
+fn cite_claims(body: &str, hits: &[Hit]) -> (Vec<Citation>, Vec<Segment>, Grounding) {
+    let parts = claims(body, hits.len());
     let mut citations: Vec<Citation> = Vec::new();
     let mut segments = Vec::new();
     let (mut n_claims, mut sourced, mut invalid) = (0i64, 0i64, 0i64);
@@ -451,24 +488,18 @@ pub fn model_grounded(
             seg.citation_indices.push(cite(&mut citations, &hits[k]));
         }
     }
-    let outcome = match head.as_ref().map(|(c, r)| (c.as_str(), r.as_str())) {
+    (citations, segments, grounding)
+}
+
+/// The outcome of a model's grounded answer: its own coverage head first, then the grounding.
+fn grounded_outcome(head: Option<&(String, String)>, grounding: &Grounding) -> Outcome {
+    match head.map(|(c, r)| (c.as_str(), r.as_str())) {
         Some((_, "intentional_scope_boundary")) => Outcome::OutOfScope,
         Some(("unclear", _)) => Outcome::ClarificationNeeded,
         Some(("unanswered", _)) => Outcome::NoContext,
         _ if grounding.verdict == "grounded" => Outcome::Grounded,
         _ => Outcome::GroundedDegraded,
-    };
-    Ok(Some(Composed {
-        text: strip_markers(&body).trim().to_string(),
-        citations,
-        segments,
-        coverage: head,
-        outcome,
-        grounding: Some(grounding),
-        usage: out.usage,
-        provider: m.provider().to_string(),
-        model: m.model().to_string(),
-    }))
+    }
 }
 
 /// A short decline when retrieval found nothing: written by the workspace chat model in the

@@ -14,7 +14,8 @@
 use serde_json::{Value, json};
 
 use super::agent::AgentConfig;
-use crate::agents::context::{self, Subject};
+use super::trace::StageOutputs;
+use crate::agents::context::{self, Subject, VariableValue};
 use crate::app::App;
 use crate::error::Result;
 use crate::ids::WorkspaceId;
@@ -83,7 +84,7 @@ impl TurnContext {
         ws: &WorkspaceId,
         agent: &AgentConfig,
         scope: &ContextScope,
-        test_values: &[(String, Value)],
+        test_values: &[(String, VariableValue)],
     ) -> Result<TurnContext> {
         let mut out = TurnContext::empty();
         if agent.context_variables.is_empty() {
@@ -175,7 +176,7 @@ impl TurnContext {
     }
 
     /// The trace of what was resolved and surfaced: ids, names, scopes and decisions, no values.
-    pub fn trace(&self, authored: &[&str]) -> Value {
+    pub fn trace(&self, authored: &[&str]) -> StageOutputs {
         let resolved: Vec<Value> = self
             .values
             .iter()

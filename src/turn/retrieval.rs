@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value, json};
 
 use super::agent::AgentConfig;
+use crate::agents::skills::SkillConfig;
 use crate::app::App;
 use crate::error::Result;
 use crate::ids::WorkspaceId;
@@ -129,7 +130,7 @@ impl Settings {
     }
 
     /// The settings a bound `retrieve` skill's lookup runs with.
-    pub fn for_skill(&self, config: &Map<String, Value>) -> Settings {
+    pub fn for_skill(&self, config: &SkillConfig) -> Settings {
         let mut s = self.clone();
         s.apply(config);
         s

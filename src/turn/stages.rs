@@ -453,15 +453,7 @@ impl Turn<'_> {
         let outputs =
             json!({"handoff": cover.handoff, "suggestions": cover.suggestions.len(), "streamed": self.streamed});
         self.stage(TraceStage::Persist, StageStatus::Applied, outputs);
-        let retrieval_invoked = plan.route.kind == RouteKind::Retrieval;
-        let strategy = retrieval_invoked.then(|| ev.settings.effective_strategy(&input.message));
-        let mut diagnostics = json!({
-            "route": plan.route.kind, "routeReason": plan.route.reason, "retrievalInvoked": retrieval_invoked,
-            "retrievalStrategy": strategy, "retrievedChunks": ev.hits.len(),
-            "composer": {"provider": composed.provider, "model": composed.model},
-            "outcome": composed.outcome, "grounding": composed.grounding, "handoff": cover.handoff,
-            "revision": {"id": input.agent.revision_id, "version": input.agent.version},
-        });
+        let mut diagnostics = diagnostics(input, &plan, &ev, &composed, &cover);
         let mut trace_json = self.tr.finish(app);
         trace_json["outcome"] = json!(composed.outcome);
         let saved = app.db.write(|tx| {
@@ -564,6 +556,19 @@ impl Turn<'_> {
             ..base
         })
     }
+}
+
+/// The reply's `diagnostics` (its duration is added last).
+fn diagnostics(input: &TurnInput, plan: &Plan, ev: &Evidence, composed: &Composed, cover: &Cover) -> Value {
+    let retrieval_invoked = plan.route.kind == RouteKind::Retrieval;
+    let strategy = retrieval_invoked.then(|| ev.settings.effective_strategy(&input.message));
+    json!({
+        "route": plan.route.kind, "routeReason": plan.route.reason, "retrievalInvoked": retrieval_invoked,
+        "retrievalStrategy": strategy, "retrievedChunks": ev.hits.len(),
+        "composer": {"provider": composed.provider, "model": composed.model},
+        "outcome": composed.outcome, "grounding": composed.grounding, "handoff": cover.handoff,
+        "revision": {"id": input.agent.revision_id, "version": input.agent.version},
+    })
 }
 
 /// The trace record of a turn in a conversation, as far as its input says: no messages, no route,

@@ -71,6 +71,50 @@ pub fn match_directives(
     matcher: &Resolved,
     cancel: &Cancel,
 ) -> Steering {
+    let Sorted { mut skipped, always, contextual, gated } = sort_directives(agent);
+    let (mut judged, method, failure) = if contextual.is_empty() {
+        (Vec::new(), "none", None)
+    } else {
+        judge(app, matcher, &contextual, question, route, cancel)
+    };
+    let scores: Vec<Value> = contextual
+        .iter()
+        .map(|d| {
+            let c = judged.iter().find(|m| m.directive.id == d.id).map(|m| m.confidence);
+            json!({"id": d.id, "confidence": c.map(|c| (c * 1000.0).round() / 1000.0)})
+        })
+        .collect();
+    let threshold = if method == "model" { MODEL_THRESHOLD } else { EMBEDDING_THRESHOLD };
+    judged.retain(|m| m.confidence >= threshold);
+    let kept = bound(judged, &mut skipped);
+    let mut matched: Vec<Matched> = always.into_iter().chain(kept).collect();
+    resolve_relationships(&mut matched, &mut skipped);
+    // survivors in authored order
+    let order = |id: &str| agent.directives.iter().position(|d| d.id == id).unwrap_or(usize::MAX);
+    matched.sort_by_key(|m| order(&m.directive.id));
+    let trace = json!({
+        "method": method,
+        "failure": failure,
+        "threshold": if contextual.is_empty() { Value::Null } else { json!(threshold) },
+        "contextual": scores,
+        "matched": matched.iter().map(|m| json!({"id": m.directive.id, "confidence": (m.confidence * 1000.0).round() / 1000.0})).collect::<Vec<_>>(),
+        "coverageGated": gated.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
+        "skipped": skipped,
+    });
+    Steering { matched, gated, trace }
+}
+
+/// The agent's directives sorted by how they are matched.
+struct Sorted {
+    /// Trace entries of directives that do not apply.
+    skipped: Vec<Value>,
+    always: Vec<Matched>,
+    contextual: Vec<AuthoredDirective>,
+    /// Waiting for the coverage verdict.
+    gated: Vec<AuthoredDirective>,
+}
+
+fn sort_directives(agent: &AgentConfig) -> Sorted {
     let mut skipped: Vec<Value> = Vec::new();
     let mut always = Vec::new();
     let mut contextual = Vec::new();
@@ -88,36 +132,40 @@ pub fn match_directives(
             contextual.push(d.clone());
         }
     }
-    let (mut judged, method, failure) = if contextual.is_empty() {
-        (Vec::new(), "none", None)
-    } else {
-        match matcher {
-            Resolved::Model(m) => match judge_with_model(m.as_ref(), &contextual, question, route, cancel) {
-                Ok(v) => (v, "model", None),
-                Err(e) => {
-                    tracing::warn!(error = %e, "directive_contextual_match_unavailable");
-                    (Vec::new(), "model", Some("matcher_failed"))
-                }
-            },
-            Resolved::Builtin => match judge_with_embeddings(app, &contextual, question) {
-                Ok(v) => (v, "embedding", None),
-                Err(e) => {
-                    tracing::warn!(error = %e, "directive_contextual_match_unavailable");
-                    (Vec::new(), "embedding", Some("matcher_failed"))
-                }
-            },
-        }
-    };
-    let scores: Vec<Value> = contextual
-        .iter()
-        .map(|d| {
-            let c = judged.iter().find(|m| m.directive.id == d.id).map(|m| m.confidence);
-            json!({"id": d.id, "confidence": c.map(|c| (c * 1000.0).round() / 1000.0)})
-        })
-        .collect();
-    let threshold = if method == "model" { MODEL_THRESHOLD } else { EMBEDDING_THRESHOLD };
-    judged.retain(|m| m.confidence >= threshold);
-    // bounded: best confidence × priority first, at most 8, within the token budget
+    Sorted { skipped, always, contextual, gated }
+}
+
+/// The contextual directives judged by the chat model, or by embeddings when only the built-in
+/// answerer is available: the matches, the method and a failure (no matches) if the matcher failed.
+fn judge(
+    app: &App,
+    matcher: &Resolved,
+    contextual: &[AuthoredDirective],
+    question: &str,
+    route: RouteKind,
+    cancel: &Cancel,
+) -> (Vec<Matched>, &'static str, Option<&'static str>) {
+    match matcher {
+        Resolved::Model(m) => match judge_with_model(m.as_ref(), contextual, question, route, cancel) {
+            Ok(v) => (v, "model", None),
+            Err(e) => {
+                tracing::warn!(error = %e, "directive_contextual_match_unavailable");
+                (Vec::new(), "model", Some("matcher_failed"))
+            }
+        },
+        Resolved::Builtin => match judge_with_embeddings(app, contextual, question) {
+            Ok(v) => (v, "embedding", None),
+            Err(e) => {
+                tracing::warn!(error = %e, "directive_contextual_match_unavailable");
+                (Vec::new(), "embedding", Some("matcher_failed"))
+            }
+        },
+    }
+}
+
+/// Bounded: best confidence × priority first, at most 8, within the token budget (the first is
+/// always kept).
+fn bound(mut judged: Vec<Matched>, skipped: &mut Vec<Value>) -> Vec<Matched> {
     judged.sort_by(|a, b| {
         (b.confidence * b.priority() as f32)
             .total_cmp(&(a.confidence * a.priority() as f32))
@@ -136,21 +184,7 @@ pub fn match_directives(
             kept.push(m);
         }
     }
-    let mut matched: Vec<Matched> = always.into_iter().chain(kept).collect();
-    resolve_relationships(&mut matched, &mut skipped);
-    // survivors in authored order
-    let order = |id: &str| agent.directives.iter().position(|d| d.id == id).unwrap_or(usize::MAX);
-    matched.sort_by_key(|m| order(&m.directive.id));
-    let trace = json!({
-        "method": method,
-        "failure": failure,
-        "threshold": if contextual.is_empty() { Value::Null } else { json!(threshold) },
-        "contextual": scores,
-        "matched": matched.iter().map(|m| json!({"id": m.directive.id, "confidence": (m.confidence * 1000.0).round() / 1000.0})).collect::<Vec<_>>(),
-        "coverageGated": gated.iter().map(|d| d.id.clone()).collect::<Vec<_>>(),
-        "skipped": skipped,
-    });
-    Steering { matched, gated, trace }
+    kept
 }
 
 /// `excludes`: of two matched directives where one excludes the other, the higher priority stays

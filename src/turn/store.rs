@@ -147,6 +147,23 @@ pub(super) fn quality_page(
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
+/// Turns per day and coverage since `since` (an RFC 3339 day start): `(day, coverage, count)`.
+pub(super) fn daily_coverage(
+    c: &Connection,
+    ws: &WorkspaceId,
+    since: &str,
+    agent_id: Option<&str>,
+) -> Result<Vec<(String, Option<String>, i64)>> {
+    let mut st = c.prepare(
+        "SELECT substr(created_at, 1, 10) AS day, coverage, count(*) FROM turn_traces
+         WHERE workspace_id = ?1 AND surface IN ('chat', 'retrieval_answer') AND created_at >= ?2
+           AND (?3 IS NULL OR agent_id = ?3)
+         GROUP BY day, coverage ORDER BY day",
+    )?;
+    let rows = st.query_map(params![ws.0, since, agent_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
 // -- test executions
 
 const EXEC_COLS: &str = "id, agent_id, mode, sides, frozen_draft, draft_generation, seed_conversation_id, test_values, skill_effects, created_at";

@@ -226,6 +226,45 @@ pub fn quality_turns(app: &App, p: &Principal, q: QualityQuery) -> Result<Qualit
     })
 }
 
+/// One day of the quality report's chart: answered turns by coverage.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DailyCoverage {
+    /// `YYYY-MM-DD` (UTC).
+    pub day: String,
+    pub answered: i64,
+    pub partial: i64,
+    pub unanswered: i64,
+    pub unclear: i64,
+}
+
+/// `GET /quality/daily`: the last `days` days (1 to 366, today included), every day present.
+pub fn quality_daily(app: &App, p: &Principal, days: u32, agent_id: Option<&str>) -> Result<Vec<DailyCoverage>> {
+    p.require(Perm::ConversationsRead)?;
+    if !(1..=366).contains(&days) {
+        return Err(Error::invalid_field("days", "days is 1 to 366"));
+    }
+    let today = app.clock.now().date_naive();
+    let first = today - chrono::Duration::days(i64::from(days) - 1);
+    let since = format!("{}T00:00:00Z", first.format("%Y-%m-%d"));
+    let rows = app.db.read(|c| super::store::daily_coverage(c, &p.workspace_id, &since, agent_id))?;
+    let mut out: Vec<DailyCoverage> = (0..i64::from(days))
+        .map(|k| DailyCoverage {
+            day: (first + chrono::Duration::days(k)).format("%Y-%m-%d").to_string(),
+            ..Default::default()
+        })
+        .collect();
+    for (day, coverage, n) in rows {
+        let Some(d) = out.iter_mut().find(|d| d.day == day) else { continue };
+        match coverage.as_deref() {
+            Some("answered") => d.answered += n,
+            Some("partial") => d.partial += n,
+            Some("unanswered") => d.unanswered += n,
+            _ => d.unclear += n,
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

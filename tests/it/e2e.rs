@@ -5,6 +5,12 @@ use std::process::{Child, Command, Stdio};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_steward");
 
+/// The binary the tests start: this build's, or `STEWARD_TEST_BIN` (a release build, for the
+/// ignored figure tests).
+pub fn bin() -> String {
+    std::env::var("STEWARD_TEST_BIN").unwrap_or_else(|_| BIN.to_string())
+}
+
 /// A running `steward serve` on a free loopback port.
 pub struct Server {
     pub child: Child,
@@ -13,7 +19,7 @@ pub struct Server {
 
 impl Server {
     pub fn start(data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> Server {
-        let mut cmd = Command::new(BIN);
+        let mut cmd = Command::new(bin());
         cmd.args(["--data-dir", data_dir.to_str().unwrap(), "serve", "--listen", "127.0.0.1:0"])
             .env("STEWARD_LOG", "warn")
             .stdout(Stdio::piped())
@@ -49,7 +55,7 @@ impl Server {
 }
 
 pub fn bootstrap(data_dir: &std::path::Path) -> String {
-    let out = Command::new(BIN)
+    let out = Command::new(bin())
         .args([
             "--data-dir",
             data_dir.to_str().unwrap(),

@@ -7,6 +7,7 @@ mod support;
 
 mod accounts;
 mod agents;
+mod browser;
 mod chat;
 mod documents;
 pub mod e2e;
@@ -21,3 +22,4 @@ mod recovery;
 mod search;
 mod tidy;
 mod tokens;
+mod webdriver;

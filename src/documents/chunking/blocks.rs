@@ -81,32 +81,20 @@ fn lines(text: &str) -> Vec<(usize, &str)> {
 }
 
 pub fn parse(text: &str) -> Vec<Block> {
-    let ls = lines(text);
-    let mut blocks = Vec::new();
+    let mut p = Parser { text, ls: lines(text), blocks: Vec::new(), para: None };
     let mut i = 0;
-    let mut para: Option<(usize, usize)> = None; // (start line, end line exclusive)
-    let flush = |blocks: &mut Vec<Block>, para: &mut Option<(usize, usize)>, ls: &[(usize, &str)]| {
-        if let Some((a, b)) = para.take() {
-            let start = ls[a].0;
-            let end = ls[b - 1].0 + ls[b - 1].1.len();
-            let t = text_of(text_range(ls, a, b));
-            if !t.trim().is_empty() {
-                blocks.push(Block { kind: BlockKind::Paragraph, text: t, start, end });
-            }
-        }
-    };
-    while i < ls.len() {
-        let (off, line) = ls[i];
+    while i < p.ls.len() {
+        let (off, line) = p.ls[i];
         if line.trim().is_empty() {
-            flush(&mut blocks, &mut para, &ls);
+            p.flush();
             i += 1;
             continue;
         }
         if let Some((level, htext)) = heading(line) {
-            flush(&mut blocks, &mut para, &ls);
+            p.flush();
             // The block is the trimmed line, and its offsets are the trimmed line's.
             let lead = line.len() - line.trim_start().len();
-            blocks.push(Block {
+            p.blocks.push(Block {
                 kind: BlockKind::Heading { level, text: htext },
                 text: line.trim().to_string(),
                 start: off + lead,
@@ -116,60 +104,106 @@ pub fn parse(text: &str) -> Vec<Block> {
             continue;
         }
         if let Some((marker, language)) = fence(line) {
-            flush(&mut blocks, &mut para, &ls);
-            let mut j = i + 1;
-            while j < ls.len() && !ls[j].1.trim_start().starts_with(&marker) {
-                j += 1;
-            }
-            let body_start = if i + 1 < ls.len() { ls[i + 1].0 } else { off + line.len() };
-            let body_end = if j > i + 1 { ls[j - 1].0 + ls[j - 1].1.len() } else { body_start };
-            let end = if j < ls.len() { ls[j].0 + ls[j].1.len() } else { body_end };
-            let body = if body_end > body_start { text[body_start..body_end].to_string() } else { String::new() };
-            if !body.trim().is_empty() {
-                blocks.push(Block { kind: BlockKind::Code { language }, text: body, start: body_start, end });
-            }
-            i = (j + 1).min(ls.len());
+            p.flush();
+            i = p.code(i, &marker, language);
             continue;
         }
-        if is_table_row(line) && i + 1 < ls.len() && is_table_separator(ls[i + 1].1) {
-            flush(&mut blocks, &mut para, &ls);
-            let header = vec![line.trim().to_string(), ls[i + 1].1.trim().to_string()];
-            let mut rows = Vec::new();
-            let mut j = i + 2;
-            while j < ls.len() && is_table_row(ls[j].1) && !ls[j].1.trim().is_empty() {
-                rows.push((ls[j].0, ls[j].0 + ls[j].1.len(), ls[j].1.trim().to_string()));
-                j += 1;
-            }
-            let end = if j > i + 2 { ls[j - 1].0 + ls[j - 1].1.len() } else { ls[i + 1].0 + ls[i + 1].1.len() };
-            let t = text[off..end].to_string();
-            blocks.push(Block { kind: BlockKind::Table { header, rows }, text: t, start: off, end });
-            i = j;
+        if is_table_row(line) && i + 1 < p.ls.len() && is_table_separator(p.ls[i + 1].1) {
+            p.flush();
+            i = p.markdown_table(i);
             continue;
         }
         if line.trim_start().to_ascii_lowercase().starts_with("<table") {
-            flush(&mut blocks, &mut para, &ls);
-            let mut j = i;
-            while j < ls.len() && !ls[j].1.to_ascii_lowercase().contains("</table>") {
-                j += 1;
-            }
-            let last = j.min(ls.len() - 1);
-            let end = ls[last].0 + ls[last].1.len();
-            let html = &text[off..end];
-            match html_table(html, off) {
-                Some(kind) => blocks.push(Block { kind, text: html.to_string(), start: off, end }),
-                None => blocks.push(Block { kind: BlockKind::Paragraph, text: html.to_string(), start: off, end }),
-            }
-            i = last + 1;
+            p.flush();
+            i = p.html_table(i);
             continue;
         }
-        match para.as_mut() {
+        match p.para.as_mut() {
             Some((_, b)) => *b = i + 1,
-            None => para = Some((i, i + 1)),
+            None => p.para = Some((i, i + 1)),
         }
         i += 1;
     }
-    flush(&mut blocks, &mut para, &ls);
-    blocks
+    p.flush();
+    p.blocks
+}
+
+/// The block parser's state: the source's lines, the blocks so far and the open paragraph.
+struct Parser<'t> {
+    text: &'t str,
+    ls: Vec<(usize, &'t str)>,
+    blocks: Vec<Block>,
+    /// (start line, end line exclusive)
+    para: Option<(usize, usize)>,
+}
+
+impl Parser<'_> {
+    /// Closes the open paragraph.
+    fn flush(&mut self) {
+        let ls = &self.ls;
+        if let Some((a, b)) = self.para.take() {
+            let start = ls[a].0;
+            let end = ls[b - 1].0 + ls[b - 1].1.len();
+            let t = text_of(text_range(ls, a, b));
+            if !t.trim().is_empty() {
+                self.blocks.push(Block { kind: BlockKind::Paragraph, text: t, start, end });
+            }
+        }
+    }
+
+    /// The fenced code block opening at line `i`; returns the line after it.
+    fn code(&mut self, i: usize, marker: &str, language: Option<String>) -> usize {
+        let (ls, text) = (&self.ls, self.text);
+        let (off, line) = ls[i];
+        let mut j = i + 1;
+        while j < ls.len() && !ls[j].1.trim_start().starts_with(marker) {
+            j += 1;
+        }
+        let body_start = if i + 1 < ls.len() { ls[i + 1].0 } else { off + line.len() };
+        let body_end = if j > i + 1 { ls[j - 1].0 + ls[j - 1].1.len() } else { body_start };
+        let end = if j < ls.len() { ls[j].0 + ls[j].1.len() } else { body_end };
+        let body = if body_end > body_start { text[body_start..body_end].to_string() } else { String::new() };
+        if !body.trim().is_empty() {
+            self.blocks.push(Block { kind: BlockKind::Code { language }, text: body, start: body_start, end });
+        }
+        (j + 1).min(ls.len())
+    }
+
+    /// The Markdown table whose header is line `i`; returns the line after it.
+    fn markdown_table(&mut self, i: usize) -> usize {
+        let ls = &self.ls;
+        let (off, line) = ls[i];
+        let header = vec![line.trim().to_string(), ls[i + 1].1.trim().to_string()];
+        let mut rows = Vec::new();
+        let mut j = i + 2;
+        while j < ls.len() && is_table_row(ls[j].1) && !ls[j].1.trim().is_empty() {
+            rows.push((ls[j].0, ls[j].0 + ls[j].1.len(), ls[j].1.trim().to_string()));
+            j += 1;
+        }
+        let end = if j > i + 2 { ls[j - 1].0 + ls[j - 1].1.len() } else { ls[i + 1].0 + ls[i + 1].1.len() };
+        let t = self.text[off..end].to_string();
+        self.blocks.push(Block { kind: BlockKind::Table { header, rows }, text: t, start: off, end });
+        j
+    }
+
+    /// The HTML table opening at line `i` (a paragraph if it does not parse); returns the line
+    /// after it.
+    fn html_table(&mut self, i: usize) -> usize {
+        let ls = &self.ls;
+        let off = ls[i].0;
+        let mut j = i;
+        while j < ls.len() && !ls[j].1.to_ascii_lowercase().contains("</table>") {
+            j += 1;
+        }
+        let last = j.min(ls.len() - 1);
+        let end = ls[last].0 + ls[last].1.len();
+        let html = &self.text[off..end];
+        match html_table(html, off) {
+            Some(kind) => self.blocks.push(Block { kind, text: html.to_string(), start: off, end }),
+            None => self.blocks.push(Block { kind: BlockKind::Paragraph, text: html.to_string(), start: off, end }),
+        }
+        last + 1
+    }
 }
 
 fn text_range<'a>(ls: &'a [(usize, &'a str)], a: usize, b: usize) -> &'a [(usize, &'a str)] {

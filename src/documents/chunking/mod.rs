@@ -79,7 +79,41 @@ pub fn approx_tokens(s: &str) -> usize {
 /// `max` tokens. Returns (byte offset, piece) pairs, trimmed.
 pub fn split_prose(text: &str, max: usize) -> Vec<(usize, &str)> {
     let max = max.max(1);
-    // 1. sentence spans
+    // 1. sentences; 2. too-long sentences into words, too-long words into character runs
+    let mut pieces: Vec<(usize, usize, usize)> = Vec::new(); // (start, end, tokens)
+    for (a, b) in sentence_spans(text) {
+        let t = approx_tokens(&text[a..b]);
+        if t <= max {
+            pieces.push((a, b, t));
+            continue;
+        }
+        let mut w = a;
+        for (i, c) in text[a..b].char_indices() {
+            if c.is_whitespace() {
+                let end = a + i + c.len_utf8();
+                push_word(text, w, end, max, &mut pieces);
+                w = end;
+            }
+        }
+        if w < b {
+            push_word(text, w, b, max, &mut pieces);
+        }
+    }
+    // 3. pack
+    pack(pieces, max)
+        .into_iter()
+        .filter_map(|(a, b)| {
+            let raw = &text[a..b];
+            let lead = raw.len() - raw.trim_start().len();
+            let piece = raw.trim();
+            (!piece.is_empty()).then_some((a + lead, piece))
+        })
+        .collect()
+}
+
+/// Sentence spans: each ends at a line break, or at whitespace after `.`, `!`, `?` (and their
+/// full-width forms).
+fn sentence_spans(text: &str) -> Vec<(usize, usize)> {
     let mut spans: Vec<(usize, usize)> = Vec::new();
     let mut begin = 0;
     let mut prev_end_mark = false;
@@ -98,45 +132,30 @@ pub fn split_prose(text: &str, max: usize) -> Vec<(usize, &str)> {
     if begin < text.len() {
         spans.push((begin, text.len()));
     }
-    // 2. too-long sentences into words, too-long words into character runs
-    let mut pieces: Vec<(usize, usize, usize)> = Vec::new(); // (start, end, tokens)
-    for (a, b) in spans {
-        let t = approx_tokens(&text[a..b]);
-        if t <= max {
-            pieces.push((a, b, t));
-            continue;
-        }
-        let mut w = a;
-        let seg = &text[a..b];
-        let push_word = |ws: usize, we: usize, pieces: &mut Vec<(usize, usize, usize)>| {
-            let wt = approx_tokens(&text[ws..we]);
-            if wt <= max {
-                pieces.push((ws, we, wt));
-                return;
-            }
-            // a run with no spaces: cut every `max * 4` bytes (on character boundaries)
-            let mut s = ws;
-            while s < we {
-                let mut e = (s + max * 4).min(we);
-                while !text.is_char_boundary(e) {
-                    e += 1;
-                }
-                pieces.push((s, e, approx_tokens(&text[s..e])));
-                s = e;
-            }
-        };
-        for (i, c) in seg.char_indices() {
-            if c.is_whitespace() {
-                let end = a + i + c.len_utf8();
-                push_word(w, end, &mut pieces);
-                w = end;
-            }
-        }
-        if w < b {
-            push_word(w, b, &mut pieces);
-        }
+    spans
+}
+
+/// The word `text[ws..we]` as a piece, or, too long, as character runs.
+fn push_word(text: &str, ws: usize, we: usize, max: usize, pieces: &mut Vec<(usize, usize, usize)>) {
+    let wt = approx_tokens(&text[ws..we]);
+    if wt <= max {
+        pieces.push((ws, we, wt));
+        return;
     }
-    // 3. pack
+    // a run with no spaces: cut every `max * 4` bytes (on character boundaries)
+    let mut s = ws;
+    while s < we {
+        let mut e = (s + max * 4).min(we);
+        while !text.is_char_boundary(e) {
+            e += 1;
+        }
+        pieces.push((s, e, approx_tokens(&text[s..e])));
+        s = e;
+    }
+}
+
+/// Packs consecutive pieces joined while they fit in `max` tokens.
+fn pack(pieces: Vec<(usize, usize, usize)>, max: usize) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut cur: Option<(usize, usize, usize)> = None;
     for (a, b, t) in pieces {
@@ -156,14 +175,7 @@ pub fn split_prose(text: &str, max: usize) -> Vec<(usize, &str)> {
     if let Some((ca, ce, _)) = cur {
         out.push((ca, ce));
     }
-    out.into_iter()
-        .filter_map(|(a, b)| {
-            let raw = &text[a..b];
-            let lead = raw.len() - raw.trim_start().len();
-            let piece = raw.trim();
-            (!piece.is_empty()).then_some((a + lead, piece))
-        })
-        .collect()
+    out
 }
 
 /// Cuts very long text into windows of at most `max_bytes` (at a newline, else whitespace, else a

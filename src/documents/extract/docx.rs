@@ -2,7 +2,7 @@
 //! tables with their first row as header).
 
 use quick_xml::Reader;
-use quick_xml::events::Event;
+use quick_xml::events::{BytesStart, Event};
 
 use super::{ExtractError, Extracted, zipguard};
 
@@ -35,57 +35,20 @@ fn heading_level(style: &str) -> Option<usize> {
 fn to_markdown(xml: &[u8]) -> Result<String, ExtractError> {
     let mut reader = Reader::from_reader(xml);
     let mut buf = Vec::new();
-    let mut out = String::new();
-    let mut para: Option<Para> = None;
-    // tables: rows of cells of text; nesting flattens into the outer table
-    let mut table_depth = 0usize;
-    let mut rows: Vec<Vec<String>> = Vec::new();
-    let mut cell: Option<String> = None;
-    let mut in_text = false;
+    let mut w = Markdown::default();
     loop {
         let ev = reader
             .read_event_into(&mut buf)
             .map_err(|e| ExtractError(format!("the Word document is damaged ({e})")))?;
         match ev {
             Event::Eof => break,
-            Event::Start(e) | Event::Empty(e) => {
-                let name = e.local_name();
-                match name.as_ref() {
-                    b"p" => para = Some(Para::default()),
-                    b"pStyle" => {
-                        if let Some(p) = para.as_mut() {
-                            for a in e.attributes().flatten() {
-                                if a.key.local_name().as_ref() == b"val" {
-                                    p.heading = heading_level(&String::from_utf8_lossy(&a.value));
-                                }
-                            }
-                        }
-                    }
-                    b"numPr" => {
-                        if let Some(p) = para.as_mut() {
-                            p.list = true;
-                        }
-                    }
-                    b"t" => in_text = true,
-                    b"tab" => push(&mut para, &mut cell, "\t"),
-                    b"br" | b"cr" => push(&mut para, &mut cell, "\n"),
-                    b"tbl" => {
-                        table_depth += 1;
-                        if table_depth == 1 {
-                            rows.clear();
-                        }
-                    }
-                    b"tr" if table_depth == 1 => rows.push(Vec::new()),
-                    b"tc" if table_depth == 1 => cell = Some(String::new()),
-                    _ => {}
-                }
-            }
-            Event::Text(t) if in_text => {
+            Event::Start(e) | Event::Empty(e) => w.start(&e),
+            Event::Text(t) if w.in_text => {
                 let s = t.decode().map_err(|e| ExtractError(format!("the Word document is damaged ({e})")))?;
                 let s = quick_xml::escape::unescape(&s).map(|c| c.into_owned()).unwrap_or_else(|_| s.into_owned());
-                push(&mut para, &mut cell, &s);
+                push(&mut w.para, &mut w.cell, &s);
             }
-            Event::GeneralRef(r) if in_text => {
+            Event::GeneralRef(r) if w.in_text => {
                 let name = String::from_utf8_lossy(r.as_ref()).to_string();
                 let s = match name.as_str() {
                     "amp" => "&",
@@ -95,48 +58,103 @@ fn to_markdown(xml: &[u8]) -> Result<String, ExtractError> {
                     "apos" => "'",
                     _ => "",
                 };
-                push(&mut para, &mut cell, s);
+                push(&mut w.para, &mut w.cell, s);
             }
-            Event::End(e) => match e.local_name().as_ref() {
-                b"t" => in_text = false,
-                b"p" => {
-                    if let Some(p) = para.take() {
-                        let line = p.text.trim().to_string();
-                        if let Some(c) = cell.as_mut() {
-                            if !line.is_empty() {
-                                if !c.is_empty() {
-                                    c.push(' ');
-                                }
-                                c.push_str(&line);
-                            }
-                        } else if !line.is_empty() {
-                            match (p.heading, p.list) {
-                                (Some(h), _) => out.push_str(&format!("{} {}\n\n", "#".repeat(h), line)),
-                                (None, true) => out.push_str(&format!("- {line}\n")),
-                                (None, false) => out.push_str(&format!("{line}\n\n")),
-                            }
-                        }
-                    }
-                }
-                b"tc" if table_depth == 1 => {
-                    if let (Some(c), Some(row)) = (cell.take(), rows.last_mut()) {
-                        row.push(c.replace('|', "\\|").replace('\n', " "));
-                    }
-                }
-                b"tbl" => {
-                    table_depth = table_depth.saturating_sub(1);
-                    if table_depth == 0 {
-                        out.push_str(&markdown_table(&rows));
-                        rows.clear();
-                    }
-                }
-                _ => {}
-            },
+            Event::End(e) => w.end(e.local_name().as_ref()),
             _ => {}
         }
         buf.clear();
     }
-    Ok(out.trim_end().to_string() + "\n")
+    Ok(w.out.trim_end().to_string() + "\n")
+}
+
+/// The Markdown written so far and where the reader is in the body.
+#[derive(Default)]
+struct Markdown {
+    out: String,
+    para: Option<Para>,
+    /// tables: rows of cells of text; nesting flattens into the outer table
+    table_depth: usize,
+    rows: Vec<Vec<String>>,
+    cell: Option<String>,
+    in_text: bool,
+}
+
+impl Markdown {
+    /// An opening (or empty) element.
+    fn start(&mut self, e: &BytesStart) {
+        let name = e.local_name();
+        match name.as_ref() {
+            b"p" => self.para = Some(Para::default()),
+            b"pStyle" => {
+                if let Some(p) = self.para.as_mut() {
+                    for a in e.attributes().flatten() {
+                        if a.key.local_name().as_ref() == b"val" {
+                            p.heading = heading_level(&String::from_utf8_lossy(&a.value));
+                        }
+                    }
+                }
+            }
+            b"numPr" => {
+                if let Some(p) = self.para.as_mut() {
+                    p.list = true;
+                }
+            }
+            b"t" => self.in_text = true,
+            b"tab" => push(&mut self.para, &mut self.cell, "\t"),
+            b"br" | b"cr" => push(&mut self.para, &mut self.cell, "\n"),
+            b"tbl" => {
+                self.table_depth += 1;
+                if self.table_depth == 1 {
+                    self.rows.clear();
+                }
+            }
+            b"tr" if self.table_depth == 1 => self.rows.push(Vec::new()),
+            b"tc" if self.table_depth == 1 => self.cell = Some(String::new()),
+            _ => {}
+        }
+    }
+
+    /// A closing element.
+    fn end(&mut self, name: &[u8]) {
+        match name {
+            b"t" => self.in_text = false,
+            b"p" => self.end_paragraph(),
+            b"tc" if self.table_depth == 1 => {
+                if let (Some(c), Some(row)) = (self.cell.take(), self.rows.last_mut()) {
+                    row.push(c.replace('|', "\\|").replace('\n', " "));
+                }
+            }
+            b"tbl" => {
+                self.table_depth = self.table_depth.saturating_sub(1);
+                if self.table_depth == 0 {
+                    self.out.push_str(&markdown_table(&self.rows));
+                    self.rows.clear();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A paragraph goes into the open table cell, else out as a heading, list item or paragraph.
+    fn end_paragraph(&mut self) {
+        let Some(p) = self.para.take() else { return };
+        let line = p.text.trim().to_string();
+        if let Some(c) = self.cell.as_mut() {
+            if !line.is_empty() {
+                if !c.is_empty() {
+                    c.push(' ');
+                }
+                c.push_str(&line);
+            }
+        } else if !line.is_empty() {
+            match (p.heading, p.list) {
+                (Some(h), _) => self.out.push_str(&format!("{} {}\n\n", "#".repeat(h), line)),
+                (None, true) => self.out.push_str(&format!("- {line}\n")),
+                (None, false) => self.out.push_str(&format!("{line}\n\n")),
+            }
+        }
+    }
 }
 
 fn push(para: &mut Option<Para>, cell: &mut Option<String>, s: &str) {

@@ -26,6 +26,8 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/auth/logout", routing::post(logout))
         .route("/api/v1/auth/me", routing::get(me))
         .route("/api/v1/account/invitations", routing::get(list_invitations).post(create_invitation))
+        .route("/api/v1/account/members", routing::get(list_members))
+        .route("/api/v1/auth/registration", routing::get(registration))
         .route("/api/v1/account/invitations/{id}", routing::delete(revoke_invitation))
         .route("/api/v1/account/tokens", routing::get(list_tokens).post(create_token))
         .route("/api/v1/account/tokens/{id}", routing::delete(revoke_token))
@@ -132,6 +134,18 @@ pub async fn create_invitation(
         })
         .await?;
     Ok((StatusCode::CREATED, axum::Json(json!({ "invitation": InvitationJson::from(inv), "token": token }))))
+}
+
+pub async fn list_members(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    let list = app.blocking(move |app| accounts::list_members(app, &ctx.p)).await?;
+    let members: Vec<_> = list.iter().map(crate::auth::api::MemberJson::of).collect();
+    Ok(axum::Json(json!({ "members": members })))
+}
+
+/// Public: whether the first-run registration (no invitation) is still open.
+pub async fn registration(State(app): State<Arc<App>>) -> Result<impl IntoResponse> {
+    let open = app.blocking(accounts::registration_open).await?;
+    Ok(axum::Json(json!({ "open": open })))
 }
 
 pub async fn list_invitations(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {

@@ -283,11 +283,11 @@ pub async fn delete_skill(
 }
 
 pub async fn skills_catalog(ctx: Ctx) -> Result<impl IntoResponse> {
-    Ok(axum::Json(skills::catalog_list(&ctx.p)?))
+    Ok(axum::Json(api::catalog(skills::catalog_list(&ctx.p)?)))
 }
 
 pub async fn skills_catalog_entry(ctx: Ctx, Path(name): Path<String>) -> Result<impl IntoResponse> {
-    Ok(axum::Json(skills::catalog_get(&ctx.p, &name)?))
+    Ok(axum::Json(api::catalog_entry(skills::catalog_get(&ctx.p, &name)?)))
 }
 
 // ---- context variables ----

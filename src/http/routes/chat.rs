@@ -37,6 +37,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/history/chat/{id}/tail", routing::get(tail))
         .route("/api/v1/traces/{id}", routing::get(get_trace))
         .route("/api/v1/quality/turns", routing::get(quality_turns))
+        .route("/api/v1/quality/daily", routing::get(quality_daily))
 }
 
 /// `POST /agents/{agentId}/chat`.
@@ -140,7 +141,8 @@ pub async fn retrieval_answer(
     Json(b): Json<turn::answer::AnswerInput>,
 ) -> Result<impl IntoResponse> {
     let rid = ctx.request_id.clone();
-    Ok(axum::Json(app.blocking(move |app| turn::answer::answer(app, &ctx.p, rid.as_deref(), b)).await?))
+    let a = app.blocking(move |app| turn::answer::answer(app, &ctx.p, rid.as_deref(), b)).await?;
+    Ok(axum::Json(turn::api::answer(&a)))
 }
 
 #[derive(Deserialize)]
@@ -226,6 +228,23 @@ pub async fn quality_turns(
         limit,
     };
     Ok(axum::Json(turn::api::quality_page(&app.blocking(move |app| trace::quality_turns(app, &ctx.p, query)).await?)))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DailyParams {
+    days: Option<u32>,
+    agent_id: Option<String>,
+}
+
+pub async fn quality_daily(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Query(q): Query<DailyParams>,
+) -> Result<impl IntoResponse> {
+    let days = q.days.unwrap_or(30);
+    let rows = app.blocking(move |app| trace::quality_daily(app, &ctx.p, days, q.agent_id.as_deref())).await?;
+    Ok(axum::Json(turn::api::quality_daily(&rows)))
 }
 
 // ---- test executions ----

@@ -14,8 +14,8 @@ use crate::documents::api::{DocumentPageJson, ProgressJson, ReprocessOutcomeJson
 use crate::documents::{self, DocumentUpdate, ListFilter, NewDocument, Upload};
 use crate::error::{Error, Result};
 use crate::http::extract::{Ctx, Json, OptionalJson, Path, Query, SessionCtx};
-use crate::search::Mode;
 use crate::search::query::{self, SearchRequest};
+use crate::search::{self, Mode};
 use crate::settings::ingestion::IngestionPatch;
 use axum::Router;
 use axum::routing;
@@ -359,6 +359,7 @@ pub async fn search(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<SearchB
                     include_debug: b.include_debug.unwrap_or(false),
                 },
             )
+            .map(|s| search::api::search(&s))
         })
         .await?;
     Ok(axum::Json(out))
@@ -375,7 +376,7 @@ pub async fn search_history(
 }
 
 pub async fn search_replay(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
-    let out = app.blocking(move |app| query::replay(app, &ctx.p, &id)).await?;
+    let out = app.blocking(move |app| query::replay(app, &ctx.p, &id).map(|s| search::api::replay(&id, &s))).await?;
     Ok(axum::Json(out))
 }
 

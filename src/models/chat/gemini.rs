@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::openai::stream_error;
 use super::sse::Events;
-use super::{Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, Finish, LlmError, Role, Usage};
+use super::{Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, Finish, LlmError, ProviderBody, Role, Usage};
 use crate::config::Secret;
 
 pub const DEFAULT_BASE_URL: &str = "https://generativelanguage.googleapis.com";
@@ -33,7 +33,7 @@ impl Gemini {
         })
     }
 
-    pub fn body(&self, req: &ChatRequest) -> Value {
+    pub fn body(&self, req: &ChatRequest) -> ProviderBody {
         let system: Vec<&str> =
             req.messages.iter().filter(|m| m.role == Role::System).map(|m| m.content.as_str()).collect();
         let contents: Vec<Value> = req

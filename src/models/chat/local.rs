@@ -8,12 +8,14 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
+use llama_cpp_2::token::LlamaToken;
 use parking_lot::Mutex;
 
 use super::{Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, Finish, LlmError, Usage};
@@ -122,108 +124,170 @@ impl LocalModel {
         on_token: &mut dyn FnMut(&str),
         cancel: &Cancel,
     ) -> Result<(ChatOutput, GenStats), LlmError> {
-        let err = |what: &str, e: &dyn std::fmt::Display| {
-            LlmError::new(ErrorKind::Unavailable, format!("local model: {what}: {e}"))
-        };
         let _turn = self.busy.lock();
         let backend = backend()?;
         let prompt = self.prompt(req)?;
         let started = Instant::now();
         let vocab = self.model.vocab();
         // the template already wrote the special tokens as text: parse them, add BOS if the model wants it
-        let mut tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+        let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
         if tokens.is_empty() {
             return Err(LlmError::new(ErrorKind::BadRequest, "local model: the prompt is empty"));
         }
         let budget = self.context as usize;
         let max_new = (req.max_tokens as usize).min(budget / 2).max(1);
-        if tokens.len() + max_new > budget {
-            // keep the start (system prompt) and the end (the question); drop the middle
-            let keep = budget - max_new;
-            let head = keep / 4;
-            let tail = keep - head;
-            let mut cut = tokens[..head].to_vec();
-            cut.extend_from_slice(&tokens[tokens.len() - tail..]);
-            tokens = cut;
-        }
+        let tokens = fit_to_context(tokens, budget, max_new);
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(self.context))
             .with_n_batch(PROMPT_BATCH as u32)
             .with_n_threads(self.threads)
             .with_n_threads_batch(self.threads);
-        let mut ctx = self.model.new_context(backend, params).map_err(|e| err("creating a context", &e))?;
+        let mut ctx = self.model.new_context(backend, params).map_err(|e| local_err("creating a context", &e))?;
         let mut batch = LlamaBatch::new(PROMPT_BATCH, 1);
         let n_prompt = tokens.len();
-        for (c, piece) in tokens.chunks(PROMPT_BATCH).enumerate() {
-            if cancel.is_cancelled() {
-                return Ok((
-                    ChatOutput { text: String::new(), usage: Usage::default(), finish: Finish::Cancelled },
-                    GenStats::default(),
-                ));
-            }
-            batch.clear();
-            for (i, t) in piece.iter().enumerate() {
-                let pos = c * PROMPT_BATCH + i;
-                batch.add(*t, pos as i32, &[0], pos == n_prompt - 1).map_err(|e| err("batching", &e))?;
-            }
-            ctx.decode(&mut batch).map_err(|e| err("reading the prompt", &e))?;
+        if !read_prompt(&mut ctx, &mut batch, &tokens, cancel)? {
+            return Ok((
+                ChatOutput { text: String::new(), usage: Usage::default(), finish: Finish::Cancelled },
+                GenStats::default(),
+            ));
         }
         let prompt_ms = started.elapsed().as_secs_f64() * 1000.0;
-        let mut sampler = if req.temperature <= 0.0 {
-            LlamaSampler::greedy()
-        } else {
-            LlamaSampler::chain_simple([
-                LlamaSampler::top_k(40),
-                LlamaSampler::top_p(0.9, 1),
-                LlamaSampler::temp(req.temperature),
-                LlamaSampler::dist(0x5eed),
-            ])
-        };
-        let mut decoder = encoding_rs::UTF_8.new_decoder();
-        let mut text = String::new();
-        let mut finish = Finish::Length;
-        let mut pos = n_prompt as i32;
-        let mut generated = 0usize;
-        let mut first_token_ms = 0.0;
         let gen_started = Instant::now();
+        let mut sampler = sampler(req.temperature);
+        let g = Decoding { ctx: &mut ctx, batch: &mut batch, sampler: &mut sampler, started }.run(
+            self,
+            n_prompt as i32,
+            max_new,
+            on_token,
+            cancel,
+        )?;
+        let stats = GenStats {
+            prompt_tokens: n_prompt,
+            prompt_ms,
+            generated_tokens: g.generated,
+            generate_ms: gen_started.elapsed().as_secs_f64() * 1000.0,
+            first_token_ms: g.first_token_ms,
+        };
+        let usage = Usage { prompt_tokens: n_prompt as u64, completion_tokens: g.generated as u64 };
+        Ok((ChatOutput { text: g.text, usage, finish: g.finish }, stats))
+    }
+}
+
+fn local_err(what: &str, e: &dyn std::fmt::Display) -> LlmError {
+    LlmError::new(ErrorKind::Unavailable, format!("local model: {what}: {e}"))
+}
+
+/// The prompt cut to leave `max_new` tokens of the context `budget`: it keeps the start (system
+/// prompt) and the end (the question) and drops the middle.
+fn fit_to_context(tokens: Vec<LlamaToken>, budget: usize, max_new: usize) -> Vec<LlamaToken> {
+    if tokens.len() + max_new <= budget {
+        return tokens;
+    }
+    let keep = budget - max_new;
+    let head = keep / 4;
+    let tail = keep - head;
+    let mut cut = tokens[..head].to_vec();
+    cut.extend_from_slice(&tokens[tokens.len() - tail..]);
+    cut
+}
+
+/// Decodes the prompt in batches (logits for its last token only); `false` when cancelled.
+fn read_prompt(
+    ctx: &mut LlamaContext<'_>,
+    batch: &mut LlamaBatch<'_>,
+    tokens: &[LlamaToken],
+    cancel: &Cancel,
+) -> Result<bool, LlmError> {
+    let n_prompt = tokens.len();
+    for (c, piece) in tokens.chunks(PROMPT_BATCH).enumerate() {
+        if cancel.is_cancelled() {
+            return Ok(false);
+        }
+        batch.clear();
+        for (i, t) in piece.iter().enumerate() {
+            let pos = c * PROMPT_BATCH + i;
+            batch.add(*t, pos as i32, &[0], pos == n_prompt - 1).map_err(|e| local_err("batching", &e))?;
+        }
+        ctx.decode(batch).map_err(|e| local_err("reading the prompt", &e))?;
+    }
+    Ok(true)
+}
+
+/// Greedy at temperature 0, else top-k, top-p and temperature with a fixed seed.
+fn sampler(temperature: f32) -> LlamaSampler {
+    if temperature <= 0.0 {
+        LlamaSampler::greedy()
+    } else {
+        LlamaSampler::chain_simple([
+            LlamaSampler::top_k(40),
+            LlamaSampler::top_p(0.9, 1),
+            LlamaSampler::temp(temperature),
+            LlamaSampler::dist(0x5eed),
+        ])
+    }
+}
+
+/// The generation loop's state, after the prompt is read.
+struct Decoding<'a, 'c, 'b> {
+    ctx: &'a mut LlamaContext<'c>,
+    batch: &'a mut LlamaBatch<'b>,
+    sampler: &'a mut LlamaSampler,
+    /// When the generation started (prompt included), for the first token's latency.
+    started: Instant,
+}
+
+/// What the generation loop produced.
+struct Generated {
+    text: String,
+    finish: Finish,
+    generated: usize,
+    first_token_ms: f64,
+}
+
+impl Decoding<'_, '_, '_> {
+    /// Samples up to `max_new` tokens from position `pos`, streaming each piece to `on_token`.
+    fn run(
+        self,
+        m: &LocalModel,
+        mut pos: i32,
+        max_new: usize,
+        on_token: &mut dyn FnMut(&str),
+        cancel: &Cancel,
+    ) -> Result<Generated, LlmError> {
+        let Decoding { ctx, batch, sampler, started } = self;
+        let vocab = m.model.vocab();
+        let mut decoder = encoding_rs::UTF_8.new_decoder();
+        let mut g = Generated { text: String::new(), finish: Finish::Length, generated: 0, first_token_ms: 0.0 };
         let mut piece_buf = Vec::new();
-        while generated < max_new {
+        while g.generated < max_new {
             if cancel.is_cancelled() {
-                finish = Finish::Cancelled;
+                g.finish = Finish::Cancelled;
                 break;
             }
-            let token = sampler.sample(&ctx, batch.n_tokens() - 1);
+            let token = sampler.sample(ctx, batch.n_tokens() - 1);
             sampler.accept(token);
             if vocab.is_eog(token) {
-                finish = Finish::Stop;
+                g.finish = Finish::Stop;
                 break;
             }
-            generated += 1;
+            g.generated += 1;
             piece_buf.clear();
             vocab.token_to_piece_into(token, &mut piece_buf, false, None);
             let mut piece = String::with_capacity(piece_buf.len() + 4);
             let _ = decoder.decode_to_string(&piece_buf, &mut piece, false);
-            if generated == 1 {
-                first_token_ms = started.elapsed().as_secs_f64() * 1000.0;
+            if g.generated == 1 {
+                g.first_token_ms = started.elapsed().as_secs_f64() * 1000.0;
             }
             if !piece.is_empty() {
-                text.push_str(&piece);
+                g.text.push_str(&piece);
                 on_token(&piece);
             }
             batch.clear();
-            batch.add(token, pos, &[0], true).map_err(|e| err("batching", &e))?;
+            batch.add(token, pos, &[0], true).map_err(|e| local_err("batching", &e))?;
             pos += 1;
-            ctx.decode(&mut batch).map_err(|e| err("generating", &e))?;
+            ctx.decode(batch).map_err(|e| local_err("generating", &e))?;
         }
-        let stats = GenStats {
-            prompt_tokens: n_prompt,
-            prompt_ms,
-            generated_tokens: generated,
-            generate_ms: gen_started.elapsed().as_secs_f64() * 1000.0,
-            first_token_ms,
-        };
-        let usage = Usage { prompt_tokens: n_prompt as u64, completion_tokens: generated as u64 };
-        Ok((ChatOutput { text, usage, finish }, stats))
+        Ok(g)
     }
 }
 

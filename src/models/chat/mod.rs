@@ -60,8 +60,15 @@ impl Message {
 #[derive(Debug, Clone)]
 pub struct OutputSchema {
     pub name: String,
-    pub schema: Value,
+    pub schema: JsonSchema,
 }
+
+/// A JSON Schema (the subset [`check`] reads): free-form JSON.
+pub type JsonSchema = Value;
+/// A model's structured reply: free-form JSON, checked against a [`JsonSchema`].
+pub type StructuredReply = Value;
+/// A provider's request body: free-form JSON in that provider's own API shape.
+pub type ProviderBody = Value;
 
 #[derive(Debug, Clone)]
 pub struct ChatRequest {
@@ -201,7 +208,7 @@ pub fn chat_json(
     mut req: ChatRequest,
     schema: OutputSchema,
     cancel: &Cancel,
-) -> Result<(Value, Usage), LlmError> {
+) -> Result<(StructuredReply, Usage), LlmError> {
     let instruction = format!(
         "Reply with one JSON object only, no prose and no code fences. It must match this JSON Schema:\n{}",
         schema.schema
@@ -240,10 +247,13 @@ fn add_usage(total: &mut Usage, u: Usage) {
     total.completion_tokens += u.completion_tokens;
 }
 
+/// Where a JSON object starts.
+const OBJECT_OPEN: char = '{';
+
 /// Parses the first JSON object of `text` (tolerating code fences around it) and checks it.
-pub fn parse_checked(text: &str, schema: &Value) -> Result<Value, String> {
+pub fn parse_checked(text: &str, schema: &JsonSchema) -> Result<StructuredReply, String> {
     let t = text.trim();
-    let start = t.find('{').ok_or("no JSON object in the reply")?;
+    let start = t.find(OBJECT_OPEN).ok_or("no JSON object in the reply")?;
     let mut de = serde_json::Deserializer::from_str(&t[start..]).into_iter::<Value>();
     let v = match de.next() {
         Some(Ok(v)) => v,
@@ -256,7 +266,7 @@ pub fn parse_checked(text: &str, schema: &Value) -> Result<Value, String> {
 
 /// Checks `v` against the subset of JSON Schema Steward writes: `type`, `properties`,
 /// `required`, `enum`, `items`, `additionalProperties: false`, `minimum`/`maximum`.
-pub fn check(v: &Value, schema: &Value, path: &str) -> Result<(), String> {
+pub fn check(v: &StructuredReply, schema: &JsonSchema, path: &str) -> Result<(), String> {
     if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
         && !allowed.contains(v)
     {

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::sse::Events;
-use super::{Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, Finish, LlmError, Usage};
+use super::{Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, Finish, LlmError, ProviderBody, Usage};
 use crate::config::Secret;
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -34,7 +34,7 @@ impl OpenAi {
         })
     }
 
-    pub fn body(&self, req: &ChatRequest) -> Value {
+    pub fn body(&self, req: &ChatRequest) -> ProviderBody {
         let messages: Vec<Value> =
             req.messages.iter().map(|m| json!({"role": m.role.as_str(), "content": m.content})).collect();
         let mut body = json!({

@@ -1,0 +1,337 @@
+//! The operator dashboard in a real browser (headless Debian Chromium through chromedriver),
+//! against the real binary: the first-run flow end to end, every page checked by axe-core for
+//! serious or critical accessibility violations and by the console for CSP violations and errors,
+//! and a screenshot of each page (under `target/dashboard-shots/`, looked at by people).
+
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::e2e::Server;
+use crate::fixtures;
+use crate::webdriver::{Browser, Driver};
+
+const AXE: &str = include_str!("../vendor/axe.min.js");
+
+fn shots() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("../dashboard-shots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn tid(id: &str) -> String {
+    format!("[data-testid={id}]")
+}
+
+/// Serious or critical axe-core violations on the current page, as `rule: targets`.
+async fn axe(b: &Browser) -> Vec<String> {
+    if b.js("return typeof window.axe", json!([])).await != "object" {
+        b.js(AXE, json!([])).await;
+    }
+    let r = b
+        .js_async("const r = await axe.run(document, {resultTypes: ['violations']}); return r.violations;", json!([]))
+        .await;
+    r.as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| matches!(v["impact"].as_str(), Some("serious" | "critical")))
+        .map(|v| {
+            let targets: Vec<String> = v["nodes"].as_array().unwrap().iter().map(|n| n["target"].to_string()).collect();
+            format!("{}: {}", v["id"], targets.join(" "))
+        })
+        .collect()
+}
+
+/// CSP violations and script errors in the console since the last check. A resource the API
+/// answered with a 4xx on purpose is not an error of the page.
+async fn console_problems(b: &Browser) -> Vec<String> {
+    b.console()
+        .await
+        .into_iter()
+        .filter(|l| {
+            l.contains("Content Security Policy") || (l.contains("SEVERE") && !l.contains("Failed to load resource"))
+        })
+        .collect()
+}
+
+/// Checks the page that is showing: axe, console, screenshot.
+async fn check_page(b: &Browser, name: &str, problems: &mut Vec<String>) {
+    b.until("document.getElementById('page-title') && !document.querySelector('[aria-busy=true]')").await;
+    for v in axe(b).await {
+        problems.push(format!("{name}: axe {v}"));
+    }
+    for c in console_problems(b).await {
+        problems.push(format!("{name}: console {c}"));
+    }
+    b.screenshot(&shots().join(format!("{name}.png"))).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dashboard_first_run_flow_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let base = server.base.clone();
+    let files = dir.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    let pdf = files.join("returns.pdf");
+    std::fs::write(
+        &pdf,
+        fixtures::pdf(&["Returns policy. Items can be returned within 30 days of delivery for a full refund."]),
+    )
+    .unwrap();
+    let docx = files.join("shipping.docx");
+    std::fs::write(
+        &docx,
+        fixtures::docx("Shipping", &["Orders ship within two business days by tracked courier."], &[] as &[&[&str]]),
+    )
+    .unwrap();
+    let broken = files.join("broken.pdf");
+    std::fs::write(&broken, b"%PDF-1.7 this is not really a pdf").unwrap();
+
+    let driver = Driver::start();
+    let b = driver.session().await;
+    let mut problems = Vec::new();
+
+    // first-run registration: the first person becomes the owner
+    b.go(&format!("{base}/")).await;
+    check_page(&b, "signin", &mut problems).await;
+    b.tid("show-register").await.click().await;
+    b.tid("register-email").await.send("owner@example.com").await;
+    b.tid("register-password").await.send("a long password").await;
+    b.tid("register-name").await.send("Olivia Owner").await;
+    b.tid("register-submit").await.click().await;
+    b.tid("upload-input").await;
+
+    // upload a PDF and a DOCX; watch each file's status and the ingestion progress move
+    b.js(
+        "window.__seen = new Set(); new MutationObserver(() => {
+           document.querySelectorAll('[data-testid=upload-item]').forEach(e => window.__seen.add(e.dataset.status));
+           if (document.querySelector('[data-testid=ingestion-progress]')) window.__seen.add('progress-shown');
+         }).observe(document.body, {subtree: true, childList: true, attributes: true});",
+        json!([]),
+    )
+    .await;
+    let paths = format!("{}\n{}", pdf.display(), docx.display());
+    b.tid("upload-input").await.send(&paths).await;
+    b.until("document.querySelectorAll('[data-testid=upload-item][data-status=ready]').length === 2").await;
+    let seen = b.js("return Array.from(window.__seen)", json!([])).await;
+    let seen: Vec<&str> = seen.as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(seen.iter().any(|s| matches!(*s, "uploading" | "queued" | "processing")), "no progress seen: {seen:?}");
+    assert!(seen.contains(&"progress-shown"), "the ingestion progress was never shown: {seen:?}");
+    b.until("document.querySelectorAll('[data-testid=doc-row]').length >= 2").await;
+    check_page(&b, "documents", &mut problems).await;
+
+    // a failing upload shows its reason
+    b.tid("upload-input").await.send(&broken.display().to_string()).await;
+    let reason = b.tid("upload-failure").await.text().await;
+    assert!(reason.to_lowercase().contains("pdf"), "failure reason: {reason}");
+
+    // search and open a result
+    b.go(&format!("{base}/app/search")).await;
+    b.tid("search-query").await.send("refund returned items").await;
+    b.tid("search-submit").await.click().await;
+    b.tid("search-result").await;
+    assert!(b.count(&format!("{} mark", tid("search-result"))).await > 0, "no highlighted terms");
+    check_page(&b, "search", &mut problems).await;
+    b.tid("search-result-link").await.click().await;
+    b.tid("document-page").await;
+    check_page(&b, "document", &mut problems).await;
+
+    // create an agent, add a skill and a directive with a #chip, publish
+    b.go(&format!("{base}/app/agents")).await;
+    b.tid("agent-name").await.send("Support").await;
+    b.tid("agent-create").await.click().await;
+    b.tid("agent-page").await;
+    let agent_url = b.current_url().await;
+    check_page(&b, "agent-settings", &mut problems).await;
+    b.tid("agent-tab-skills").await.click().await;
+    b.tid("skill-new").await.click().await;
+    b.tid("skill-name").await.send("policy_lookup").await;
+    b.tid("skill-invocation").await.select("agent_selectable").await;
+    b.tid("skill-save").await.click().await;
+    b.tid("skill-row").await;
+    check_page(&b, "agent-skills", &mut problems).await;
+    b.tid("agent-tab-directives").await.click().await;
+    b.tid("directive-new").await.click().await;
+    b.tid("directive-name").await.send("returns").await;
+    b.tid("directive-condition").await.send("questions about returns and refunds").await;
+    let action = b.tid("directive-action").await;
+    action.send("Use #pol").await;
+    b.tid("chip-option").await;
+    action.send("\u{E007}").await; // Enter picks the highlighted skill
+    action.send(" for returns.").await;
+    assert!(action.value().await.contains("#policy_lookup"), "autocomplete: {}", action.value().await);
+    let binding = b.tid("binding-result").await.text().await;
+    assert!(binding.contains("policy_lookup"), "binding result: {binding}");
+    b.tid("directive-save").await.click().await;
+    b.find(&format!("{}[data-status=bound]", tid("directive-chip"))).await;
+    check_page(&b, "agent-directives", &mut problems).await;
+    b.tid("agent-tab-revisions").await.click().await;
+    b.tid("revision-review").await.click().await;
+    b.tid("revision-changes").await;
+    check_page(&b, "agent-revisions", &mut problems).await;
+    b.tid("revision-publish").await.click().await;
+    b.until("document.querySelector('[data-testid=agent-revision-status]')?.textContent.trim() === 'published'").await;
+
+    // test chat streams an answer through its stages; the citation opens the document
+    b.tid("agent-test-chat").await.click().await;
+    b.js(
+        "window.__stages = new Set(); new MutationObserver(() => document.querySelectorAll('[data-testid=chat-stage]')
+           .forEach(e => window.__stages.add(e.dataset.stage))).observe(document.body, {subtree: true, childList: true, attributes: true});",
+        json!([]),
+    )
+    .await;
+    b.tid("chat-input").await.send("How long do I have to return items?").await;
+    b.tid("chat-send").await.click().await;
+    b.tid("citation").await;
+    let stages = b.js("return Array.from(window.__stages)", json!([])).await;
+    assert!(stages.as_array().unwrap().len() >= 2, "streamed stages: {stages}");
+    let answer = b.tid("chat-answer").await.text().await;
+    assert!(answer.contains("30 days"), "answer: {answer}");
+    b.tid("coverage-badge").await;
+    b.tid("grounding-badge").await;
+    check_page(&b, "chat", &mut problems).await;
+    b.tid("citation").await.click().await;
+    b.tid("document-page").await;
+
+    // every other page: axe, console, screenshot
+    for (name, path) in [
+        ("sources", "/app/sources"),
+        ("agents", "/app/agents"),
+        ("context-variables", "/app/context-variables"),
+        ("conversations", "/app/conversations"),
+        ("quality", "/app/quality"),
+        ("ingestion", "/app/settings/ingestion"),
+        ("document-types", "/app/settings/document-types"),
+        ("models", "/app/settings/models"),
+        ("retrieval", "/app/settings/retrieval"),
+        ("usage", "/app/settings/usage"),
+        ("members", "/app/org/members"),
+        ("workspaces", "/app/org/workspaces"),
+        ("service-credentials", "/app/org/service-credentials"),
+        ("audit", "/app/org/audit"),
+        ("profile", "/app/profile"),
+    ] {
+        b.go(&format!("{base}{path}")).await;
+        check_page(&b, name, &mut problems).await;
+    }
+
+    // a member sees no manage controls, and a direct manage request is refused
+    let invitation = b
+        .js_async(
+            "const r = await fetch('/api/v1/account/invitations', {method: 'POST', headers: {'content-type': 'application/json'},
+               body: JSON.stringify({role: 'member'})}); return await r.json();",
+            json!([]),
+        )
+        .await;
+    let token = invitation["token"].as_str().unwrap_or_else(|| panic!("invitation: {invitation}")).to_string();
+    b.tid("user-menu").await.click().await;
+    b.tid("sign-out").await.click().await;
+    b.tid("signin-email").await;
+    b.delete_cookies().await;
+    b.go(&format!("{base}/app/join#token={token}")).await;
+    b.tid("register-email").await.send("member@example.com").await;
+    b.tid("register-password").await.send("a long password").await;
+    b.tid("register-submit").await.click().await;
+    b.tid("doc-row").await;
+    // members manage documents but not agents
+    b.go(&format!("{base}/app/agents")).await;
+    b.tid("agent-row").await;
+    assert_eq!(b.count(&tid("agent-create")).await, 0, "a member sees the create-agent control");
+    b.go(&format!("{agent_url}/directives")).await;
+    b.tid("directive-row").await;
+    assert_eq!(b.count(&tid("directive-new")).await, 0, "a member sees the new-directive control");
+    check_page(&b, "member-directives", &mut problems).await;
+    let status = b
+        .js_async(
+            "const r = await fetch('/api/v1/agents', {method: 'POST', headers: {'content-type': 'application/json'},
+               body: JSON.stringify({name: 'Sneaky'})}); return r.status;",
+            json!([]),
+        )
+        .await;
+    assert_eq!(status, 403, "a member's manage request");
+
+    b.quit().await;
+    assert!(problems.is_empty(), "dashboard problems:\n{}", problems.join("\n"));
+    server.terminate();
+}
+
+/// Every dashboard response carries the security headers; assets are cached by hash.
+#[tokio::test(flavor = "multi_thread")]
+async fn dashboard_responses_carry_strict_headers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&dir.path().join("data"), &[]);
+    let http = reqwest::Client::new();
+    let page = http.get(format!("{}/app/documents", server.base)).send().await.unwrap();
+    let h = page.headers().clone();
+    let html = page.text().await.unwrap();
+    let csp = h["content-security-policy"].to_str().unwrap();
+    for part in ["default-src 'none'", "script-src 'self'", "frame-ancestors 'none'"] {
+        assert!(csp.contains(part), "{csp}");
+    }
+    assert!(!csp.contains("unsafe-inline") && !csp.contains("unsafe-eval"), "{csp}");
+    assert_eq!(h["x-content-type-options"], "nosniff");
+    assert!(h.contains_key("referrer-policy"));
+    assert!(!html.contains("<script>") && !html.contains("style="), "inline script or style in the shell");
+    let start = html.find("/assets/").unwrap();
+    let asset = &html[start..html[start..].find('"').unwrap() + start];
+    let r = http.get(format!("{}{asset}", server.base)).header("accept-encoding", "gzip").send().await.unwrap();
+    assert_eq!(r.status(), 200, "{asset}");
+    // the prefix names the build: /assets/<12 hex>/…, so a release build caches it for a year
+    let build = asset.split('/').nth(2).unwrap();
+    assert!(build.len() == 12 && build.chars().all(|c| c.is_ascii_hexdigit()), "{asset}");
+    let etag = r.headers()["etag"].clone();
+    let again = http.get(format!("{}{asset}", server.base)).header("if-none-match", etag).send().await.unwrap();
+    assert_eq!(again.status(), 304, "{asset}");
+    server.terminate();
+}
+
+/// Figures for docs/performance.md (run with `cargo test --release --test it -- --ignored
+/// dashboard_figures --nocapture`): the bytes of a cold load of the documents page (gzipped, as
+/// served) and the time from navigation to the first page of a 1,000-document list rendered.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a benchmark: run by hand for docs/performance.md"]
+async fn dashboard_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = crate::e2e::bootstrap(&data);
+    let server = Server::start(&data, &[]);
+    let base = server.base.clone();
+    let http = reqwest::Client::new();
+    for k in 0..1000 {
+        let body =
+            json!({"title": format!("Document {k:04}"), "content": format!("Note {k}: opening hours and returns.")});
+        let r = http.post(format!("{base}/api/v1/document/")).bearer_auth(&token).json(&body).send().await.unwrap();
+        assert!(r.status().is_success(), "{}", r.status());
+    }
+    let driver = Driver::start();
+    let b = driver.session().await;
+    b.go(&format!("{base}/")).await;
+    b.tid("signin-email").await.send("root@example.com").await;
+    b.tid("signin-password").await.send("root-password").await;
+    b.tid("signin-submit").await.click().await;
+    b.tid("doc-row").await;
+    // bytes: every resource of this cold load (the sign-in page, then the documents page in the
+    // same document), as transferred (gzipped)
+    let bytes = b
+        .js(
+            "return performance.getEntriesByType('resource').concat(performance.getEntriesByType('navigation'))
+               .filter(e => !e.name.includes('/api/')).reduce((n, e) => n + (e.encodedBodySize || 0), 0)",
+            json!([]),
+        )
+        .await;
+    let mut times = Vec::new();
+    for _ in 0..11 {
+        b.go(&format!("{base}/app/documents")).await;
+        let t = b.until("document.querySelectorAll('[data-testid=doc-row]').length >= 50 && performance.now()").await;
+        times.push(t.as_f64().unwrap());
+    }
+    times.sort_by(|a, c| a.partial_cmp(c).unwrap());
+    println!("cold load of sign-in + documents page: {bytes} bytes of HTML/JS/CSS/icons as transferred (gzipped)");
+    println!(
+        "navigation to 50 of 1,000 documents rendered: p50 {:.0} ms, min {:.0}, max {:.0}",
+        times[5], times[0], times[10]
+    );
+    b.quit().await;
+    server.terminate();
+}

@@ -1,0 +1,200 @@
+//! A small W3C WebDriver client over reqwest, driving Debian's `chromedriver` and headless
+//! `chromium` (installed by `scripts/install-deps.sh test`). Waiting happens in the browser: an
+//! element lookup uses the session's implicit wait, and `until` runs a predicate on each animation
+//! frame inside the page until it holds.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use serde_json::{Value, json};
+
+const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
+
+/// A running `chromedriver` on a free loopback port.
+pub struct Driver {
+    child: Child,
+    base: String,
+}
+
+impl Driver {
+    pub fn start() -> Driver {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let mut child = Command::new("chromedriver")
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver (scripts/install-deps.sh test installs Debian's chromium-driver)");
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        // it prints a banner, then "ChromeDriver was started successfully on port N."
+        while !line.contains("started successfully") {
+            line.clear();
+            assert!(out.read_line(&mut line).unwrap() > 0, "chromedriver exited");
+        }
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        Driver { child, base: format!("http://127.0.0.1:{port}") }
+    }
+
+    /// A new headless browser session.
+    pub async fn session(&self) -> Browser {
+        let http = reqwest::Client::new();
+        let caps = json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": "/usr/bin/chromium",
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1360,900"],
+            },
+            "goog:loggingPrefs": {"browser": "ALL"},
+        }}});
+        let r: Value =
+            http.post(format!("{}/session", self.base)).json(&caps).send().await.unwrap().json().await.unwrap();
+        let id = r["value"]["sessionId"].as_str().unwrap_or_else(|| panic!("no session: {r}")).to_string();
+        let b = Browser { http, url: format!("{}/session/{id}", self.base) };
+        b.cmd("POST", "/timeouts", json!({"implicit": 30_000, "script": 90_000, "pageLoad": 30_000})).await;
+        b
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One browser session.
+pub struct Browser {
+    http: reqwest::Client,
+    url: String,
+}
+
+/// An element of the page.
+pub struct El<'a> {
+    b: &'a Browser,
+    id: String,
+}
+
+impl Browser {
+    async fn cmd(&self, method: &str, path: &str, body: Value) -> Value {
+        let url = format!("{}{path}", self.url);
+        let req = match method {
+            "GET" => self.http.get(url),
+            "DELETE" => self.http.delete(url),
+            _ => self.http.post(url).json(&body),
+        };
+        let r: Value = req.send().await.unwrap().json().await.unwrap();
+        if let Some(e) = r["value"]["error"].as_str() {
+            panic!("webdriver {method} {path}: {e}: {}", r["value"]["message"]);
+        }
+        r["value"].clone()
+    }
+
+    pub async fn go(&self, url: &str) {
+        self.cmd("POST", "/url", json!({"url": url})).await;
+    }
+
+    pub async fn current_url(&self) -> String {
+        self.cmd("GET", "/url", Value::Null).await.as_str().unwrap().to_string()
+    }
+
+    /// The first element matching `css`, waiting (implicitly) for it to appear.
+    pub async fn find(&self, css: &str) -> El<'_> {
+        let v = self.cmd("POST", "/element", json!({"using": "css selector", "value": css})).await;
+        El { b: self, id: v[ELEMENT].as_str().unwrap().to_string() }
+    }
+
+    /// `[data-testid=…]`, waiting for it.
+    pub async fn tid(&self, id: &str) -> El<'_> {
+        self.find(&format!("[data-testid={id}]")).await
+    }
+
+    /// How many elements match `css` now (no waiting).
+    pub async fn count(&self, css: &str) -> usize {
+        self.js("return document.querySelectorAll(arguments[0]).length", json!([css])).await.as_u64().unwrap() as usize
+    }
+
+    pub async fn js(&self, script: &str, args: Value) -> Value {
+        self.cmd("POST", "/execute/sync", json!({"script": script, "args": args})).await
+    }
+
+    /// Runs `body` as an async function in the page; its resolved value comes back.
+    pub async fn js_async(&self, body: &str, args: Value) -> Value {
+        let script = format!(
+            "const done = arguments[arguments.length - 1]; const args = Array.from(arguments).slice(0, -1);
+             (async (...args) => {{ {body} }})(...args).then(done, e => done({{__error: String(e)}}));"
+        );
+        let v = self.cmd("POST", "/execute/async", json!({"script": script, "args": args})).await;
+        assert!(v.get("__error").is_none(), "page script failed: {v}");
+        v
+    }
+
+    /// Waits in the page until `predicate` (a JS expression) is truthy; returns its value.
+    pub async fn until(&self, predicate: &str) -> Value {
+        let body = format!(
+            "const deadline = performance.now() + 60000;
+             for (;;) {{
+               const v = (() => {{ try {{ return {predicate}; }} catch (e) {{ return null; }} }})();
+               if (v) return v;
+               if (performance.now() > deadline) throw new Error('timed out waiting for: ' + {p});
+               await new Promise(r => requestAnimationFrame(r));
+             }}",
+            p = serde_json::to_string(predicate).unwrap()
+        );
+        self.js_async(&body, json!([])).await
+    }
+
+    pub async fn screenshot(&self, path: &std::path::Path) {
+        use base64::Engine;
+        let v = self.cmd("GET", "/screenshot", Value::Null).await;
+        let png = base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap()).unwrap();
+        std::fs::write(path, png).unwrap();
+    }
+
+    /// The browser console entries since the last call.
+    pub async fn console(&self) -> Vec<String> {
+        let v = self.cmd("POST", "/se/log", json!({"type": "browser"})).await;
+        v.as_array().into_iter().flatten().map(|e| format!("{} {}", e["level"], e["message"])).collect()
+    }
+
+    pub async fn delete_cookies(&self) {
+        self.cmd("DELETE", "/cookie", Value::Null).await;
+    }
+
+    pub async fn quit(self) {
+        self.cmd("DELETE", "", Value::Null).await;
+    }
+}
+
+impl El<'_> {
+    pub async fn click(&self) {
+        self.b.cmd("POST", &format!("/element/{}/click", self.id), json!({})).await;
+    }
+
+    pub async fn send(&self, text: &str) {
+        self.b.cmd("POST", &format!("/element/{}/value", self.id), json!({"text": text})).await;
+    }
+
+    pub async fn text(&self) -> String {
+        self.b.cmd("GET", &format!("/element/{}/text", self.id), Value::Null).await.as_str().unwrap_or("").to_string()
+    }
+
+    pub async fn value(&self) -> String {
+        let v = self.b.cmd("GET", &format!("/element/{}/property/value", self.id), Value::Null).await;
+        v.as_str().unwrap_or("").to_string()
+    }
+
+    /// Chooses the `<option>` with this value.
+    pub async fn select(&self, value: &str) {
+        let css = format!("option[value=\"{value}\"]");
+        let v = self
+            .b
+            .cmd("POST", &format!("/element/{}/element", self.id), json!({"using": "css selector", "value": css}))
+            .await;
+        let opt = El { b: self.b, id: v[ELEMENT].as_str().unwrap().to_string() };
+        opt.click().await;
+    }
+}
