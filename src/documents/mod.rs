@@ -171,7 +171,25 @@ pub struct DocumentView {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub chunks: Option<Vec<Value>>,
+    pub chunks: Option<Vec<ChunkSummary>>,
+}
+
+/// A chunk of a document's indexed revision, as the document view lists it (a preview of its
+/// text, never all of it).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChunkSummary {
+    pub id: String,
+    pub chunk_index: i64,
+    pub content_preview: String,
+    pub content_length: usize,
+    pub start_offset: i64,
+    pub end_offset: i64,
+    pub heading_path: Option<String>,
+    pub page: Option<i64>,
+    pub sheet: Option<String>,
+    pub kind: String,
+    pub token_count: Option<i64>,
 }
 
 impl Document {

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::enrich::EnrichDoc;
 use super::{ChunkFacts, DocumentMeta};
-use super::{Document, Source};
+use super::{ChunkSummary, Document, Source};
 use crate::error::Result;
 use crate::ids::WorkspaceId;
 use crate::storage::{Conn, SqlValue, Tx};
@@ -530,7 +530,7 @@ pub fn live_but_processing(c: &Conn) -> Result<Vec<(String, i64)>> {
 }
 
 /// Chunk summaries of a document's live revision.
-pub fn chunk_summaries(c: &Conn, doc: &str) -> Result<Vec<Value>> {
+pub fn chunk_summaries(c: &Conn, doc: &str) -> Result<Vec<ChunkSummary>> {
     let mut stmt = c.prepare(
         "SELECT c.id, c.chunk_index, c.content, c.start_offset, c.end_offset, c.heading_path, c.page, c.sheet, c.kind, c.token_count
          FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.document_id = ?1 AND c.revision = d.indexed_revision ORDER BY c.chunk_index",
@@ -538,19 +538,19 @@ pub fn chunk_summaries(c: &Conn, doc: &str) -> Result<Vec<Value>> {
     let rows = stmt.query_map([doc], |r| {
         let content: String = r.get(2)?;
         let preview: String = content.chars().take(200).collect();
-        Ok(serde_json::json!({
-            "id": r.get::<_, String>(0)?,
-            "chunkIndex": r.get::<_, i64>(1)?,
-            "contentPreview": preview,
-            "contentLength": content.chars().count(),
-            "startOffset": r.get::<_, i64>(3)?,
-            "endOffset": r.get::<_, i64>(4)?,
-            "headingPath": r.get::<_, Option<String>>(5)?,
-            "page": r.get::<_, Option<i64>>(6)?,
-            "sheet": r.get::<_, Option<String>>(7)?,
-            "kind": r.get::<_, String>(8)?,
-            "tokenCount": r.get::<_, Option<i64>>(9)?,
-        }))
+        Ok(ChunkSummary {
+            id: r.get(0)?,
+            chunk_index: r.get(1)?,
+            content_preview: preview,
+            content_length: content.chars().count(),
+            start_offset: r.get(3)?,
+            end_offset: r.get(4)?,
+            heading_path: r.get(5)?,
+            page: r.get(6)?,
+            sheet: r.get(7)?,
+            kind: r.get(8)?,
+            token_count: r.get(9)?,
+        })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
