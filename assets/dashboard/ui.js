@@ -345,9 +345,14 @@ export function Modal({ open, title, onClose, children, footer, wide, testid }) 
   const hid = useId("dlg");
   useEffect(() => {
     const d = ref.current;
-    if (!d) return;
-    if (open && !d.open) d.showModal();
-    if (!open && d.open) d.close();
+    if (!d || !open) return undefined;
+    // focus goes back to what opened the dialog, whether it closes or leaves the page
+    const opener = document.activeElement;
+    if (!d.open) d.showModal();
+    return () => {
+      if (d.open) d.close();
+      if (opener && opener.isConnected && typeof opener.focus === "function") opener.focus();
+    };
   }, [open]);
   return html`<dialog ref=${ref} class=${"modal" + (wide ? " modal-wide" : "")} aria-labelledby=${hid} data-testid=${testid}
     onClose=${() => open && onClose && onClose()} onCancel=${(e) => { e.preventDefault(); onClose && onClose(); }}>

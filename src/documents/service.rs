@@ -578,6 +578,9 @@ pub fn list(app: &App, p: &Principal, f: store::ListFilter) -> Result<DocumentPa
     {
         return Err(Error::invalid_field("status", "status must be queued, processing, ready or failed"));
     }
+    if f.title.as_ref().is_some_and(|t| t.chars().count() > 200) {
+        return Err(Error::invalid_field("q", "q must be at most 200 characters"));
+    }
     let ws = p.workspace_id.clone();
     let (docs, total, more) = app.db.read(|c| store::list_documents(c, &ws, &f))?;
     let (n, ready, pending, failed) = app.db.read(|c| store::counts(c, &ws))?;

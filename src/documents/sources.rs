@@ -61,7 +61,11 @@ pub fn source_documents(
     p.require(Perm::DocumentsRead)?;
     load_source(app, &p.workspace_id, id)?;
     let before = cursor.as_deref().map(decode_cursor).transpose()?;
-    super::service::list(app, p, store::ListFilter { source_id: Some(id.to_string()), status: None, before, limit })
+    super::service::list(
+        app,
+        p,
+        store::ListFilter { source_id: Some(id.to_string()), status: None, title: None, before, limit },
+    )
 }
 
 /// Sets the source's enrichment override (`inherit`, `on`, `off`).
@@ -107,7 +111,13 @@ pub fn delete_source(app: &App, p: &Principal, actor: &Actor, id: &str) -> Resul
         let docs = store::list_documents(
             tx,
             &ws,
-            &store::ListFilter { source_id: Some(id.to_string()), status: None, before: None, limit: 1 << 40 },
+            &store::ListFilter {
+                source_id: Some(id.to_string()),
+                status: None,
+                title: None,
+                before: None,
+                limit: 1 << 40,
+            },
         )?
         .0;
         let mut shas = Vec::new();

@@ -296,6 +296,8 @@ pub fn set_extracted(tx: &Tx, id: &str, text: &str, hash: &str, format: &str) ->
 pub struct ListFilter {
     pub source_id: Option<String>,
     pub status: Option<String>,
+    /// Case-insensitive text the title or the source file name contains.
+    pub title: Option<String>,
     /// (created_at, id) of the last document of the previous page.
     pub before: Option<(String, String)>,
     pub limit: usize,
@@ -311,6 +313,13 @@ pub fn list_documents(c: &Conn, ws: &WorkspaceId, f: &ListFilter) -> Result<(Vec
     if let Some(s) = &f.status {
         cond.push_str(" AND d.status = ?");
         args.push(SqlValue::Text(s.clone()));
+    }
+    if let Some(t) = &f.title {
+        cond.push_str(
+            " AND (instr(lower(d.title), lower(?)) > 0 OR instr(lower(coalesce(d.source_filename, '')), lower(?)) > 0)",
+        );
+        args.push(SqlValue::Text(t.clone()));
+        args.push(SqlValue::Text(t.clone()));
     }
     let total: i64 =
         c.query_row(&format!("SELECT count(*) FROM documents d WHERE {cond}"), params_from_iter(args.iter()), |r| {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::agent::{self, AgentConfig};
-use super::{Reply, Surface, TurnInput};
+use super::{Reply, StreamEvent, Surface, TurnInput};
 use crate::agents::revisions::Snapshot;
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
@@ -375,6 +375,9 @@ pub struct MessageInput {
     pub message: String,
     #[serde(default)]
     pub include_debug: bool,
+    /// Stream each side's turn as server-sent events (the route decides the wire form).
+    #[serde(default)]
+    pub stream: bool,
 }
 
 /// The turns to run for a message: one per side, each on its own revision (or the frozen draft).
@@ -424,6 +427,53 @@ pub fn prepare_message(
         }
         Ok(out)
     })
+}
+
+/// What a streamed test message emits, side after side, ending with `Finished` or `Failed`.
+#[derive(Debug)]
+pub enum TestEvent {
+    /// A side starts its turn.
+    Side(Side),
+    /// The current side's turn progressed (status or chunk).
+    Turn(StreamEvent),
+    /// The current side's turn finished.
+    Replied(Side, Box<Reply>),
+    /// Every side replied.
+    Finished(Vec<(Side, Reply)>),
+    /// A side's turn failed or was superseded; later sides did not run.
+    Failed(super::TurnError),
+}
+
+/// Sends a message to every side of an execution, one after another, streaming each turn's
+/// progress down `tx` and ending with `Finished` or `Failed`.
+pub async fn send_streaming(
+    app: Arc<App>,
+    turns: Vec<(Side, TurnInput)>,
+    tx: tokio::sync::mpsc::UnboundedSender<TestEvent>,
+) {
+    let mut results = Vec::new();
+    for (side, input) in turns {
+        let _ = tx.send(TestEvent::Side(side.clone()));
+        let (turn_tx, mut turn_rx) = tokio::sync::mpsc::unbounded_channel();
+        let run = tokio::spawn(super::execute(app.clone(), input, Some(turn_tx)));
+        while let Some(ev) = turn_rx.recv().await {
+            let _ = tx.send(TestEvent::Turn(ev));
+        }
+        let reply = match run.await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) => {
+                let _ = tx.send(TestEvent::Failed(e));
+                return;
+            }
+            Err(e) => {
+                let _ = tx.send(TestEvent::Failed(Error::internal_msg(format!("test turn task failed: {e}")).into()));
+                return;
+            }
+        };
+        let _ = tx.send(TestEvent::Replied(side.clone(), Box::new(reply.clone())));
+        results.push((side, reply));
+    }
+    let _ = tx.send(TestEvent::Finished(results));
 }
 
 /// Sends a message to every side of an execution, one after another.

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::e2e::Server;
 use crate::fixtures;
-use crate::webdriver::{Browser, Driver};
+use crate::webdriver::{Browser, Driver, ENTER, ESCAPE, TAB};
 
 const AXE: &str = include_str!("../vendor/axe.min.js");
 
@@ -191,6 +191,15 @@ async fn dashboard_first_run_flow_in_a_real_browser() {
     b.tid("coverage-badge").await;
     b.tid("grounding-badge").await;
     check_page(&b, "chat", &mut problems).await;
+    // the draft answers in a private test execution, streamed through the same stages
+    b.tid("chat-target").await.select("draft").await;
+    b.until("!document.querySelector('[data-testid=chat-assistant-message]')").await;
+    b.js("window.__stages.clear()", json!([])).await;
+    b.tid("chat-input").await.send("How long do I have to return items?").await;
+    b.tid("chat-send").await.click().await;
+    b.tid("citation").await;
+    let stages = b.js("return Array.from(window.__stages)", json!([])).await;
+    assert!(stages.as_array().unwrap().len() >= 2, "the draft's streamed stages: {stages}");
     b.tid("citation").await.click().await;
     b.tid("document-page").await;
 
@@ -257,6 +266,62 @@ async fn dashboard_first_run_flow_in_a_real_browser() {
 }
 
 /// Every dashboard response carries the security headers; assets are cached by hash.
+/// Every action of the core flow works from the keyboard alone: sign in, open a dialog, fill it and
+/// submit, close a dialog with Escape (focus returns to its opener), move between pages from the
+/// sidebar, create an agent. Nothing here clicks.
+#[tokio::test(flavor = "multi_thread")]
+async fn dashboard_works_from_the_keyboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    crate::e2e::bootstrap(&data);
+    let server = Server::start(&data, &[]);
+    let base = server.base.clone();
+    let driver = Driver::start();
+    let b = driver.session().await;
+    b.go(&format!("{base}/")).await;
+    b.tab_to("signin-email").await;
+    b.keys(&format!("root@example.com{TAB}root-password{ENTER}")).await;
+    b.tid("documents-card").await;
+
+    // a dialog: opened with Enter, filled with Tab, submitted with Enter; focus moves into it
+    b.tab_to("create-text-open").await;
+    b.keys(ENTER).await;
+    b.tid("create-text-dialog").await;
+    b.until("document.querySelector('[data-testid=create-text-dialog]').contains(document.activeElement)").await;
+    b.tab_to("create-text-title").await;
+    b.keys(&format!("Opening hours{TAB}We are open from nine to five on weekdays.")).await;
+    b.tab_to("create-text-submit").await;
+    b.keys(ENTER).await;
+    b.until("!document.querySelector('dialog[open]')").await;
+    b.tid("document-page").await;
+    b.until("document.getElementById('page-title').textContent === 'Opening hours'").await;
+    b.tab_to("nav-documents").await;
+    b.keys(ENTER).await;
+    b.until(
+        "Array.from(document.querySelectorAll('[data-testid=doc-link]')).some(a => a.textContent === 'Opening hours')",
+    )
+    .await;
+
+    // Escape closes a dialog and gives focus back to what opened it
+    b.tab_to("create-text-open").await;
+    b.keys(ENTER).await;
+    b.until("!!document.querySelector('dialog[open]')").await;
+    b.keys(ESCAPE).await;
+    b.until("!document.querySelector('dialog[open]')").await;
+    assert_eq!(b.focused().await, "create-text-open", "focus returns to the opener");
+
+    // the sidebar, then a form submitted with Enter
+    b.tab_to("nav-agents").await;
+    b.keys(ENTER).await;
+    b.tid("agent-name").await;
+    b.tab_to("agent-name").await;
+    b.keys(&format!("Keyboard agent{ENTER}")).await;
+    b.tid("agent-page").await;
+    assert!(b.current_url().await.contains("/app/agents/"), "the new agent opens");
+    b.quit().await;
+    server.terminate();
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dashboard_responses_carry_strict_headers() {
     let dir = tempfile::tempdir().unwrap();

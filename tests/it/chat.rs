@@ -741,6 +741,34 @@ async fn test_executions_are_private_seeded_and_frozen() {
     assert_eq!(r["results"][0]["reply"]["diagnostics"]["retrievalInvoked"], false);
     assert_eq!(r["results"][1]["label"], "published");
     assert_eq!(r["results"][1]["reply"]["diagnostics"]["retrievalInvoked"], true);
+    // streamed: each side announced, its stages and chunks, its reply; then the same body as JSON
+    let r = t
+        .post(
+            &format!("{base}/{cid}/messages"),
+            &owner,
+            json!({"message": "How long does standard shipping take?", "stream": true}),
+        )
+        .await;
+    r.assert_status(200);
+    assert!(r.headers["content-type"].to_str().unwrap().starts_with("text/event-stream"));
+    let events = sse_events(&r.text());
+    assert_eq!(events[0].0, "execution");
+    assert_eq!(events[0].1["executionId"], cid);
+    let sides: Vec<&Value> = events.iter().filter(|(n, _)| n == "side").map(|(_, d)| d).collect();
+    assert_eq!(sides.iter().map(|d| d["label"].as_str().unwrap()).collect::<Vec<_>>(), ["draft", "published"]);
+    let published = events.iter().position(|(n, d)| n == "side" && d["label"] == "published").unwrap();
+    let after: Vec<&str> = events[published..].iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(&after[..4], ["side", "status", "status", "status"]);
+    assert!(after.contains(&"chunk"), "the published side's answer streams: {after:?}");
+    let streamed: String =
+        events[published..].iter().filter(|(n, _)| n == "chunk").map(|(_, d)| d["text"].as_str().unwrap()).collect();
+    let replies: Vec<&Value> = events.iter().filter(|(n, _)| n == "reply").map(|(_, d)| d).collect();
+    assert_eq!(replies.len(), 2);
+    assert_eq!(streamed, replies[1]["reply"]["answer"].as_str().unwrap());
+    let (last, done) = events.last().unwrap();
+    assert_eq!(last, "done");
+    assert_eq!(done["results"][1]["reply"]["answer"], replies[1]["reply"]["answer"]);
+    assert_eq!(done["results"].as_array().unwrap().len(), 2);
     // rules
     assert_eq!(t.post(&base, &owner, json!({"mode": "compare", "seedConversationId": seed})).await.status, 400);
     assert_eq!(

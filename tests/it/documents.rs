@@ -185,6 +185,22 @@ async fn lists_page_with_cursors_and_totals() {
     t.get("/api/v1/document/?status=bogus", &owner).await.assert_status(400);
     t.get("/api/v1/document/?cursor=nope", &owner).await.assert_status(400);
     t.get("/api/v1/document/?limit=0", &owner).await.assert_status(400);
+    // title search: every page of the workspace, case-insensitive, pages like the full list
+    t.doc(&owner, "Shipping policy", "How long shipping takes.", json!({})).await;
+    let found = t.get("/api/v1/document/?q=SHIPPING", &owner).await.json();
+    assert_eq!(found["total"], 1);
+    assert_eq!(found["documents"][0]["title"], "Shipping policy");
+    assert_eq!(found["summary"]["documentCount"], 6, "the summary stays the workspace's");
+    let docs = t.get("/api/v1/document/?q=doc&limit=2", &owner).await.json();
+    assert_eq!((docs["total"].as_i64(), docs["hasMore"].as_bool()), (Some(5), Some(true)));
+    let cur = docs["nextCursor"].as_str().unwrap();
+    let next = t.get(&format!("/api/v1/document/?q=doc&limit=2&cursor={cur}"), &owner).await.json();
+    assert_eq!(next["documents"][0]["title"], "Doc 2");
+    t.upload(&owner, "returns-faq.md", b"# FAQ\n\nReturns within 30 days.", &[]).await.assert_status(202);
+    let by_file = t.get("/api/v1/document/?q=returns-faq", &owner).await.json();
+    assert_eq!(by_file["total"], 1, "the source file name matches too: {by_file}");
+    assert_eq!(t.get("/api/v1/document/?q=%25", &owner).await.json()["total"], 0, "no wildcards");
+    t.get(&format!("/api/v1/document/?q={}", "x".repeat(201)), &owner).await.assert_status(400);
 }
 
 #[tokio::test]

@@ -66,6 +66,13 @@ impl Drop for Driver {
     }
 }
 
+/// The Tab key, for [`Browser::keys`].
+pub const TAB: &str = "\u{E004}";
+/// The Enter key.
+pub const ENTER: &str = "\u{E007}";
+/// The Escape key.
+pub const ESCAPE: &str = "\u{E00C}";
+
 /// One browser session.
 pub struct Browser {
     http: reqwest::Client,
@@ -91,6 +98,42 @@ impl Browser {
             panic!("webdriver {method} {path}: {e}: {}", r["value"]["message"]);
         }
         r["value"].clone()
+    }
+
+    /// Types on the keyboard into whatever has focus (W3C key actions): [`TAB`], [`ENTER`] and
+    /// [`ESCAPE`] are keys, anything else is typed as text.
+    pub async fn keys(&self, text: &str) {
+        let mut actions = Vec::new();
+        for c in text.chars() {
+            actions.push(json!({"type": "keyDown", "value": c.to_string()}));
+            actions.push(json!({"type": "keyUp", "value": c.to_string()}));
+        }
+        self.cmd("POST", "/actions", json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]})).await;
+    }
+
+    /// The focused element's `data-testid`, or its tag and text when it has none.
+    pub async fn focused(&self) -> String {
+        let v = self
+            .js(
+                "const e = document.activeElement; return e ? (e.dataset.testid || (e.tagName + ':' + e.textContent.trim().slice(0, 40))) : ''",
+                json!([]),
+            )
+            .await;
+        v.as_str().unwrap_or("").to_string()
+    }
+
+    /// Presses Tab until the element with this `data-testid` has focus (at most 80 presses).
+    pub async fn tab_to(&self, testid: &str) {
+        let mut path = Vec::new();
+        for _ in 0..80 {
+            let f = self.focused().await;
+            if f == testid {
+                return;
+            }
+            path.push(f);
+            self.keys(TAB).await;
+        }
+        panic!("Tab never reached {testid}; focus went through {path:?}");
     }
 
     pub async fn go(&self, url: &str) {

@@ -1,5 +1,5 @@
-// Test chat: talk to an agent's published revision (streamed, with the status stages), its draft
-// or any revision (private test executions), with citations that open the cited document,
+// Test chat: talk to an agent's published revision, its draft or any revision (private test
+// executions), every answer streamed with its status stages, with citations that open the cited document,
 // coverage and grounding badges, suggestions and a link to the turn's trace.
 
 import { useEffect, useRef, useState } from "../../vendor/hooks.mjs";
@@ -23,7 +23,7 @@ export default function Chat({ query }) {
   if (!agents.length) return html`<div class="page"><${PageHeader} title="Test chat" /><${Empty} title="No agents">Create an agent first. <a href="/app/agents">Agents</a></${Empty}></div>`;
 
   const revisions = (revs.data && revs.data.revisions) || [];
-  const targets = [["published", "Published revision (live, streamed)"]];
+  const targets = [["published", "Published revision (live)"]];
   if (manage) {
     targets.push(["draft", "Draft (private test)"]);
     for (const r of revisions) targets.push([r.id, `${r.label} (${r.kind}, private test)`]);
@@ -64,20 +64,23 @@ function Conversation({ agentId, target }) {
     setText("");
     setError(null);
     setRunning(true);
-    setMessages((ms) => [...ms, { role: "user", text: msg }, { role: "assistant", text: "", stage: target === "published" ? "waiting" : "running", streaming: true }]);
+    setMessages((ms) => [...ms, { role: "user", text: msg }, { role: "assistant", text: "", stage: "waiting", streaming: true }]);
     try {
+      const ctrl = new AbortController();
+      abort.current = ctrl;
+      const onTurn = (event, data) => {
+        if (event === "status") updateLast((m) => ({ stage: data.stage, stagesSeen: [...(m.stagesSeen || []), data.stage] }));
+        else if (event === "chunk") updateLast((m) => ({ text: m.text + data.text, stage: "streaming" }));
+        else if (event === "cancelled") updateLast({ streaming: false, stage: "cancelled", note: "A newer message replaced this turn." });
+        else if (event === "error") updateLast({ streaming: false, stage: "error", note: (data.error && data.error.message) || "The turn failed." });
+      };
       if (target === "published") {
-        const ctrl = new AbortController();
-        abort.current = ctrl;
         const body = { message: msg, stream: true };
         if (conv.current.conversationId) body.conversationId = conv.current.conversationId;
         await stream(`/agents/${agentId}/chat`, body, (event, data) => {
           if (event === "conversation") conv.current.conversationId = data.conversationId;
-          else if (event === "status") updateLast((m) => ({ stage: data.stage, stagesSeen: [...(m.stagesSeen || []), data.stage] }));
-          else if (event === "chunk") updateLast((m) => ({ text: m.text + data.text, stage: "streaming" }));
           else if (event === "done") updateLast({ reply: data, text: data.answer, streaming: false, stage: "done" });
-          else if (event === "cancelled") updateLast({ streaming: false, stage: "cancelled", note: "A newer message replaced this turn." });
-          else if (event === "error") updateLast({ streaming: false, stage: "error", note: (data.error && data.error.message) || "The turn failed." });
+          else onTurn(event, data);
         }, ctrl.signal);
       } else {
         if (!conv.current.executionId) {
@@ -86,9 +89,13 @@ function Conversation({ agentId, target }) {
           const ex = await post(`/agents/${agentId}/test-executions`, body);
           conv.current.executionId = ex.id;
         }
-        const r = await post(`/agents/${agentId}/test-executions/${conv.current.executionId}/messages`, { message: msg });
-        const reply = r.results && r.results[0] && r.results[0].reply;
-        updateLast({ reply, text: reply ? reply.answer : "", streaming: false, stage: "done" });
+        await stream(`/agents/${agentId}/test-executions/${conv.current.executionId}/messages`, { message: msg, stream: true }, (event, data) => {
+          if (event === "reply") updateLast({ reply: data.reply, text: data.reply.answer, streaming: false, stage: "done" });
+          else if (event === "done") {
+            const reply = data.results && data.results[0] && data.results[0].reply;
+            if (reply) updateLast({ reply, text: reply.answer, streaming: false, stage: "done" });
+          } else onTurn(event, data);
+        }, ctrl.signal);
       }
     } catch (e) {
       if (e.name !== "AbortError") { setError(e); updateLast({ streaming: false, stage: "error", note: e.message }); }
@@ -103,7 +110,7 @@ function Conversation({ agentId, target }) {
   return html`<div class="chat">
     <${Card} title="Conversation" actions=${html`<${Button} small onClick=${reset} disabled=${running} testid="chat-reset">New conversation</${Button}>`}>
       <div class="transcript" ref=${logRef} role="log" aria-label="Conversation" data-testid="chat-transcript">
-        ${messages.length === 0 && html`<p class="muted">${target === "published" ? "Answers stream from the published revision." : "Answers come from a private test run; they are not streamed."} Start with a question your documents answer.</p>`}
+        ${messages.length === 0 && html`<p class="muted">${target === "published" ? "Answers stream from the published revision." : "Answers stream from a private test run that visitors never see."} Start with a question your documents answer.</p>`}
         ${messages.map((m, i) => (m.role === "user"
           ? html`<div class="msg msg-user" data-testid="chat-user-message"><span class="sr-only">You: </span><span class="msg-text">${m.text}</span></div>`
           : html`<${AssistantMessage} key=${i} m=${m} onAsk=${send} disabled=${running} />`))}
@@ -141,12 +148,11 @@ function AssistantMessage({ m, onAsk, disabled }) {
   return html`<div class="msg msg-assistant" data-testid="chat-assistant-message" data-state=${m.stage} aria-busy=${m.streaming ? "true" : "false"}>
     <span class="sr-only">Assistant: </span>
     ${m.streaming && html`<div class="stages" data-testid="chat-stages" aria-label="Progress">
-      ${m.stage === "running" ? html`<span class="stage active" data-testid="chat-stage">running the test turn…</span>`
-        : STAGES.map((s) => {
-          const seen = (m.stagesSeen || []).includes(s);
-          const active = m.stage === s;
-          return html`<span class=${"stage" + (active ? " active" : seen ? " done" : "")} data-testid="chat-stage" data-stage=${s}>${s}</span>`;
-        })}
+      ${STAGES.map((s) => {
+        const seen = (m.stagesSeen || []).includes(s);
+        const active = m.stage === s;
+        return html`<span class=${"stage" + (active ? " active" : seen ? " done" : "")} data-testid="chat-stage" data-stage=${s}>${s}</span>`;
+      })}
     </div>`}
     ${segments && !m.streaming
       ? html`<p class="msg-text" data-testid="chat-answer">${segments.map((s) => html`${s.text}${(s.citationIndices || []).map((ci) => citations[ci] && html`<sup><a href=${docHref(citations[ci])} class="cite-ref" aria-label=${"Source " + (ci + 1) + ": " + citations[ci].title}>[${ci + 1}]</a></sup>`)} `)}</p>`

@@ -25,13 +25,20 @@ export default function Documents({ query }) {
   const manage = can("workspace.documents.manage");
   const status = query.status || "";
   const limit = Number(query.limit) || 50;
-  const [filter, setFilter] = useState("");
+  const q = query.q || "";
+  const [filter, setFilter] = useState(q);
   const [createOpen, setCreateOpen] = useState(false);
-  const pager = usePager((cursor) => get("/document", { status, limit, cursor }), "documents", [status, limit]);
+  const pager = usePager((cursor) => get("/document", { status, limit, cursor, q }), "documents", [status, limit, q]);
+  // the title search runs on the server (every page, not just this one), a moment after typing stops
+  useEffect(() => {
+    if (filter.trim() === q) return undefined;
+    const t = setTimeout(() => setQuery({ q: filter.trim() }), 250);
+    return () => clearTimeout(t);
+  }, [filter]);
   const busy = pager.items.some((d) => d.status === "queued" || d.status === "processing");
   usePoll(() => pager.reload(), 2000, busy);
 
-  const rows = filter ? pager.items.filter((d) => (d.title || "").toLowerCase().includes(filter.toLowerCase())) : pager.items;
+  const rows = pager.items;
   const summary = pager.data && pager.data.summary;
 
   return html`<div class="page">
@@ -42,7 +49,7 @@ export default function Documents({ query }) {
 
     <${Card} title="All documents" testid="documents-card"
       actions=${html`<div class="filters">
-        <${Input} label="Filter this page by title" name="filter" value=${filter} onInput=${(e) => setFilter(e.currentTarget.value)}
+        <${Input} label="Search titles" name="q" value=${filter} onInput=${(e) => setFilter(e.currentTarget.value)}
           testid="doc-filter" type="search" className="field-inline" />
         <${Select} label="Status" name="status" value=${status} options=${STATUSES} testid="doc-status-filter" className="field-inline"
           onChange=${(e) => setQuery({ status: e.currentTarget.value })} />
@@ -65,8 +72,8 @@ export default function Documents({ query }) {
           { label: "Rev.", render: (d) => d.revision, className: "num" },
           { label: "Updated", render: (d) => fmtDate(d.updatedAt), className: "nowrap" },
         ]}
-        empty=${html`<${Empty} title=${status || filter ? "No documents match" : "No documents yet"}>
-          ${status || filter ? "Clear the filters to see every document." : manage ? "Drop files above, or create a document from text. Your agents answer from what you add here." : "Ask someone who manages documents to add some."}
+        empty=${html`<${Empty} title=${status || q ? "No documents match" : "No documents yet"}>
+          ${status || q ? "Clear the filters to see every document." : manage ? "Drop files above, or create a document from text. Your agents answer from what you add here." : "Ask someone who manages documents to add some."}
         </${Empty}>`} />`}
       <${Pager} pager=${pager} label="documents" />
     </${Card}>

@@ -19,6 +19,7 @@ use crate::conversations::{self, ListQuery};
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, Path, Query};
 use crate::turn::api::ChatBody;
+use crate::turn::test_exec::TestEvent;
 use crate::turn::{self, StreamEvent, TurnError, test_exec, trace};
 use axum::Router;
 use axum::routing;
@@ -91,48 +92,61 @@ fn sse(
     conversation_id: String,
     rx: tokio::sync::mpsc::UnboundedReceiver<StreamEvent>,
 ) -> Sse<impl Stream<Item = std::result::Result<Event, Infallible>>> {
-    let first = Event::default()
-        .event("conversation")
-        .json_data(json!({"conversationId": conversation_id}))
-        .unwrap_or_default();
-    let stream = futures::stream::unfold((Some(first), rx, false), |(first, mut rx, ended)| async move {
-        if let Some(f) = first {
-            return Some((Ok(f), (None, rx, false)));
-        }
-        if ended {
-            return None;
-        }
-        let ev = rx.recv().await?;
-        let (event, terminal) = match ev {
-            StreamEvent::Status(stage) => (Event::default().event("status").json_data(json!({"stage": stage})), false),
-            StreamEvent::Chunk(text) => (Event::default().event("chunk").json_data(json!({"text": text})), false),
-            StreamEvent::Done(reply) => (Event::default().event("done").json_data(turn::api::rest(&reply)), true),
-            StreamEvent::Cancelled { conversation_id, stage } => (
-                Event::default()
-                    .event("cancelled")
-                    .json_data(json!({"conversationId": conversation_id, "reason": "superseded", "stage": stage})),
-                true,
-            ),
-            StreamEvent::Failed(e) => {
-                if e.status() >= 500 {
-                    tracing::warn!(error = %e, "chat turn failed");
-                }
-                let message = if e.status() >= 500 && e.code == crate::ErrorCode::Internal {
-                    "internal error".to_string()
-                } else {
-                    e.message.clone()
-                };
-                (
-                    Event::default().event("error").json_data(
-                        json!({"error": {"code": e.code.as_str(), "message": message, "details": e.details}}),
-                    ),
-                    true,
-                )
+    let first = Event::default().event("conversation").json_data(json!({"conversationId": conversation_id}));
+    event_stream(first, rx, turn_event)
+}
+
+/// Server-sent events from a channel: `first`, then each item rendered until a terminal one.
+fn event_stream<T: Send + 'static>(
+    first: std::result::Result<Event, axum::Error>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<T>,
+    render: impl Fn(T) -> (std::result::Result<Event, axum::Error>, bool) + Clone + Send + 'static,
+) -> Sse<impl Stream<Item = std::result::Result<Event, Infallible>>> {
+    let first = first.unwrap_or_default();
+    let stream = futures::stream::unfold((Some(first), rx, false), move |(first, mut rx, ended)| {
+        let render = render.clone();
+        async move {
+            if let Some(f) = first {
+                return Some((Ok(f), (None, rx, false)));
             }
-        };
-        Some((Ok(event.unwrap_or_default()), (None, rx, terminal)))
+            if ended {
+                return None;
+            }
+            let item = rx.recv().await?;
+            let (event, terminal) = render(item);
+            Some((Ok(event.unwrap_or_default()), (None, rx, terminal)))
+        }
     });
     Sse::new(stream).keep_alive(KeepAlive::default())
+}
+
+/// One turn event on the wire, and whether it ends the stream.
+fn turn_event(ev: StreamEvent) -> (std::result::Result<Event, axum::Error>, bool) {
+    match ev {
+        StreamEvent::Status(stage) => (Event::default().event("status").json_data(json!({"stage": stage})), false),
+        StreamEvent::Chunk(text) => (Event::default().event("chunk").json_data(json!({"text": text})), false),
+        StreamEvent::Done(reply) => (Event::default().event("done").json_data(turn::api::rest(&reply)), true),
+        StreamEvent::Cancelled { conversation_id, stage } => (
+            Event::default()
+                .event("cancelled")
+                .json_data(json!({"conversationId": conversation_id, "reason": "superseded", "stage": stage})),
+            true,
+        ),
+        StreamEvent::Failed(e) => (Event::default().event("error").json_data(error_body(&e)), true),
+    }
+}
+
+/// The error envelope of a failed streamed turn (internal details never leave the server).
+fn error_body(e: &crate::Error) -> serde_json::Value {
+    if e.status() >= 500 {
+        tracing::warn!(error = %e, "chat turn failed");
+    }
+    let message = if e.status() >= 500 && e.code == crate::ErrorCode::Internal {
+        "internal error".to_string()
+    } else {
+        e.message.clone()
+    };
+    json!({"error": {"code": e.code.as_str(), "message": message, "details": e.details}})
 }
 
 pub async fn retrieval_answer(
@@ -283,9 +297,39 @@ pub async fn test_message(
     ctx: Ctx,
     Path((id, eid)): Path<(String, String)>,
     Json(b): Json<test_exec::MessageInput>,
-) -> Result<impl IntoResponse> {
-    let (aid, xid) = (id.clone(), eid.clone());
+) -> Result<Response> {
+    let (aid, xid, stream) = (id.clone(), eid.clone(), b.stream);
     let turns = app.blocking(move |app| test_exec::prepare_message(app, &ctx.p, &aid, &xid, &b)).await?;
-    let results = test_exec::send(app, turns).await?;
-    Ok(axum::Json(turn::api::execution_replies(&id, &eid, &results)))
+    if !stream {
+        let results = test_exec::send(app, turns).await?;
+        return Ok(axum::Json(turn::api::execution_replies(&id, &eid, &results)).into_response());
+    }
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(test_exec::send_streaming(app, turns, tx));
+    let first = Event::default().event("execution").json_data(json!({"executionId": eid, "agentId": id}));
+    Ok(event_stream(first, rx, move |ev| test_event(&id, &eid, ev)).into_response())
+}
+
+/// One event of a streamed test message: `side` before each side's turn, that turn's `status` and
+/// `chunk` events, `reply` when it finishes, then `done` (the same body as the JSON answer) or the
+/// turn's `cancelled`/`error`.
+fn test_event(agent_id: &str, execution_id: &str, ev: TestEvent) -> (std::result::Result<Event, axum::Error>, bool) {
+    let side = |s: &test_exec::Side| json!({"label": s.label, "revisionId": s.revision_id, "conversationId": s.conversation_id});
+    match ev {
+        TestEvent::Side(s) => (Event::default().event("side").json_data(side(&s)), false),
+        TestEvent::Turn(e) => turn_event(e),
+        TestEvent::Replied(s, reply) => {
+            let mut v = side(&s);
+            v["reply"] = turn::api::rest(&reply);
+            (Event::default().event("reply").json_data(v), false)
+        }
+        TestEvent::Finished(results) => (
+            Event::default().event("done").json_data(turn::api::execution_replies(agent_id, execution_id, &results)),
+            true,
+        ),
+        TestEvent::Failed(TurnError::Superseded { conversation_id, stage }) => {
+            turn_event(StreamEvent::Cancelled { conversation_id, stage })
+        }
+        TestEvent::Failed(TurnError::Failed(e)) => turn_event(StreamEvent::Failed(e)),
+    }
 }

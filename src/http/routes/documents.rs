@@ -56,6 +56,7 @@ pub struct ListQuery {
     cursor: Option<String>,
     status: Option<String>,
     source_id: Option<String>,
+    q: Option<String>,
 }
 
 pub async fn list(State(app): State<Arc<App>>, ctx: Ctx, Query(q): Query<ListQuery>) -> Result<impl IntoResponse> {
@@ -63,7 +64,17 @@ pub async fn list(State(app): State<Arc<App>>, ctx: Ctx, Query(q): Query<ListQue
     let before = q.cursor.as_deref().map(documents::decode_cursor).transpose()?;
     let page = app
         .blocking(move |app| {
-            documents::list(app, &ctx.p, ListFilter { source_id: q.source_id, status: q.status, before, limit })
+            documents::list(
+                app,
+                &ctx.p,
+                ListFilter {
+                    source_id: q.source_id,
+                    status: q.status,
+                    title: q.q.filter(|t| !t.trim().is_empty()),
+                    before,
+                    limit,
+                },
+            )
         })
         .await?;
     Ok(axum::Json(DocumentPageJson::from(page)))
