@@ -33,6 +33,11 @@ pub struct App {
     pub document_events: tokio::sync::Notify,
     /// The running answer turns, one per conversation at a time (supersede coordination).
     pub turns: crate::turn::supersede::Turns,
+    /// Conversation events for the streams that wait on them (operator events; later visitor and
+    /// converse streams).
+    pub bus: crate::bus::Bus,
+    /// The SSRF-guarded outbound client deliveries use.
+    pub outbound: crate::delivery::Outbound,
     /// The turn's routine stage (`turn::routine`).
     pub routine_pass: Box<dyn crate::turn::routine::RoutinePass>,
     /// Open only in the process that holds the data directory (the server, tests, tools).
@@ -58,7 +63,7 @@ impl Default for Options {
 
 /// Every job kind the product runs, with its handler: one line per area that has jobs.
 fn handlers() -> HashMap<&'static str, Handler> {
-    [crate::documents::jobs()].into_iter().flatten().collect()
+    [crate::documents::jobs(), crate::delivery::jobs()].into_iter().flatten().collect()
 }
 
 impl App {
@@ -93,6 +98,8 @@ impl App {
             uploads: Arc::new(tokio::sync::Semaphore::new(config.uploads_concurrent)),
             document_events: tokio::sync::Notify::new(),
             turns: Default::default(),
+            bus: Default::default(),
+            outbound: crate::delivery::Outbound::new(&config.delivery)?,
             routine_pass: Box::new(crate::turn::routine::NoRoutines),
             config,
             db,

@@ -23,6 +23,7 @@ flags. Every flag below also reads the environment variable shown beside it.
 
 First steps:
   steward admin bootstrap --email you@example.com --password '...' --print-token
+  steward admin test-email --to you@example.com
   steward serve --listen 127.0.0.1:8080
   steward doctor            # explains what is wrong with the data dir, database or models";
 
@@ -187,6 +188,13 @@ pub enum AdminCommand {
         #[arg(long)]
         print_token: bool,
     },
+    /// Send a test message through the configured SMTP server (`STEWARD_SMTP_*` or `[smtp]`) and
+    /// print what the server answered.
+    TestEmail {
+        /// The recipient.
+        #[arg(long)]
+        to: String,
+    },
 }
 
 fn overrides(global: &GlobalArgs, serve: &ServeArgs) -> CliOverrides {
@@ -337,6 +345,14 @@ fn admin(config: Config, cmd: AdminCommand) -> anyhow::Result<ExitCode> {
                 println!("{t}");
             }
             Ok(ExitCode::SUCCESS)
+        }
+        AdminCommand::TestEmail { to } => {
+            let app = App::build(config, Options { lock_data_dir: false, ..Default::default() })
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            let a = crate::delivery::send_test_email(&app, &to).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let code = a.code.map(|c| c.to_string()).unwrap_or_else(|| "no answer".into());
+            println!("{} {code} {} ({} ms)", if a.ok { "sent:" } else { "failed:" }, a.message, a.duration.as_millis());
+            Ok(if a.ok { ExitCode::SUCCESS } else { ExitCode::FAILURE })
         }
     }
 }

@@ -116,6 +116,10 @@ pub struct Config {
     /// The `steward` executable that parses uploaded PDF/DOCX/XLSX files in a child process; `None`
     /// parses in-process (tests that run without the binary).
     pub extractor_exe: Option<PathBuf>,
+    /// Outbound deliveries: the SSRF guard's allow-list, trust and timeouts (`[delivery]`).
+    pub delivery: crate::delivery::config::DeliveryConfig,
+    /// The SMTP server for email deliveries (`[smtp]`, `STEWARD_SMTP_*`); `None`: email is skipped.
+    pub smtp: Option<crate::delivery::config::SmtpConfig>,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -164,6 +168,8 @@ impl Config {
             extractor_exe: std::env::current_exe()
                 .ok()
                 .filter(|p| p.file_stem().and_then(|s| s.to_str()).is_some_and(|s| s == "steward")),
+            delivery: Default::default(),
+            smtp: None,
         }
     }
 
@@ -216,6 +222,10 @@ pub struct FileConfig {
     pub embed_max_tokens: Option<usize>,
     #[serde(default)]
     pub llm: FileLlm,
+    #[serde(default)]
+    pub delivery: crate::delivery::config::FileDelivery,
+    #[serde(default)]
+    pub smtp: crate::delivery::config::FileSmtp,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -279,6 +289,7 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     // 2. the environment (the product's own variable names; STEWARD_* flags come through clap)
     apply_env(&mut c, &env)?;
     apply_env_llm(&mut c, &env)?;
+    (c.delivery, c.smtp) = crate::delivery::config::load(&file.delivery, &file.smtp, &env)?;
     // 3. flags (already merged with their STEWARD_* variables by clap)
     apply_flags(&mut c, cli);
     validate(&c)?;

@@ -427,6 +427,19 @@ pub fn list_members(app: &App, p: &Principal) -> Result<Vec<Member>> {
     Ok(rows.into_iter().map(|(user, role, joined_at)| Member { user, role, joined_at }).collect())
 }
 
+/// A member of the organization and their role (`None`: not a member).
+pub fn member(c: &Conn, org: &OrgId, user_id: &str) -> Result<Option<(User, Role)>> {
+    store::member_of(c, org, user_id)
+}
+
+/// How people see a user: their name, else their email, else "Operator".
+pub fn display_name(u: &User) -> String {
+    u.name
+        .clone()
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| if u.email.is_empty() { "Operator".into() } else { u.email.clone() })
+}
+
 /// Whether registration without an invitation is open: only until the first person (the
 /// owner) has registered.
 pub fn registration_open(app: &App) -> Result<bool> {

@@ -91,6 +91,19 @@ pub fn members_of(c: &Connection, org: &OrgId) -> Result<Vec<(User, Role, String
     Ok(rows.into_iter().filter_map(|(u, role, at)| Role::parse(&role).map(|role| (u, role, at))).collect())
 }
 
+/// One member of the organization, with their role.
+pub fn member_of(c: &Connection, org: &OrgId, user: &str) -> Result<Option<(User, Role)>> {
+    let row = c
+        .query_row(
+            "SELECT u.id, u.email, u.name, u.created_at, u.password_hash, m.role FROM users u
+             JOIN memberships m ON m.user_id = u.id WHERE m.organization_id = ?1 AND u.id = ?2",
+            params![org, user],
+            |r| Ok((user_row(r)?.0, r.get::<_, String>(5)?)),
+        )
+        .optional()?;
+    Ok(row.and_then(|(u, role)| Role::parse(&role).map(|role| (u, role))))
+}
+
 fn ws_row(r: &rusqlite::Row) -> rusqlite::Result<Workspace> {
     Ok(Workspace {
         id: r.get(0)?,

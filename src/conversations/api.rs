@@ -5,9 +5,21 @@ use serde_json::{Value, json};
 
 use super::{Conversation, ConversationDetail, ConversationPage, Message, Ownership, Role, Tail};
 
-/// `{state, version, reason}`.
+/// `{state, version, reason, ownerAccountId, ownerDisplayName, takenOverAt}`.
 pub fn ownership(o: &Ownership) -> Value {
-    json!({"state": o.state.as_str(), "version": o.version, "reason": o.reason})
+    json!({
+        "state": o.state.as_str(), "version": o.version, "reason": o.reason,
+        "ownerAccountId": o.owner_user_id, "ownerDisplayName": o.owner_display_name, "takenOverAt": o.taken_over_at,
+    })
+}
+
+/// The whole ownership record (takeover routes, 409 details).
+pub fn ownership_record(c: &Conversation) -> Value {
+    let mut v = ownership(&c.ownership);
+    v["conversationId"] = json!(c.id);
+    v["workspaceId"] = json!(c.workspace_id);
+    v["updatedAt"] = json!(c.updated_at);
+    v
 }
 
 /// A conversation as history lists it.
@@ -34,6 +46,9 @@ pub fn message(m: &Message) -> Value {
                 v[k] = x.clone();
             }
         }
+    }
+    if let Some(name) = m.metadata.pointer("/operator/displayName") {
+        v["operatorDisplayName"] = name.clone();
     }
     if let Some(f) = m.metadata.get("turnFailure") {
         v["turnFailure"] = f.clone();

@@ -7,6 +7,8 @@
 //! `api.rs` (owned by the HTTP edge).
 
 pub mod api;
+pub mod feedback;
+pub mod ownership;
 mod store;
 
 use serde_json::Value;
@@ -48,7 +50,7 @@ names! {
 
 names! {
     /// Who wrote a message.
-    pub Source { Visitor = "visitor", Tester = "tester", Agent = "agent" }
+    pub Source { Visitor = "visitor", Tester = "tester", Agent = "agent", HumanAgent = "human_agent" }
 }
 
 /// The ownership record.
@@ -58,7 +60,18 @@ pub struct Ownership {
     pub version: i64,
     pub reason: Option<String>,
     pub owner_user_id: Option<String>,
+    /// The owner's name, else their email.
+    pub owner_display_name: Option<String>,
     pub taken_over_at: Option<String>,
+}
+
+/// A new ownership state for [`ownership`]'s operations.
+#[derive(Debug, Clone)]
+pub struct OwnershipChange {
+    pub state: OwnershipState,
+    pub owner_user_id: Option<String>,
+    pub reason: Option<String>,
+    pub operator_replied: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -4,6 +4,7 @@ use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value;
 
+use super::feedback::Rating;
 use super::{
     Channel, Conversation, ConversationState, Message, NewConversation, NewMessage, Ownership, OwnershipState, Role,
     Source, Visibility,
@@ -22,11 +23,12 @@ macro_rules! from_sql_names {
         })+
     };
 }
-from_sql_names!(OwnershipState, Visibility, Channel, Role, Source);
+from_sql_names!(OwnershipState, Visibility, Channel, Role, Source, Rating);
 
 const CONV_COLS: &str = "id, workspace_id, agent_id, revision_id, channel, visibility, test_execution_id, ownership_state, \
     ownership_version, ownership_reason, owner_user_id, taken_over_at, operator_replied, state, started_by, message_count, \
-    last_message_at, created_at, updated_at";
+    last_message_at, created_at, updated_at, \
+    (SELECT coalesce(nullif(trim(u.name), ''), u.email) FROM users u WHERE u.id = owner_user_id)";
 
 fn conv_row(r: &rusqlite::Row) -> rusqlite::Result<Conversation> {
     Ok(Conversation {
@@ -43,6 +45,7 @@ fn conv_row(r: &rusqlite::Row) -> rusqlite::Result<Conversation> {
             reason: r.get(9)?,
             owner_user_id: r.get(10)?,
             taken_over_at: r.get(11)?,
+            owner_display_name: r.get(19)?,
         },
         operator_replied: r.get::<_, i64>(12)? == 1,
         state: serde_json::from_str(&r.get::<_, String>(13)?).unwrap_or(Value::Object(Default::default())),
@@ -107,10 +110,25 @@ pub fn set_state(tx: &Tx, id: &str, state: &ConversationState, now: &str) -> Res
     Ok(())
 }
 
+/// Writes a whole ownership change (state, owner, reason, whether an operator replied), bumping
+/// the version only when `bump`; returns the version after it.
+pub fn write_ownership(tx: &Tx, id: &str, ch: &super::OwnershipChange, bump: bool, now: &str) -> Result<i64> {
+    Ok(tx.query_row(
+        "UPDATE conversations SET ownership_state = ?2, owner_user_id = ?3, ownership_reason = ?4,
+            operator_replied = ?5, ownership_version = ownership_version + ?6,
+            taken_over_at = CASE WHEN ?2 = 'ai_owned' THEN NULL WHEN ownership_state = 'human_owned' THEN taken_over_at ELSE ?7 END,
+            updated_at = ?7
+         WHERE id = ?1 RETURNING ownership_version",
+        params![id, ch.state.as_str(), ch.owner_user_id, ch.reason, ch.operator_replied as i64, bump as i64, now],
+        |r| r.get(0),
+    )?)
+}
+
 /// Moves the conversation to `state`, bumping the version; returns the new version.
 pub fn set_ownership(tx: &Tx, id: &str, state: OwnershipState, reason: Option<&str>, now: &str) -> Result<i64> {
     Ok(tx.query_row(
         "UPDATE conversations SET ownership_state = ?2, ownership_reason = ?3, ownership_version = ownership_version + 1,
+            owner_user_id = NULL,
             taken_over_at = CASE WHEN ?2 = 'human_owned' THEN ?4 ELSE NULL END,
             operator_replied = CASE WHEN ?2 = 'human_owned' THEN operator_replied ELSE 0 END, updated_at = ?4
          WHERE id = ?1 RETURNING ownership_version",
@@ -206,4 +224,108 @@ pub fn last_messages(c: &Connection, conversation: &str, limit: usize) -> Result
         st.query_map(params![conversation, limit as i64], msg_row)?.collect::<rusqlite::Result<_>>()?;
     v.reverse();
     Ok(v)
+}
+
+/// One answer's feedback.
+pub fn upsert_feedback(tx: &Tx, f: &super::feedback::Feedback) -> Result<()> {
+    tx.execute(
+        "INSERT INTO message_feedback (message_id, workspace_id, conversation_id, rating, comment, user_id, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7)
+         ON CONFLICT (message_id) DO UPDATE SET rating = ?4, comment = ?5, user_id = ?6, updated_at = ?7,
+            resolved_at = NULL, resolved_by = NULL",
+        params![f.message_id, f.workspace_id, f.conversation_id, f.rating.as_str(), f.comment, f.user_id, f.updated_at],
+    )?;
+    Ok(())
+}
+
+pub fn delete_feedback(tx: &Tx, ws: &str, message_id: &str) -> Result<bool> {
+    Ok(tx
+        .execute("DELETE FROM message_feedback WHERE workspace_id = ?1 AND message_id = ?2", params![ws, message_id])?
+        > 0)
+}
+
+pub fn resolve_feedback(tx: &Tx, ws: &str, message_id: &str, by: &str, now: &str) -> Result<bool> {
+    Ok(tx.execute(
+        "UPDATE message_feedback SET resolved_at = ?4, resolved_by = ?3
+         WHERE workspace_id = ?1 AND message_id = ?2 AND resolved_at IS NULL",
+        params![ws, message_id, by, now],
+    )? > 0)
+}
+
+const FEEDBACK_COLS: &str = "f.message_id, f.workspace_id, f.conversation_id, f.rating, f.comment, f.user_id, f.created_at, f.updated_at, f.resolved_at";
+
+fn feedback_row(r: &rusqlite::Row) -> rusqlite::Result<super::feedback::Feedback> {
+    Ok(super::feedback::Feedback {
+        message_id: r.get(0)?,
+        workspace_id: r.get(1)?,
+        conversation_id: r.get(2)?,
+        rating: r.get(3)?,
+        comment: r.get(4)?,
+        user_id: r.get(5)?,
+        created_at: r.get(6)?,
+        updated_at: r.get(7)?,
+        resolved_at: r.get(8)?,
+    })
+}
+
+pub fn feedback_of(c: &Connection, ws: &str, message_id: &str) -> Result<Option<super::feedback::Feedback>> {
+    Ok(c.query_row(
+        &format!("SELECT {FEEDBACK_COLS} FROM message_feedback f WHERE f.workspace_id = ?1 AND f.message_id = ?2"),
+        params![ws, message_id],
+        feedback_row,
+    )
+    .optional()?)
+}
+
+/// Open negative feedback (thumbs down, not resolved), most recently written first, with the
+/// answer it is about.
+pub fn open_negative_feedback(
+    c: &Connection,
+    ws: &str,
+    limit: usize,
+) -> Result<Vec<(super::feedback::Feedback, Message)>> {
+    let mut st = c.prepare(&format!(
+        "SELECT {FEEDBACK_COLS}, {} FROM message_feedback f JOIN messages m ON m.id = f.message_id
+         WHERE f.workspace_id = ?1 AND f.rating = 'down' AND f.resolved_at IS NULL
+         ORDER BY f.updated_at DESC, f.message_id DESC LIMIT ?2",
+        MSG_COLS.split(", ").map(|c| format!("m.{c}")).collect::<Vec<_>>().join(", ")
+    ))?;
+    let rows = st.query_map(params![ws, limit as i64], |r| {
+        let f = feedback_row(r)?;
+        let m = Message {
+            id: r.get(9)?,
+            conversation_id: r.get(10)?,
+            seq: r.get(11)?,
+            role: r.get(12)?,
+            source: r.get(13)?,
+            content: r.get(14)?,
+            citations: serde_json::from_str(&r.get::<_, String>(15)?).unwrap_or(Value::Array(vec![])),
+            metadata: serde_json::from_str(&r.get::<_, String>(16)?).unwrap_or(Value::Object(Default::default())),
+            trace_id: r.get(17)?,
+            request_id: r.get(18)?,
+            created_at: r.get(19)?,
+        };
+        Ok((f, m))
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Human-owned visitor conversations, most recently active first.
+pub fn open_handoffs(c: &Connection, ws: &str, limit: usize) -> Result<Vec<Conversation>> {
+    let mut st = c.prepare(&format!(
+        "SELECT {CONV_COLS} FROM conversations WHERE workspace_id = ?1 AND visibility = 'visitor' AND ownership_state = 'human_owned'
+         ORDER BY updated_at DESC, id DESC LIMIT ?2"
+    ))?;
+    let rows = st.query_map(params![ws, limit as i64], conv_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The message with this id in the workspace.
+pub fn message(c: &Connection, ws: &str, id: &str) -> Result<Option<Message>> {
+    Ok(c.query_row(
+        &format!("SELECT {MSG_COLS} FROM messages WHERE workspace_id = ?1 AND id = ?2"),
+        params![ws, id],
+        msg_row,
+    )
+    .optional()?)
 }

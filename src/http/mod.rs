@@ -43,6 +43,8 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .merge(settings::routes())
         .merge(agents::routes())
         .merge(chat::routes())
+        .merge(inbox::routes())
+        .merge(delivery::routes())
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 

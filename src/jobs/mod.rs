@@ -123,6 +123,8 @@ pub struct JobCtx<'a> {
     pub kind: String,
     /// 1 for the first attempt.
     pub attempt: u32,
+    /// The last attempt: a retry after it fails the job.
+    pub max_attempts: u32,
     jobs: &'a Jobs,
     db: &'a Db,
     owner: String,
@@ -381,6 +383,7 @@ fn run_one(app: &App, job: JobRow, owner: &str) {
                 id: job.id,
                 kind: job.kind.clone(),
                 attempt: job.attempts,
+                max_attempts: job.max_attempts,
                 jobs: &app.jobs,
                 db: &app.db,
                 owner: owner.to_string(),

@@ -27,6 +27,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(4, "0004_agents"),
     migration!(5, "0005_conversations"),
     migration!(6, "0006_hardening"),
+    migration!(7, "0007_delivery_takeover"),
 ];
 
 fn checksum(sql: &str) -> String {

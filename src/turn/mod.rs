@@ -309,6 +309,7 @@ pub async fn execute(
 ) -> Result<Reply, TurnError> {
     let cid = input.conversation_id.clone();
     let turn_id = input.turn_id.clone();
+    let (ws, is_test) = (input.workspace.0.clone(), input.surface == Surface::Test);
     let superseded = |stage| TurnError::Superseded { conversation_id: cid.clone(), stage };
     let guard = match app.turns.enter(&cid).await {
         Ok(g) => g,
@@ -336,6 +337,14 @@ pub async fn execute(
         let app2 = app.clone();
         let (cid, turn_id) = (cid.clone(), turn_id.clone());
         let _ = tokio::task::spawn_blocking(move || mark_failed(&app2, &cid, &turn_id, failure, stage)).await;
+    }
+    if let Ok(reply) = &result
+        && !is_test
+    {
+        app.bus.publish(&ws, Some(&cid), crate::bus::BusKind::MessageCreated);
+        if reply.ownership_state == OwnershipState::HumanOwned {
+            app.bus.publish(&ws, Some(&cid), crate::bus::BusKind::OwnershipChanged);
+        }
     }
     result
 }

@@ -636,7 +636,7 @@ fn handoff_payload(
     request_id: Option<&str>,
 ) -> Value {
     let dashboard =
-        app.config.public_url.as_ref().map(|u| format!("{}/conversations/{conversation_id}", u.trim_end_matches('/')));
+        app.config.public_url.as_ref().map(|u| format!("{}/app/inbox/{conversation_id}", u.trim_end_matches('/')));
     json!({
         "workspaceId": ws.0, "agentId": agent_id, "conversationId": conversation_id, "reason": "retrieval_miss",
         "routine": null, "collected": {}, "dashboardUrl": dashboard, "requestId": request_id,

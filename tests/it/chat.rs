@@ -39,20 +39,7 @@ async fn chat(t: &TestApp, a: &Auth, body: Value) -> Value {
 
 /// Publishes the agent's current draft.
 async fn publish(t: &TestApp, a: &Auth, agent: &str) {
-    let state = t.get(&format!("/api/v1/agents/{agent}/revision-state"), a).await.json();
-    let g = state["draft"]["generation"].as_i64().unwrap();
-    let published = state["publishedRevision"]["id"].clone();
-    let cand = t
-        .post(&format!("/api/v1/agents/{agent}/revisions/candidates"), a, json!({"expectedDraftGeneration": g}))
-        .await
-        .json();
-    t.post(
-        &format!("/api/v1/agents/{agent}/revisions/{}/publish", cand["id"].as_str().unwrap()),
-        a,
-        json!({"expectedDraftGeneration": g, "expectedPublishedRevisionId": published, "idempotencyKey": format!("k{g}")}),
-    )
-    .await
-    .assert_status(200);
+    t.publish(a, agent).await;
 }
 
 async fn trace(t: &TestApp, a: &Auth, id: &str) -> Value {
@@ -211,14 +198,18 @@ async fn a_retrieval_miss_hands_off_and_a_human_owned_conversation_suppresses_th
     for k in ["workspaceId", "dashboardUrl", "requestId"] {
         assert!(payload.get(k).is_some(), "{k}");
     }
-    // no delivery transport yet: the job waits, it does not die
+    // the notice goes to the workspace owner (no destination configured); without SMTP the email
+    // is recorded as skipped
     t.run_jobs();
     let state: String = t
         .app
         .db
         .read(|c| Ok(c.query_row("SELECT state FROM jobs WHERE kind = 'handoff.notify'", [], |r| r.get(0))?))
         .unwrap();
-    assert_eq!(state, "queued");
+    assert_eq!(state, "done");
+    let log = t.get(&format!("/api/v1/deliveries?conversationId={cid}"), &owner).await.json();
+    assert_eq!(log["deliveries"][0]["channel"], "email");
+    assert_eq!(log["deliveries"][0]["status"], "skipped");
     let audit = t.get("/api/v1/audit-events?action=hitl.ownership", &owner).await.json();
     assert!(audit.to_string().contains("retrieval_miss"), "{audit}");
     // the next visitor message: saved, the AI suppressed (a waiting line, nothing else runs)

@@ -3,12 +3,14 @@
 
 mod fake_llm;
 mod fixtures;
+mod receiver;
 mod support;
 
 mod accounts;
 mod agents;
 mod browser;
 mod chat;
+mod delivery;
 mod documents;
 pub mod e2e;
 mod errors;
@@ -20,6 +22,7 @@ mod models;
 mod readme;
 mod recovery;
 mod search;
+mod takeover;
 mod tidy;
 mod tokens;
 mod webdriver;

@@ -246,6 +246,25 @@ impl TestApp {
         Auth::Bearer(r.json()["secret"].as_str().unwrap().to_string())
     }
 
+    /// Publishes the agent's current draft.
+    pub async fn publish(&self, a: &Auth, agent: &str) {
+        let t = self;
+        let state = t.get(&format!("/api/v1/agents/{agent}/revision-state"), a).await.json();
+        let g = state["draft"]["generation"].as_i64().unwrap();
+        let published = state["publishedRevision"]["id"].clone();
+        let cand = t
+            .post(&format!("/api/v1/agents/{agent}/revisions/candidates"), a, json!({"expectedDraftGeneration": g}))
+            .await
+            .json();
+        t.post(
+            &format!("/api/v1/agents/{agent}/revisions/{}/publish", cand["id"].as_str().unwrap()),
+            a,
+            json!({"expectedDraftGeneration": g, "expectedPublishedRevisionId": published, "idempotencyKey": format!("k{g}")}),
+        )
+        .await
+        .assert_status(200);
+    }
+
     /// Runs due jobs on this thread until none is left.
     pub fn run_jobs(&self) -> usize {
         steward::jobs::run_until_idle(&self.app).unwrap()

@@ -3,6 +3,8 @@
 pub mod account;
 pub mod agents;
 pub mod chat;
+pub mod delivery;
 pub mod documents;
+pub mod inbox;
 pub mod ops;
 pub mod settings;

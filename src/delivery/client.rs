@@ -1,0 +1,195 @@
+//! The outbound HTTP client: every hop cleared by the [`Guard`], connected to the address that was
+//! checked, redirects followed by hand (at most 3, each re-checked), connect and total timeouts,
+//! and a capped response read.
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use reqwest::Url;
+use reqwest::blocking::Client;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
+use super::config::DeliveryConfig;
+use super::guard::Guard;
+
+/// Most redirects followed.
+pub const MAX_REDIRECTS: usize = 3;
+
+/// What a request came back with.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    pub status: u16,
+    /// `Retry-After`, in seconds or as an HTTP date, when the server sent one.
+    pub retry_after: Option<Duration>,
+    pub duration: Duration,
+    /// The first bytes of the body (at most the configured cap), for diagnostics only.
+    pub body_prefix: Vec<u8>,
+}
+
+/// Why a request got no answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Failure {
+    /// The guard refused a hop; nothing was sent to it.
+    Refused(String),
+    /// Connecting, TLS, or reading failed, or the time ran out.
+    Transport(String),
+    /// The URL or a header was malformed.
+    Invalid(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Refused(m) => write!(f, "refused: {m}"),
+            Failure::Transport(m) => write!(f, "transport: {m}"),
+            Failure::Invalid(m) => write!(f, "invalid: {m}"),
+        }
+    }
+}
+
+/// The guarded client, built once from the deployment settings.
+pub struct Outbound {
+    guard: Guard,
+    cfg: DeliveryConfig,
+    roots: Vec<reqwest::Certificate>,
+}
+
+impl Outbound {
+    pub fn new(cfg: &DeliveryConfig) -> crate::Result<Outbound> {
+        let guard = Guard::new(&cfg.allow).map_err(crate::Error::internal_msg)?;
+        let mut roots = Vec::new();
+        if let Some(path) = &cfg.ca_file {
+            let pem = std::fs::read(path)
+                .map_err(|e| crate::Error::internal_msg(format!("delivery CA file {}: {e}", path.display())))?;
+            roots = reqwest::Certificate::from_pem_bundle(&pem)
+                .map_err(|e| crate::Error::internal_msg(format!("delivery CA file {}: {e}", path.display())))?;
+        }
+        Ok(Outbound { guard, cfg: cfg.clone(), roots })
+    }
+
+    pub fn guard(&self) -> &Guard {
+        &self.guard
+    }
+
+    fn client_for(&self, host: &str, addr: std::net::SocketAddr, left: Duration) -> Result<Client, Failure> {
+        let mut b = Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(self.cfg.connect_timeout.min(left))
+            .timeout(left)
+            .user_agent(concat!("Steward/", env!("CARGO_PKG_VERSION")))
+            .resolve(host, addr);
+        for r in &self.roots {
+            b = b.add_root_certificate(r.clone());
+        }
+        b.build().map_err(|e| Failure::Transport(format!("client: {e}")))
+    }
+
+    /// POSTs `body` as JSON to `url` with `headers`, following redirects the guard clears
+    /// (307/308 repeat the POST; 301/302/303 continue as a GET without the body).
+    pub fn post_json(&self, url: &str, body: &[u8], headers: &[(&str, String)]) -> Result<Answer, Failure> {
+        let started = Instant::now();
+        let mut url = Url::parse(url).map_err(|e| Failure::Invalid(format!("URL: {e}")))?;
+        let mut hmap = HeaderMap::new();
+        hmap.insert(reqwest::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        for (k, v) in headers {
+            let name =
+                HeaderName::from_bytes(k.as_bytes()).map_err(|e| Failure::Invalid(format!("header {k}: {e}")))?;
+            let value = HeaderValue::from_str(v).map_err(|e| Failure::Invalid(format!("header {k}: {e}")))?;
+            hmap.insert(name, value);
+        }
+        let mut post = true;
+        for hop in 0..=MAX_REDIRECTS {
+            let cleared = self.guard.clear(&url).map_err(Failure::Refused)?;
+            let left = self
+                .cfg
+                .timeout
+                .checked_sub(started.elapsed())
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| Failure::Transport("timed out".into()))?;
+            let client = self.client_for(&cleared.host, cleared.addr, left)?;
+            let req = if post {
+                client.post(url.clone()).headers(hmap.clone()).body(body.to_vec())
+            } else {
+                client.get(url.clone())
+            };
+            let resp = req.send().map_err(|e| Failure::Transport(describe(&e)))?;
+            let status = resp.status().as_u16();
+            if matches!(status, 301 | 302 | 303 | 307 | 308) {
+                let loc = resp
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .ok_or_else(|| Failure::Transport(format!("{status} without a Location")))?;
+                if hop == MAX_REDIRECTS {
+                    return Err(Failure::Transport(format!("more than {MAX_REDIRECTS} redirects")));
+                }
+                url = url.join(loc).map_err(|e| Failure::Invalid(format!("redirect Location: {e}")))?;
+                post = post && matches!(status, 307 | 308);
+                continue;
+            }
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(parse_retry_after);
+            let mut body_prefix = Vec::new();
+            let cap = self.cfg.max_response_bytes as u64;
+            resp.take(cap)
+                .read_to_end(&mut body_prefix)
+                .map_err(|e| Failure::Transport(format!("reading the answer: {e}")))?;
+            return Ok(Answer { status, retry_after, duration: started.elapsed(), body_prefix });
+        }
+        Err(Failure::Transport(format!("more than {MAX_REDIRECTS} redirects")))
+    }
+}
+
+/// A transport error in a line, without the URL's query (which may carry a token).
+fn describe(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "could not connect"
+    } else {
+        "request failed"
+    };
+    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    let mut detail = String::new();
+    while let Some(s) = src {
+        detail = s.to_string();
+        src = s.source();
+    }
+    if detail.is_empty() { kind.to_string() } else { format!("{kind}: {detail}") }
+}
+
+/// `Retry-After`: seconds, or an HTTP date (as a delay from now).
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(s) = v.parse::<u64>() {
+        return Some(Duration::from_secs(s));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    let secs = (at.timestamp() - chrono::Utc::now().timestamp()).max(0);
+    Some(Duration::from_secs(secs as u64))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates() {
+        assert_eq!(parse_retry_after("7"), Some(Duration::from_secs(7)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn a_refused_host_sends_nothing() {
+        let o = Outbound::new(&DeliveryConfig::default()).unwrap();
+        let e = o.post_json("https://127.0.0.1:1/hook", b"{}", &[]).unwrap_err();
+        assert!(matches!(e, Failure::Refused(_)), "{e}");
+        let e = o.post_json("not a url", b"{}", &[]).unwrap_err();
+        assert!(matches!(e, Failure::Invalid(_)), "{e}");
+    }
+}

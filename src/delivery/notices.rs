@@ -1,0 +1,197 @@
+//! Notices to people: where a handoff (and, with routines, an approval) notice goes, and the
+//! `handoff.notify` job that sends it as a webhook and an email.
+//!
+//! Destination (spec: Skills rules 2–3): the agent's `contact_human` notify skill when it exists
+//! and is enabled (disabled: notices are silenced), else the agent's `contactRequestDelivery`,
+//! else the workspace owner; a destination without recipient emails sends its email to the
+//! workspace owner. The agent configuration is the revision the conversation runs on.
+
+use serde_json::{Value, json};
+
+use crate::agents::Delivery;
+use crate::app::App;
+use crate::auth::accounts;
+use crate::clock::rfc3339;
+use crate::error::{Error, Result};
+use crate::ids::WorkspaceId;
+use crate::jobs::{JobCtx, JobPayload, Outcome};
+use crate::turn::agent::AgentConfig;
+
+/// The notify skill handoff and approval notices use.
+pub const CONTACT_SKILL: &str = "contact_human";
+
+/// Where a notice goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// `contact_human` is disabled: no notice at all.
+    Silenced,
+    Send {
+        emails: Vec<String>,
+        webhook_url: Option<String>,
+        from: &'static str,
+    },
+}
+
+/// Resolves a notice's destination for an agent configuration (owners' emails fill in empty
+/// recipients).
+pub fn destination(cfg: &AgentConfig, owners: &[String]) -> Destination {
+    let skill = cfg.skills.iter().find(|s| s.name == CONTACT_SKILL && s.capability == "notify");
+    let (delivery, from) = match skill {
+        Some(s) if !s.enabled => return Destination::Silenced,
+        Some(s) => (
+            s.config
+                .get("delivery")
+                .and_then(|d| serde_json::from_value::<Delivery>(d.clone()).ok())
+                .unwrap_or_default(),
+            "skill",
+        ),
+        None => {
+            let d = &cfg.settings.contact_request_delivery;
+            if d.recipient_emails.is_empty() && d.webhook.is_none() {
+                (Delivery::default(), "owner")
+            } else {
+                (d.clone(), "agent")
+            }
+        }
+    };
+    let emails = if delivery.recipient_emails.is_empty() { owners.to_vec() } else { delivery.recipient_emails.clone() };
+    Destination::Send { emails, webhook_url: delivery.webhook.map(|w| w.url), from }
+}
+
+fn reason_text(reason: &str) -> &str {
+    match reason {
+        "retrieval_miss" => "the agent found nothing in your documents to answer with",
+        "routine_handoff" => "a routine reached a handoff step",
+        other => other,
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+/// The handoff email: plain text and HTML, with the `Collected:` section and the dashboard link.
+pub fn handoff_email(agent_name: &str, notice: &Value) -> (String, String, String) {
+    let reason = notice["reason"].as_str().unwrap_or("handoff");
+    let collected: Vec<(String, String)> = notice["collected"]
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default();
+    let link = notice["dashboardUrl"].as_str();
+    let subject = format!("A visitor needs a person: {agent_name}");
+    let mut text = format!(
+        "A conversation with {agent_name} was handed to a person.\nReason: {}\n\nCollected:\n",
+        reason_text(reason)
+    );
+    if collected.is_empty() {
+        text.push_str("  (nothing)\n");
+    }
+    for (k, v) in &collected {
+        text.push_str(&format!("  {k}: {v}\n"));
+    }
+    match link {
+        Some(l) => text.push_str(&format!("\nOpen the conversation: {l}\n")),
+        None => {
+            text.push_str("\nOpen the Inbox in the Steward dashboard (set STEWARD_PUBLIC_URL to get a link here).\n")
+        }
+    }
+    let mut html = format!(
+        "<p>A conversation with <strong>{}</strong> was handed to a person.<br>Reason: {}</p><p>Collected:</p><ul>",
+        escape(agent_name),
+        escape(reason_text(reason))
+    );
+    if collected.is_empty() {
+        html.push_str("<li>(nothing)</li>");
+    }
+    for (k, v) in &collected {
+        html.push_str(&format!("<li>{}: {}</li>", escape(k), escape(v)));
+    }
+    html.push_str("</ul>");
+    match link {
+        Some(l) => html.push_str(&format!("<p><a href=\"{0}\">Open the conversation</a> ({0})</p>", escape(l))),
+        None => html.push_str("<p>Open the Inbox in the Steward dashboard.</p>"),
+    }
+    (subject, text, html)
+}
+
+/// The agent configuration a conversation runs on (its revision, else the published one).
+fn config_of(app: &App, ws: &WorkspaceId, conversation_id: &str, agent_id: &str) -> Result<AgentConfig> {
+    app.db.read(|c| {
+        let conv = crate::conversations::find_in(c, &ws.0, conversation_id, true)?;
+        match &conv.revision_id {
+            Some(rid) => crate::turn::agent::revision(c, agent_id, rid),
+            None => crate::turn::agent::published(c, ws, agent_id),
+        }
+    })
+}
+
+fn owner_emails(app: &App, ws: &WorkspaceId) -> Result<Vec<String>> {
+    let w = accounts::workspace(app, ws)?.ok_or_else(|| Error::not_found("workspace"))?;
+    Ok(accounts::owners(app, &w.organization_id)?.into_iter().map(|u| u.email).collect())
+}
+
+/// Queues a notice's webhook and email (idempotent per `key`); returns how many deliveries.
+pub fn send_notice(app: &App, ws: &WorkspaceId, agent_id: &str, notice: &Value, key: &str) -> Result<usize> {
+    let cid = notice["conversationId"].as_str().unwrap_or_default().to_string();
+    let cfg = config_of(app, ws, &cid, agent_id)?;
+    let owners = owner_emails(app, ws)?;
+    let Destination::Send { emails, webhook_url, .. } = destination(&cfg, &owners) else {
+        tracing::info!(conversation = %cid, "handoff notice silenced: the contact_human skill is disabled");
+        return Ok(0);
+    };
+    let (subject, text, html) = handoff_email(&cfg.name, notice);
+    let now = rfc3339(app.clock.now());
+    let n = app.db.write(|tx| {
+        let mut n = 0;
+        if let Some(url) = &webhook_url {
+            let w = super::Webhook {
+                workspace_id: &ws.0,
+                event: "handoff.notify",
+                url,
+                body: notice,
+                conversation_id: Some(&cid),
+                key,
+            };
+            super::enqueue_webhook(app, tx, &now, &w)?;
+            n += 1;
+        }
+        if !emails.is_empty() {
+            let m = super::Email {
+                workspace_id: &ws.0,
+                event: "handoff.notify",
+                to: &emails,
+                subject: &subject,
+                text: &text,
+                html: &html,
+                conversation_id: Some(&cid),
+                key,
+            };
+            super::enqueue_email(app, tx, &now, &m)?;
+            n += 1;
+        }
+        Ok(n)
+    })?;
+    app.jobs.wake();
+    Ok(n)
+}
+
+/// The `handoff.notify` job: resolves the destination and queues the deliveries.
+pub(super) fn handoff_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
+    let (Some(ws), Some(agent)) = (payload["workspaceId"].as_str(), payload["agentId"].as_str()) else {
+        return Outcome::Fail("malformed handoff notice".into());
+    };
+    let notice = json!({
+        "workspaceId": payload["workspaceId"], "agentId": payload["agentId"], "conversationId": payload["conversationId"],
+        "reason": payload["reason"], "routine": payload["routine"], "collected": payload["collected"],
+        "dashboardUrl": payload["dashboardUrl"], "requestId": payload["requestId"],
+    });
+    match send_notice(app, &WorkspaceId(ws.to_string()), agent, &notice, &format!("handoff.notify:{}", ctx.id)) {
+        Ok(_) => Outcome::Done,
+        Err(e) if e.status() == 404 => Outcome::Fail(e.message),
+        Err(e) => Outcome::retry(e.message),
+    }
+}

@@ -1,0 +1,199 @@
+//! Human takeover (takeover, reply, transfer, handback), answer feedback, the operator inbox and
+//! the operator events stream. The rules live in `crate::conversations::{ownership, feedback}`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::routing;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::app::App;
+use crate::auth::Perm;
+use crate::conversations::feedback::{self, HeldBy, InboxItem};
+use crate::conversations::{api, ownership};
+use crate::error::Result;
+use crate::http::extract::{Ctx, Json, OptionalJson, Path};
+
+pub fn routes() -> Router<Arc<App>> {
+    Router::new()
+        .route("/api/v1/conversations/{id}/takeover", routing::post(takeover))
+        .route("/api/v1/conversations/{id}/reply", routing::post(reply))
+        .route("/api/v1/conversations/{id}/transfer", routing::post(transfer))
+        .route("/api/v1/conversations/{id}/handback", routing::post(handback))
+        .route("/api/v1/history/chat/{id}/messages/{mid}/feedback", routing::put(rate).delete(clear))
+        .route("/api/v1/inbox", routing::get(inbox))
+        .route("/api/v1/inbox/feedback/{mid}/resolve", routing::post(resolve))
+        .route("/api/v1/events", routing::get(events))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TakeoverBody {
+    reason: Option<String>,
+}
+
+async fn takeover(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    OptionalJson(b): OptionalJson<TakeoverBody>,
+) -> Result<impl IntoResponse> {
+    let reason = b.reason;
+    let c = app.blocking(move |app| ownership::takeover(app, &ctx.p, &id, reason)).await?;
+    Ok(axum::Json(json!({"ownership": api::ownership_record(&c)})))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReplyBody {
+    message: String,
+    expected_version: i64,
+}
+
+async fn reply(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<ReplyBody>,
+) -> Result<impl IntoResponse> {
+    let (m, c) = app.blocking(move |app| ownership::reply(app, &ctx.p, &id, &b.message, b.expected_version)).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({"message": api::message(&m), "ownership": api::ownership_record(&c)}))))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TransferBody {
+    to_account_id: String,
+    expected_version: i64,
+}
+
+async fn transfer(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<TransferBody>,
+) -> Result<impl IntoResponse> {
+    let c =
+        app.blocking(move |app| ownership::transfer(app, &ctx.p, &id, &b.to_account_id, b.expected_version)).await?;
+    Ok(axum::Json(json!({"ownership": api::ownership_record(&c)})))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HandbackBody {
+    expected_version: i64,
+}
+
+async fn handback(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<HandbackBody>,
+) -> Result<impl IntoResponse> {
+    let c = app.blocking(move |app| ownership::handback(app, &ctx.p, &id, b.expected_version)).await?;
+    Ok(axum::Json(json!({"ownership": api::ownership_record(&c)})))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeedbackBody {
+    rating: String,
+    comment: Option<String>,
+}
+
+fn feedback_json(f: &feedback::Feedback) -> Value {
+    json!({
+        "messageId": f.message_id, "conversationId": f.conversation_id, "rating": f.rating.as_str(),
+        "comment": f.comment, "accountId": f.user_id, "createdAt": f.created_at, "updatedAt": f.updated_at,
+        "resolvedAt": f.resolved_at,
+    })
+}
+
+async fn rate(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, mid)): Path<(String, String)>,
+    Json(b): Json<FeedbackBody>,
+) -> Result<impl IntoResponse> {
+    let f = app.blocking(move |app| feedback::rate(app, &ctx.p, &id, &mid, &b.rating, b.comment)).await?;
+    Ok(axum::Json(json!({"feedback": feedback_json(&f)})))
+}
+
+async fn clear(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, mid)): Path<(String, String)>,
+) -> Result<impl IntoResponse> {
+    app.blocking(move |app| feedback::clear(app, &ctx.p, &id, &mid)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn resolve(State(app): State<Arc<App>>, ctx: Ctx, Path(mid): Path<String>) -> Result<impl IntoResponse> {
+    app.blocking(move |app| feedback::resolve(app, &ctx.p, &mid)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn inbox(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    let items = app.blocking(move |app| feedback::inbox(app, &ctx.p)).await?;
+    let items: Vec<Value> = items
+        .iter()
+        .map(|i| match i {
+            InboxItem::Handoff { conversation, held_by, last_message } => json!({
+                "kind": "handoff",
+                "conversationId": conversation.id, "agentId": conversation.agent_id,
+                "ownership": api::ownership_record(conversation),
+                "heldBy": match held_by { HeldBy::Nobody => "nobody", HeldBy::Me => "me", HeldBy::Teammate => "teammate" },
+                "messageCount": conversation.message_count, "lastMessageAt": conversation.last_message_at,
+                "lastMessage": last_message.as_ref().map(api::message),
+                "updatedAt": conversation.updated_at,
+            }),
+            InboxItem::Feedback { feedback: f, answer } => json!({
+                "kind": "feedback",
+                "conversationId": f.conversation_id,
+                "feedback": feedback_json(f),
+                "answer": api::message(answer),
+                "updatedAt": f.updated_at,
+            }),
+        })
+        .collect();
+    let handoffs = items.iter().filter(|i| i["kind"] == "handoff").count();
+    Ok(axum::Json(json!({"items": items, "handoffs": handoffs, "feedback": items.len() - handoffs})))
+}
+
+/// `GET /events`: the workspace's conversation events as server-sent events — `ready` first,
+/// then `message.created`, `ownership.changed` and `inbox.changed` with `{conversationId}`. A
+/// listener that falls behind gets `resync` and should reload what it shows.
+async fn events(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    ctx.p.require(Perm::ConversationsRead)?;
+    let ws = ctx.p.workspace_id.0.clone();
+    let rx = app.bus.subscribe();
+    let first = Event::default().event("ready").json_data(json!({"workspaceId": ws})).unwrap_or_default();
+    let stream = futures::stream::unfold((Some(first), rx, ws), |(first, mut rx, ws)| async move {
+        if let Some(f) = first {
+            return Some((Ok::<_, Infallible>(f), (None, rx, ws)));
+        }
+        loop {
+            match rx.recv().await {
+                Ok(e) if e.workspace_id == ws => {
+                    let ev = Event::default()
+                        .event(e.kind.as_str())
+                        .json_data(json!({"conversationId": e.conversation_id}))
+                        .unwrap_or_default();
+                    return Some((Ok(ev), (None, rx, ws)));
+                }
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    return Some((Ok(Event::default().event("resync").data("{}")), (None, rx, ws)));
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::default()))
+}

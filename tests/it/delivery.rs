@@ -1,0 +1,385 @@
+//! Outbound delivery against real local parts: an HTTPS receiver with its own CA (webhooks,
+//! retries, `Retry-After`, terminal answers, redirects) and a real SMTP server (Python's aiosmtpd)
+//! for the handoff email; the SSRF guard refusing hostile targets before any connection.
+
+use std::io::{BufRead, BufReader};
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use steward::app::App;
+
+use crate::receiver::{Receiver, Reply};
+use crate::support::{Auth, TestApp};
+
+/// Runs due jobs off the async runtime (deliveries block on the network; the receiver needs the
+/// runtime to answer).
+async fn run_jobs(app: &Arc<App>) -> usize {
+    let app = app.clone();
+    tokio::task::spawn_blocking(move || steward::jobs::run_until_idle(&app).unwrap()).await.unwrap()
+}
+
+fn with_receiver(r: &Receiver) -> impl FnOnce(&mut steward::config::Config) + '_ {
+    move |c| {
+        c.delivery.allow = vec!["127.0.0.1/32".into()];
+        c.delivery.ca_file = Some(r.ca_file.clone());
+        c.public_url = Some("https://steward.example".into());
+    }
+}
+
+/// An agent that hands off on a retrieval miss and sends its notices to `webhook`.
+async fn handoff_agent(t: &TestApp, owner: &Auth, webhook: Option<&str>, emails: &[&str]) -> String {
+    let agent = t.default_agent(owner).await;
+    let mut delivery = json!({"recipientEmails": emails});
+    if let Some(w) = webhook {
+        delivery["webhook"] = json!({"url": w});
+    }
+    t.put(
+        &format!("/api/v1/agents/{agent}"),
+        owner,
+        json!({"handoffOnRetrievalMiss": true, "contactRequestDelivery": delivery}),
+    )
+    .await
+    .assert_status(200);
+    t.publish(owner, &agent).await;
+    agent
+}
+
+/// A visitor question nothing answers: the conversation is handed off; returns its id.
+async fn miss(t: &TestApp, owner: &Auth) -> String {
+    let r = t.post("/api/v1/chat", owner, json!({"message": "Do you repair vintage radios?"})).await;
+    r.assert_status(200);
+    let v = r.json();
+    assert_eq!(v["ownership"]["state"], "human_owned", "{v}");
+    v["conversationId"].as_str().unwrap().to_string()
+}
+
+async fn webhook_log(t: &TestApp, owner: &Auth, cid: &str) -> Value {
+    let page = t.get(&format!("/api/v1/deliveries?channel=webhook&conversationId={cid}"), owner).await.json();
+    let id = page["deliveries"][0]["id"].as_str().unwrap_or_else(|| panic!("no webhook delivery: {page}")).to_string();
+    t.get(&format!("/api/v1/deliveries/{id}"), owner).await.json()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_handoff_notice_webhook_is_retried_with_one_key_until_delivered() {
+    let r = Receiver::start().await;
+    let t = TestApp::with_config(with_receiver(&r));
+    let owner = t.owner().await;
+    let agent = handoff_agent(&t, &owner, Some(&format!("{}/hooks/handoff?token=s3cret", r.base)), &[]).await;
+    r.push(Reply::status(500));
+    let cid = miss(&t, &owner).await;
+    run_jobs(&t.app).await;
+    assert_eq!(r.hits().len(), 1);
+    let log = webhook_log(&t, &owner, &cid).await;
+    assert_eq!((log["status"].as_str(), log["attempts"].as_i64()), (Some("retry"), Some(1)), "{log}");
+    assert_eq!(log["log"][0]["statusCode"], 500);
+    assert!(!log["target"].as_str().unwrap().contains("s3cret"), "the log never shows the query: {log}");
+    // nothing is due before the backoff
+    run_jobs(&t.app).await;
+    assert_eq!(r.hits().len(), 1);
+    t.clock.advance_ms(steward::jobs::max_backoff(1).as_millis() as i64);
+    run_jobs(&t.app).await;
+    let hits = r.hits();
+    assert_eq!(hits.len(), 2);
+    let key = |i: usize| hits[i].headers["idempotency-key"].to_str().unwrap().to_string();
+    assert_eq!(key(0), key(1), "the same Idempotency-Key on the retry");
+    assert_eq!(hits[1].path, "/hooks/handoff");
+    assert_eq!(hits[1].headers["content-type"], "application/json");
+    let body = &hits[1].body;
+    assert_eq!(body["conversationId"], cid.as_str());
+    assert_eq!(body["agentId"], agent.as_str());
+    assert_eq!(body["reason"], "retrieval_miss");
+    assert_eq!(body["routine"], Value::Null);
+    assert_eq!(body["collected"], json!({}));
+    assert_eq!(body["dashboardUrl"], format!("https://steward.example/app/inbox/{cid}"));
+    let keys: Vec<&str> = body.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(
+        keys.iter().copied().collect::<std::collections::BTreeSet<_>>(),
+        ["agentId", "collected", "conversationId", "dashboardUrl", "reason", "requestId", "routine", "workspaceId"]
+            .into_iter()
+            .collect(),
+        "exactly the spec's notice body"
+    );
+    let log = webhook_log(&t, &owner, &cid).await;
+    assert_eq!((log["status"].as_str(), log["attempts"].as_i64()), (Some("success"), Some(2)), "{log}");
+    assert!(log["log"][1]["durationMs"].as_f64().unwrap() > 0.0);
+    // no SMTP server configured: the owner's email is skipped, with the reason
+    let emails = t.get(&format!("/api/v1/deliveries?channel=email&conversationId={cid}"), &owner).await.json();
+    assert_eq!(emails["deliveries"][0]["status"], "skipped");
+    assert!(emails["deliveries"][0]["lastError"].as_str().unwrap().contains("SMTP"));
+    assert_eq!(emails["deliveries"][0]["target"], "owner@example.com");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn retry_after_is_honoured_a_4xx_is_terminal_and_a_redirect_to_a_private_address_is_refused() {
+    let r = Receiver::start().await;
+    let t = TestApp::with_config(with_receiver(&r));
+    let owner = t.owner().await;
+    handoff_agent(&t, &owner, Some(&format!("{}/hook", r.base)), &[]).await;
+
+    // 429 with Retry-After: 120 → nothing before 120 s, delivered after
+    r.push(Reply::status(429).header("retry-after", "120"));
+    let cid = miss(&t, &owner).await;
+    run_jobs(&t.app).await;
+    t.clock.advance_ms(steward::jobs::max_backoff(1).as_millis() as i64);
+    run_jobs(&t.app).await;
+    assert_eq!(r.hits().len(), 1, "Retry-After outranks the backoff");
+    t.clock.advance_ms(120_000);
+    run_jobs(&t.app).await;
+    assert_eq!(r.hits().len(), 2);
+    assert_eq!(webhook_log(&t, &owner, &cid).await["status"], "success");
+
+    // 400 → failed at once, never retried
+    r.push(Reply::status(400));
+    let cid = miss(&t, &owner).await;
+    run_jobs(&t.app).await;
+    t.clock.advance_ms(3_600_000);
+    run_jobs(&t.app).await;
+    assert_eq!(r.hits().len(), 3);
+    let log = webhook_log(&t, &owner, &cid).await;
+    assert_eq!((log["status"].as_str(), log["attempts"].as_i64()), (Some("failed"), Some(1)), "{log}");
+
+    // a redirect to a private address: refused before connecting, terminal, with the reason
+    r.push(Reply::status(307).header("location", "https://10.1.2.3/steal"));
+    let cid = miss(&t, &owner).await;
+    run_jobs(&t.app).await;
+    let log = webhook_log(&t, &owner, &cid).await;
+    assert_eq!(log["status"], "failed", "{log}");
+    let err = log["lastError"].as_str().unwrap();
+    assert!(err.contains("refused") && err.contains("10.1.2.3") && err.contains("private"), "{err}");
+    assert_eq!(r.hits().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_guard_refuses_hostile_targets_before_connecting() {
+    // a listener nothing may reach: a loopback port that is not allow-listed
+    let trap = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    trap.set_nonblocking(true).unwrap();
+    let port = trap.local_addr().unwrap().port();
+    let out = steward::delivery::Outbound::new(&Default::default()).unwrap();
+    let hostile = [
+        format!("https://127.0.0.1:{port}/"),
+        format!("https://localhost:{port}/"),
+        format!("https://localhost.:{port}/"),
+        format!("https://[::1]:{port}/"),
+        format!("https://[::ffff:127.0.0.1]:{port}/"),
+        format!("https://2130706433:{port}/"),
+        format!("https://0x7f.0.0.1:{port}/"),
+        format!("https://0177.0.0.1:{port}/"),
+        format!("http://127.0.0.1:{port}/"),
+        "https://0.0.0.0/".into(),
+        "https://10.0.0.1/".into(),
+        "https://172.16.5.4/".into(),
+        "https://192.168.1.1/".into(),
+        "https://169.254.169.254/latest/meta-data/".into(),
+        "https://100.64.0.1/".into(),
+        "https://[fd00::1]/".into(),
+        "https://[fe80::1]/".into(),
+        "https://[64:ff9b::a9fe:a9fe]/".into(),
+        "https://224.0.0.251/".into(),
+        "https://198.51.100.7/".into(),
+    ];
+    let app_free = tokio::task::spawn_blocking(move || {
+        hostile.iter().map(|u| (u.clone(), out.post_json(u, b"{}", &[]))).collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    for (url, res) in app_free {
+        match res {
+            Err(steward::delivery::Failure::Refused(why)) => assert!(!why.is_empty()),
+            other => panic!("{url} was not refused: {other:?}"),
+        }
+    }
+    assert!(trap.accept().is_err(), "no connection reached the trap");
+
+    // through the product: a hostile notice URL ends in the delivery log with the reason
+    let t = TestApp::new();
+    let owner = t.owner().await;
+    handoff_agent(&t, &owner, Some("https://169.254.169.254/latest/meta-data/"), &[]).await;
+    let cid = miss(&t, &owner).await;
+    run_jobs(&t.app).await;
+    let log = webhook_log(&t, &owner, &cid).await;
+    assert_eq!(log["status"], "failed");
+    assert!(log["lastError"].as_str().unwrap().contains("link-local or cloud metadata"), "{log}");
+}
+
+/// A real SMTP server: aiosmtpd (installed into target/pydeps by scripts/install-deps.sh test),
+/// writing to a Maildir.
+struct Smtp {
+    port: u16,
+    maildir: tempfile::TempDir,
+    child: std::process::Child,
+}
+
+impl Drop for Smtp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Smtp {
+    fn start() -> Smtp {
+        let maildir = tempfile::tempdir().unwrap();
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let script = "import sys, time\nfrom aiosmtpd.controller import Controller\nfrom aiosmtpd.handlers import Mailbox\n\
+                      c = Controller(Mailbox(sys.argv[2]), hostname='127.0.0.1', port=int(sys.argv[1]))\nc.start()\n\
+                      print('ready', flush=True)\nsys.stdin.read()\n";
+        let pydeps = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/pydeps");
+        let mut child = std::process::Command::new("python3")
+            .env("PYTHONPATH", pydeps)
+            .args(["-c", script, &port.to_string(), maildir.path().join("mail").to_str().unwrap()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert_eq!(line.trim(), "ready", "aiosmtpd did not start (scripts/install-deps.sh test installs it)");
+        Smtp { port, maildir, child }
+    }
+
+    fn messages(&self) -> Vec<String> {
+        let new = self.maildir.path().join("mail").join("new");
+        let mut out: Vec<String> = std::fs::read_dir(new)
+            .map(|d| d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok()).collect())
+            .unwrap_or_default();
+        out.sort();
+        out
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_handoff_email_reaches_a_real_smtp_server() {
+    let smtp = Smtp::start();
+    let port = smtp.port;
+    let t = TestApp::with_config(move |c| {
+        c.public_url = Some("https://steward.example".into());
+        c.smtp = Some(steward::delivery::config::SmtpConfig {
+            host: "127.0.0.1".into(),
+            port,
+            security: steward::delivery::config::SmtpSecurity::None,
+            username: None,
+            password: None,
+            from: "Steward <steward@example.com>".into(),
+        });
+    });
+    let owner = t.owner().await;
+    let settings = t.get("/api/v1/settings/notifications", &owner).await.json();
+    assert_eq!(settings["email"]["configured"], true);
+    assert_eq!(settings["email"]["security"], "none");
+    // the settings action reports the server's answer
+    let r = t.post("/api/v1/settings/notifications/test-email", &owner, json!({"to": "ops@example.com"})).await;
+    r.assert_status(200);
+    let a = r.json();
+    assert_eq!((a["ok"].as_bool(), a["code"].as_u64()), (Some(true), Some(250)), "{a}");
+    assert_eq!(smtp.messages().len(), 1);
+
+    handoff_agent(&t, &owner, None, &["support@example.com", "lead@example.com"]).await;
+    let cid = miss(&t, &owner).await;
+    run_jobs(&t.app).await;
+    let msgs = smtp.messages();
+    assert_eq!(msgs.len(), 2);
+    let m = msgs.iter().find(|m| m.contains("support@example.com")).expect("the handoff email");
+    assert!(m.contains("lead@example.com"));
+    assert!(m.contains("Collected:"), "{m}");
+    assert!(m.contains(&format!("https://steward.example/app/inbox/{cid}")), "{m}");
+    assert!(m.contains("text/html") && m.contains("text/plain"), "plain text and HTML: {m}");
+    let log = t.get(&format!("/api/v1/deliveries?channel=email&conversationId={cid}"), &owner).await.json();
+    let d = &log["deliveries"][0];
+    assert_eq!(d["status"], "success", "{log}");
+    assert!(d["lastError"].as_str().unwrap_or("").is_empty() || d["lastStatusCode"] == 250, "{d}");
+}
+
+/// A small client of the real binary.
+struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        let v: Value = r.json().await.unwrap_or(Value::Null);
+        assert!(status.is_success(), "{path}: {status} {v}");
+        v
+    }
+}
+
+/// kill -9 while 200 notice webhooks are pending against a slow receiver, restart: every
+/// delivery arrives at least once; the duplicates (deliveries in flight at the kill) are few and
+/// counted.
+#[tokio::test(flavor = "multi_thread")]
+async fn webhooks_pending_at_a_crash_all_arrive_after_the_restart() {
+    let r = Receiver::start().await;
+    r.set_default(Reply { status: 200, headers: Vec::new(), delay_ms: 15 });
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = crate::e2e::bootstrap(&data);
+    let ca = r.ca_file.to_str().unwrap().to_string();
+    let env = [("STEWARD_DELIVERY_ALLOW", "127.0.0.1/32"), ("STEWARD_DELIVERY_CA_FILE", ca.as_str())];
+    let server = crate::e2e::Server::start(&data, &env);
+    let api = Api { http: reqwest::Client::new(), base: server.base.clone(), token: token.clone() };
+    let agents = api.call(reqwest::Method::GET, "/api/v1/agents", None).await;
+    let agent = agents["agents"][0]["id"].as_str().unwrap().to_string();
+    let hook = format!("{}/crash-hook", r.base);
+    let body = json!({"handoffOnRetrievalMiss": true, "contactRequestDelivery": {"recipientEmails": [], "webhook": {"url": hook}}});
+    api.call(reqwest::Method::PUT, &format!("/api/v1/agents/{agent}"), Some(body)).await;
+    let state = api.call(reqwest::Method::GET, &format!("/api/v1/agents/{agent}/revision-state"), None).await;
+    let g = state["draft"]["generation"].as_i64().unwrap();
+    let cand = api
+        .call(
+            reqwest::Method::POST,
+            &format!("/api/v1/agents/{agent}/revisions/candidates"),
+            Some(json!({"expectedDraftGeneration": g})),
+        )
+        .await;
+    let publish = json!({"expectedDraftGeneration": g, "expectedPublishedRevisionId": state["publishedRevision"]["id"], "idempotencyKey": "crash"});
+    let path = format!("/api/v1/agents/{agent}/revisions/{}/publish", cand["id"].as_str().unwrap());
+    api.call(reqwest::Method::POST, &path, Some(publish)).await;
+    for i in 0..200 {
+        let v = api
+            .call(
+                reqwest::Method::POST,
+                "/api/v1/chat",
+                Some(json!({"message": format!("Do you repair vintage radio {i}?")})),
+            )
+            .await;
+        assert_eq!(v["ownership"]["state"], "human_owned");
+    }
+    r.wait_for(20).await;
+    server.kill();
+    let at_kill = r.hits().len();
+    assert!(at_kill < 200, "the kill came while deliveries were pending ({at_kill} arrived)");
+    let server = crate::e2e::Server::start(&data, &env);
+    let keys = |hits: &[crate::receiver::Hit]| {
+        let mut by_key = std::collections::HashMap::<String, usize>::new();
+        for h in hits {
+            *by_key.entry(h.headers["idempotency-key"].to_str().unwrap().to_string()).or_default() += 1;
+        }
+        by_key
+    };
+    let mut n = at_kill + 1;
+    loop {
+        r.wait_for(n).await;
+        let hits = r.hits();
+        if keys(&hits).len() >= 200 {
+            break;
+        }
+        n = hits.len() + 1;
+    }
+    let hits = r.hits();
+    let by_key = keys(&hits);
+    assert_eq!(by_key.len(), 200, "every notice arrived");
+    let duplicates: usize = by_key.values().map(|c| c - 1).sum();
+    println!(
+        "crash: {at_kill} of 200 delivered before kill -9; after restart all 200 arrived, {duplicates} duplicate deliveries"
+    );
+    assert!(duplicates <= 10, "duplicates are bounded by what was in flight: {duplicates}");
+    server.terminate();
+}
