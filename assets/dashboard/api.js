@@ -133,13 +133,24 @@ export function upload(path, formData, onProgress) {
  * `onEvent(name, data)` for every event; resolves when the stream ends.
  */
 export async function stream(path, body, onEvent, signal) {
+  return readEvents(path, { method: "POST", body: JSON.stringify(body) }, onEvent, signal);
+}
+
+/**
+ * GETs a long-lived event stream (EventSource cannot send the workspace header): calls
+ * `onEvent(name, data)` for every event until the stream ends or `signal` aborts it.
+ */
+export async function listen(path, onEvent, signal) {
+  return readEvents(path, { method: "GET" }, onEvent, signal);
+}
+
+async function readEvents(path, init, onEvent, signal) {
   let resp;
   try {
     resp = await fetch(url(path), {
-      method: "POST",
+      ...init,
       credentials: "same-origin",
-      headers: { ...headers({ Accept: "text/event-stream" }, true) },
-      body: JSON.stringify(body),
+      headers: { ...headers({ Accept: "text/event-stream" }, init.method === "POST") },
       signal,
     });
   } catch (e) {

@@ -27,6 +27,8 @@ export const pages = [
   { path: "/app/chat", title: "Test chat", section: "Agents", permission: "workspace.chat", load: () => import("./pages/chat.js") },
   { path: "/app/context-variables", title: "Context variables", section: "Agents", permission: "workspace.agents.read", load: () => import("./pages/context.js") },
 
+  { path: "/app/inbox", title: "Inbox", section: "Conversations", permission: "workspace.conversation.takeover", load: () => import("./pages/inbox.js") },
+  { path: "/app/inbox/:id", title: "Inbox", permission: "workspace.conversation.takeover", load: () => import("./pages/inbox.js") },
   { path: "/app/conversations", title: "Conversations", section: "Conversations", permission: "workspace.conversations.read", load: () => import("./pages/conversations.js") },
   { path: "/app/conversations/:id", title: "Conversation", permission: "workspace.conversations.read", load: () => import("./pages/conversation.js") },
   { path: "/app/quality", title: "Answer quality", section: "Conversations", permission: "workspace.conversations.read", load: () => import("./pages/quality.js") },
@@ -36,6 +38,8 @@ export const pages = [
   { path: "/app/settings/document-types", title: "Document types", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/document-types.js") },
   { path: "/app/settings/models", title: "Models & providers", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/models.js") },
   { path: "/app/settings/retrieval", title: "Retrieval defaults", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/retrieval.js") },
+  { path: "/app/settings/notifications", title: "Notifications", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/notifications.js") },
+  { path: "/app/settings/deliveries", title: "Delivery log", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/deliveries.js") },
   { path: "/app/settings/usage", title: "Usage", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/usage.js") },
 
   { path: "/app/org/members", title: "Members & invitations", section: "Organization", permission: "organization.members.manage", load: () => import("./pages/members.js") },

@@ -210,6 +210,9 @@ async fn dashboard_first_run_flow_in_a_real_browser() {
         ("context-variables", "/app/context-variables"),
         ("conversations", "/app/conversations"),
         ("quality", "/app/quality"),
+        ("inbox", "/app/inbox"),
+        ("notifications", "/app/settings/notifications"),
+        ("deliveries", "/app/settings/deliveries"),
         ("ingestion", "/app/settings/ingestion"),
         ("document-types", "/app/settings/document-types"),
         ("models", "/app/settings/models"),
@@ -318,6 +321,59 @@ async fn dashboard_works_from_the_keyboard() {
     b.keys(&format!("Keyboard agent{ENTER}")).await;
     b.tid("agent-page").await;
     assert!(b.current_url().await.contains("/app/agents/"), "the new agent opens");
+    b.quit().await;
+    server.terminate();
+}
+
+/// The inbox live: a retrieval-miss handoff appears without a reload, the operator replies, the
+/// visitor's next message gets no AI reply (and shows up live), hand back, the next one does.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_inbox_takes_over_a_handoff_live_in_a_real_browser() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = crate::e2e::bootstrap(&data);
+    let server = Server::start(&data, &[]);
+    let base = server.base.clone();
+    let api = crate::e2e::Api::new(&base, &token);
+    api.configure_default_agent(json!({"handoffOnRetrievalMiss": true})).await;
+    let chat = |body: Value| {
+        let api = &api;
+        async move { api.call(reqwest::Method::POST, "/api/v1/chat", Some(body)).await }
+    };
+    let driver = Driver::start();
+    let b = driver.session().await;
+    let mut problems = Vec::new();
+    b.go(&format!("{base}/")).await;
+    b.tid("signin-email").await.send("root@example.com").await;
+    b.tid("signin-password").await.send("root-password").await;
+    b.tid("signin-submit").await.click().await;
+    b.tid("documents-card").await;
+    b.tid("nav-inbox").await.click().await;
+    b.until("document.querySelector('[data-testid=inbox-live]')?.textContent === 'Live'").await;
+
+    // a visitor's question nothing answers: the handoff appears live
+    let v = chat(json!({"message": "Do you repair vintage radios?"})).await;
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    b.find("[data-testid=inbox-item][data-kind=handoff][data-held=nobody]").await.click().await;
+    b.tid("inbox-conversation").await;
+    check_page(&b, "inbox-handoff", &mut problems).await;
+    // the operator replies (and so takes the conversation over)
+    b.tid("inbox-reply-input").await.send("Hello! Yes, we repair radios from the 1950s on.").await;
+    b.tid("inbox-reply-send").await.click().await;
+    b.find("[data-testid=inbox-message][data-source=human_agent]").await;
+    b.find("[data-testid=inbox-item][data-held=me]").await;
+    // the visitor answers: no AI reply, and the message appears live
+    let v = chat(json!({"message": "Great, how much does it cost?", "conversationId": cid})).await;
+    assert_eq!(v["ownership"], json!({"state": "human_owned", "suppressed": true}));
+    assert_eq!(v["answer"], "");
+    b.until("Array.from(document.querySelectorAll('[data-testid=inbox-message]')).some(m => m.textContent.includes('how much does it cost'))").await;
+    b.screenshot(&shots().join("inbox.png")).await;
+    // hand back: the item leaves the inbox, and the agent answers the next message
+    b.tid("inbox-handback").await.click().await;
+    b.until("!document.querySelector('[data-testid=inbox-item]')").await;
+    let v = chat(json!({"message": "Are you open on Saturdays?", "conversationId": cid})).await;
+    assert_eq!(v["ownership"]["suppressed"], false);
+    assert!(problems.is_empty(), "{problems:#?}");
     b.quit().await;
     server.terminate();
 }

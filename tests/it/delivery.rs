@@ -290,27 +290,6 @@ async fn the_handoff_email_reaches_a_real_smtp_server() {
     assert!(d["lastError"].as_str().unwrap_or("").is_empty() || d["lastStatusCode"] == 250, "{d}");
 }
 
-/// A small client of the real binary.
-struct Api {
-    http: reqwest::Client,
-    base: String,
-    token: String,
-}
-
-impl Api {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        let r = req.send().await.unwrap();
-        let status = r.status();
-        let v: Value = r.json().await.unwrap_or(Value::Null);
-        assert!(status.is_success(), "{path}: {status} {v}");
-        v
-    }
-}
-
 /// kill -9 while 200 notice webhooks are pending against a slow receiver, restart: every
 /// delivery arrives at least once; the duplicates (deliveries in flight at the kill) are few and
 /// counted.
@@ -324,24 +303,10 @@ async fn webhooks_pending_at_a_crash_all_arrive_after_the_restart() {
     let ca = r.ca_file.to_str().unwrap().to_string();
     let env = [("STEWARD_DELIVERY_ALLOW", "127.0.0.1/32"), ("STEWARD_DELIVERY_CA_FILE", ca.as_str())];
     let server = crate::e2e::Server::start(&data, &env);
-    let api = Api { http: reqwest::Client::new(), base: server.base.clone(), token: token.clone() };
-    let agents = api.call(reqwest::Method::GET, "/api/v1/agents", None).await;
-    let agent = agents["agents"][0]["id"].as_str().unwrap().to_string();
+    let api = crate::e2e::Api::new(&server.base, &token);
     let hook = format!("{}/crash-hook", r.base);
     let body = json!({"handoffOnRetrievalMiss": true, "contactRequestDelivery": {"recipientEmails": [], "webhook": {"url": hook}}});
-    api.call(reqwest::Method::PUT, &format!("/api/v1/agents/{agent}"), Some(body)).await;
-    let state = api.call(reqwest::Method::GET, &format!("/api/v1/agents/{agent}/revision-state"), None).await;
-    let g = state["draft"]["generation"].as_i64().unwrap();
-    let cand = api
-        .call(
-            reqwest::Method::POST,
-            &format!("/api/v1/agents/{agent}/revisions/candidates"),
-            Some(json!({"expectedDraftGeneration": g})),
-        )
-        .await;
-    let publish = json!({"expectedDraftGeneration": g, "expectedPublishedRevisionId": state["publishedRevision"]["id"], "idempotencyKey": "crash"});
-    let path = format!("/api/v1/agents/{agent}/revisions/{}/publish", cand["id"].as_str().unwrap());
-    api.call(reqwest::Method::POST, &path, Some(publish)).await;
+    api.configure_default_agent(body).await;
     for i in 0..200 {
         let v = api
             .call(

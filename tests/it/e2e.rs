@@ -187,3 +187,56 @@ async fn binary_answers_a_question_from_an_ingested_document() {
     assert_eq!(v["answerCoverage"]["availability"], "assessed");
     assert!(server.terminate().success());
 }
+
+/// A small API client of the real binary, authenticated with a bearer token.
+pub struct Api {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Api {
+    pub fn new(base: &str, token: &str) -> Api {
+        Api { http: reqwest::Client::new(), base: base.to_string(), token: token.to_string() }
+    }
+
+    /// One call; panics unless it succeeds; the JSON answer (null when there is none).
+    pub async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> serde_json::Value {
+        let mut req = self.http.request(method, format!("{}{path}", self.base)).bearer_auth(&self.token);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let r = req.send().await.unwrap();
+        let status = r.status();
+        let v: serde_json::Value = r.json().await.unwrap_or(serde_json::Value::Null);
+        assert!(status.is_success(), "{path}: {status} {v}");
+        v
+    }
+
+    /// Applies `settings` to the default agent and publishes it; returns the agent's id.
+    pub async fn configure_default_agent(&self, settings: serde_json::Value) -> String {
+        use reqwest::Method;
+        let agents = self.call(Method::GET, "/api/v1/agents", None).await;
+        let agent = agents["agents"][0]["id"].as_str().unwrap().to_string();
+        self.call(Method::PUT, &format!("/api/v1/agents/{agent}"), Some(settings)).await;
+        let state = self.call(Method::GET, &format!("/api/v1/agents/{agent}/revision-state"), None).await;
+        let g = state["draft"]["generation"].as_i64().unwrap();
+        let cand = self
+            .call(
+                Method::POST,
+                &format!("/api/v1/agents/{agent}/revisions/candidates"),
+                Some(serde_json::json!({"expectedDraftGeneration": g})),
+            )
+            .await;
+        let publish = serde_json::json!({"expectedDraftGeneration": g,
+            "expectedPublishedRevisionId": state["publishedRevision"]["id"], "idempotencyKey": format!("e2e-{g}")});
+        let path = format!("/api/v1/agents/{agent}/revisions/{}/publish", cand["id"].as_str().unwrap());
+        self.call(Method::POST, &path, Some(publish)).await;
+        agent
+    }
+}

@@ -3,7 +3,7 @@
 // coverage and grounding badges, suggestions and a link to the turn's trace.
 
 import { useEffect, useRef, useState } from "../../vendor/hooks.mjs";
-import { get, post, stream } from "../api.js";
+import { get, post, put, stream } from "../api.js";
 import { setQuery } from "../router.js";
 import { can } from "../session.js";
 import { Badge, Button, Card, Empty, ErrorBox, Loading, PageHeader, Select, html, useAsync, useId } from "../ui.js";
@@ -168,8 +168,37 @@ function AssistantMessage({ m, onAsk, disabled }) {
       ${d.composer && html`<span class="muted">· ${d.composer.provider}/${d.composer.model}</span>`}
       ${r.traceId && html`<a href=${"/app/traces/" + r.traceId} data-testid="trace-link">View trace</a>`}
     </div>`}
+    ${r && r.messageId && r.conversationId && html`<${Feedback} conversationId=${r.conversationId} messageId=${r.messageId} />`}
     ${r && r.suggestions && r.suggestions.length > 0 && html`<div class="suggestions">
       ${r.suggestions.map((s) => html`<${Button} small onClick=${() => onAsk(s.text)} disabled=${disabled} testid="suggestion">${s.text}</${Button}>`)}
     </div>`}
+  </div>`;
+}
+
+/** Thumbs up or down on an answer, with an optional comment; a thumbs down lands in the Inbox. */
+function Feedback({ conversationId, messageId }) {
+  const [rating, setRating] = useState(null);
+  const [asking, setAsking] = useState(false);
+  const [comment, setComment] = useState("");
+  const [error, setError] = useState(null);
+  const path = `/history/chat/${conversationId}/messages/${messageId}/feedback`;
+  const send = async (value, text) => {
+    setError(null);
+    try {
+      await put(path, text ? { rating: value, comment: text } : { rating: value });
+      setRating(value);
+      setAsking(false);
+    } catch (e) { setError(e); }
+  };
+  return html`<div class="feedback" data-testid="answer-feedback" data-rating=${rating || ""}>
+    <${Button} small aria-pressed=${rating === "up" ? "true" : "false"} onClick=${() => send("up")} testid="feedback-up">Helpful</${Button}>
+    <${Button} small aria-pressed=${rating === "down" ? "true" : "false"} onClick=${() => setAsking(true)} testid="feedback-down">Not helpful</${Button}>
+    ${asking && html`<form class="row" onSubmit=${(e) => { e.preventDefault(); send("down", comment.trim()); }}>
+      <label class="sr-only" for=${"fb-" + messageId}>What was wrong? (optional)</label>
+      <input id=${"fb-" + messageId} placeholder="What was wrong? (optional)" value=${comment} maxlength="2000" onInput=${(e) => setComment(e.currentTarget.value)} data-testid="feedback-comment" />
+      <${Button} small type="submit" testid="feedback-send">Send</${Button}>
+    </form>`}
+    ${rating && html`<span class="muted small" role="status">Thanks, noted.</span>`}
+    ${error && html`<span class="failure" role="alert">${error.message}</span>`}
   </div>`;
 }
