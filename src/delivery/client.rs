@@ -47,11 +47,63 @@ impl std::fmt::Display for Failure {
     }
 }
 
-/// The guarded client, built once from the deployment settings.
+/// A refusal raised inside the client's resolver (found again in the error's source chain).
+#[derive(Debug)]
+struct Refusal(String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// The client's only resolver: looks a host up once and hands the connection exactly the
+/// addresses the guard cleared, so no second lookup can switch them (DNS rebinding).
+struct GuardedResolver {
+    guard: Guard,
+}
+
+impl reqwest::dns::Resolve for GuardedResolver {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let guard = self.guard.clone();
+        let host = name.as_str().to_string();
+        Box::pin(async move {
+            let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
+                .await
+                .map_err(|e| {
+                    Box::new(Refusal(format!("{host} did not resolve: {e}")))
+                        as Box<dyn std::error::Error + Send + Sync>
+                })?
+                .collect();
+            guard
+                .check_resolved(&host, &addrs)
+                .map_err(|m| Box::new(Refusal(m)) as Box<dyn std::error::Error + Send + Sync>)?;
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// The guarded client, built once from the deployment settings and shared by every delivery.
 pub struct Outbound {
     guard: Guard,
     cfg: DeliveryConfig,
+    /// Extra roots from `ca_file`, read at start so a bad file fails then.
     roots: Vec<reqwest::Certificate>,
+    /// Built on first use, on a blocking thread (building and dropping the blocking client must
+    /// not happen on an async thread).
+    client: std::sync::OnceLock<Client>,
+}
+
+impl Drop for Outbound {
+    /// The blocking client owns a small runtime, which must not be dropped on an async thread (an
+    /// `App` may be dropped anywhere): it is dropped on a thread of its own.
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = std::thread::Builder::new().name("steward-outbound-drop".into()).spawn(move || drop(c));
+        }
+    }
 }
 
 impl Outbound {
@@ -64,25 +116,31 @@ impl Outbound {
             roots = reqwest::Certificate::from_pem_bundle(&pem)
                 .map_err(|e| crate::Error::internal_msg(format!("delivery CA file {}: {e}", path.display())))?;
         }
-        Ok(Outbound { guard, cfg: cfg.clone(), roots })
+        Ok(Outbound { guard, cfg: cfg.clone(), roots, client: std::sync::OnceLock::new() })
+    }
+
+    fn client(&self) -> Result<&Client, Failure> {
+        if let Some(c) = self.client.get() {
+            return Ok(c);
+        }
+        let mut b = Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(self.cfg.connect_timeout)
+            .timeout(self.cfg.timeout)
+            .user_agent(concat!("Steward/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(std::sync::Arc::new(GuardedResolver { guard: self.guard.clone() }));
+        for r in &self.roots {
+            b = b.add_root_certificate(r.clone());
+        }
+        let c = b.build().map_err(|e| Failure::Transport(format!("client: {e}")))?;
+        // a racing first use builds a second client; the loser drops it here, on this blocking thread
+        let _ = self.client.set(c);
+        self.client.get().ok_or_else(|| Failure::Transport("client unavailable".into()))
     }
 
     pub fn guard(&self) -> &Guard {
         &self.guard
-    }
-
-    fn client_for(&self, host: &str, addr: std::net::SocketAddr, left: Duration) -> Result<Client, Failure> {
-        let mut b = Client::builder()
-            .no_proxy()
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(self.cfg.connect_timeout.min(left))
-            .timeout(left)
-            .user_agent(concat!("Steward/", env!("CARGO_PKG_VERSION")))
-            .resolve(host, addr);
-        for r in &self.roots {
-            b = b.add_root_certificate(r.clone());
-        }
-        b.build().map_err(|e| Failure::Transport(format!("client: {e}")))
     }
 
     /// POSTs `body` as JSON to `url` with `headers`, following redirects the guard clears
@@ -98,22 +156,22 @@ impl Outbound {
             let value = HeaderValue::from_str(v).map_err(|e| Failure::Invalid(format!("header {k}: {e}")))?;
             hmap.insert(name, value);
         }
+        let client = self.client()?;
         let mut post = true;
         for hop in 0..=MAX_REDIRECTS {
-            let cleared = self.guard.clear(&url).map_err(Failure::Refused)?;
+            self.guard.check_url(&url).map_err(Failure::Refused)?;
             let left = self
                 .cfg
                 .timeout
                 .checked_sub(started.elapsed())
                 .filter(|d| !d.is_zero())
                 .ok_or_else(|| Failure::Transport("timed out".into()))?;
-            let client = self.client_for(&cleared.host, cleared.addr, left)?;
             let req = if post {
                 client.post(url.clone()).headers(hmap.clone()).body(body.to_vec())
             } else {
                 client.get(url.clone())
             };
-            let resp = req.send().map_err(|e| Failure::Transport(describe(&e)))?;
+            let resp = req.timeout(left).send().map_err(|e| failure_of(&e))?;
             let status = resp.status().as_u16();
             if matches!(status, 301 | 302 | 303 | 307 | 308) {
                 let loc = resp
@@ -142,6 +200,18 @@ impl Outbound {
         }
         Err(Failure::Transport(format!("more than {MAX_REDIRECTS} redirects")))
     }
+}
+
+/// A client error as a [`Failure`]: the guard's refusal when the resolver raised one.
+fn failure_of(e: &reqwest::Error) -> Failure {
+    let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);
+    while let Some(s) = src {
+        if let Some(r) = s.downcast_ref::<Refusal>() {
+            return Failure::Refused(r.0.clone());
+        }
+        src = s.source();
+    }
+    Failure::Transport(describe(e))
 }
 
 /// A transport error in a line, without the URL's query (which may carry a token).

@@ -128,13 +128,6 @@ pub struct Guard {
     allow: Vec<AllowRule>,
 }
 
-/// A hop the guard cleared: connect to `addr` for `host`.
-#[derive(Debug, Clone)]
-pub struct Cleared {
-    pub host: String,
-    pub addr: SocketAddr,
-}
-
 impl Guard {
     pub fn new(rules: &[String]) -> Result<Guard, String> {
         Ok(Guard { allow: rules.iter().map(|r| AllowRule::parse(r)).collect::<Result<_, _>>()? })
@@ -149,52 +142,73 @@ impl Guard {
         self.allow.iter().any(|r| r.admits_ip(ip))
     }
 
-    /// Checks a URL and resolves its host once: every address must be public or allow-listed,
-    /// and the scheme HTTPS unless the host (by name or address) is allow-listed.
-    pub fn clear(&self, url: &Url) -> Result<Cleared, String> {
+    /// Checks a URL before anything is sent: the scheme (HTTPS unless the host is allow-listed by
+    /// name, or is an address in an allow-listed network), loopback names, and an address
+    /// literal. A host name's addresses are checked when it is resolved ([`Guard::check_resolved`],
+    /// called by the client's resolver), once, and the connection uses those addresses.
+    pub fn check_url(&self, url: &Url) -> Result<(), String> {
         let scheme = url.scheme();
         if scheme != "https" && scheme != "http" {
             return Err(format!("the scheme {scheme}: is not allowed (https only)"));
         }
-        let host =
-            url.host_str().ok_or("the URL has no host")?.trim_start_matches('[').trim_end_matches(']').to_string();
-        let port = url.port_or_known_default().ok_or("the URL has no port")?;
+        let host = url.host_str().ok_or("the URL has no host")?;
         let literal = match url.host() {
             Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
             Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
             _ => None,
         };
-        let addrs: Vec<SocketAddr> = match literal {
-            Some(ip) => vec![SocketAddr::new(ip, port)],
+        let allowed = match literal {
+            Some(ip) => {
+                if let Some(why) = blocked(ip)
+                    && !self.ip_allowed(ip)
+                {
+                    return Err(format!("{ip} is {why}"));
+                }
+                self.ip_allowed(ip)
+            }
             None => {
-                let lower = host.to_ascii_lowercase();
-                if (lower == "localhost" || lower.ends_with(".localhost")) && !self.host_allowed(&host) {
+                let lower = host.trim_end_matches('.').to_ascii_lowercase();
+                if (lower == "localhost" || lower.ends_with(".localhost")) && !self.host_allowed(host) {
                     return Err(format!("{host} is a loopback name"));
                 }
-                (host.as_str(), port).to_socket_addrs().map_err(|e| format!("{host} did not resolve: {e}"))?.collect()
+                self.host_allowed(host)
             }
         };
+        if scheme == "http" && !allowed {
+            return Err("plain http:// is allowed only to allow-listed hosts; use https://".into());
+        }
+        Ok(())
+    }
+
+    /// Checks the addresses a host name resolved to: every one must be public, unless the name
+    /// or the address is allow-listed.
+    pub fn check_resolved(&self, host: &str, addrs: &[SocketAddr]) -> Result<(), String> {
         if addrs.is_empty() {
             return Err(format!("{host} resolved to no address"));
         }
-        let by_name = literal.is_none() && self.host_allowed(&host);
-        for a in &addrs {
+        let by_name = self.host_allowed(host);
+        for a in addrs {
             if let Some(why) = blocked(a.ip())
                 && !by_name
                 && !self.ip_allowed(a.ip())
             {
-                return Err(if literal.is_some() {
-                    format!("{} is {why}", a.ip())
-                } else {
-                    format!("{host} resolves to {}, {why}", a.ip())
-                });
+                return Err(format!("{host} resolves to {}, {why}", a.ip()));
             }
         }
-        let allowed = by_name || addrs.iter().all(|a| self.ip_allowed(a.ip()));
-        if scheme == "http" && !allowed {
-            return Err("plain http:// is allowed only to allow-listed hosts; use https://".into());
+        Ok(())
+    }
+
+    /// [`Guard::check_url`], then resolves a host name and checks its addresses (for tests and
+    /// diagnostics; deliveries resolve inside the client).
+    pub fn clear(&self, url: &Url) -> Result<(), String> {
+        self.check_url(url)?;
+        if let Some(url::Host::Domain(host)) = url.host() {
+            let port = url.port_or_known_default().unwrap_or(443);
+            let addrs: Vec<SocketAddr> =
+                (host, port).to_socket_addrs().map_err(|e| format!("{host} did not resolve: {e}"))?.collect();
+            self.check_resolved(host, &addrs)?;
         }
-        Ok(Cleared { host, addr: addrs[0] })
+        Ok(())
     }
 }
 

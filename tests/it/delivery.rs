@@ -296,7 +296,8 @@ async fn the_handoff_email_reaches_a_real_smtp_server() {
 #[tokio::test(flavor = "multi_thread")]
 async fn webhooks_pending_at_a_crash_all_arrive_after_the_restart() {
     let r = Receiver::start().await;
-    r.set_default(Reply { status: 200, headers: Vec::new(), delay_ms: 15 });
+    // a slow receiver: two workers deliver at most ~40 a second, so most are pending at the kill
+    r.set_default(Reply { status: 200, headers: Vec::new(), delay_ms: 50 });
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let token = crate::e2e::bootstrap(&data);
@@ -317,7 +318,7 @@ async fn webhooks_pending_at_a_crash_all_arrive_after_the_restart() {
             .await;
         assert_eq!(v["ownership"]["state"], "human_owned");
     }
-    r.wait_for(20).await;
+    r.wait_for(1).await;
     server.kill();
     let at_kill = r.hits().len();
     assert!(at_kill < 200, "the kill came while deliveries were pending ({at_kill} arrived)");
@@ -346,5 +347,126 @@ async fn webhooks_pending_at_a_crash_all_arrive_after_the_restart() {
         "crash: {at_kill} of 200 delivered before kill -9; after restart all 200 arrived, {duplicates} duplicate deliveries"
     );
     assert!(duplicates <= 10, "duplicates are bounded by what was in flight: {duplicates}");
+    server.terminate();
+}
+
+/// CPU seconds (user + system) and resident memory of a process, from /proc.
+fn proc_usage(pid: u32) -> (f64, u64) {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss_kb: u64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    (ticks / 100.0, rss_kb * 1024)
+}
+
+/// Figures for docs/performance.md (`STEWARD_TEST_BIN=target/release/steward cargo test --test it
+/// -- --ignored delivery_figures --nocapture`): webhook throughput through the outbox to a local
+/// HTTPS receiver and the time from each handoff turn's answer to the receiver's 200; then 1,000
+/// deliveries pending against a receiver that is down: the server's CPU and memory while they back
+/// off.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "a benchmark: run by hand for docs/performance.md"]
+async fn delivery_figures() {
+    let r = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = crate::e2e::bootstrap(&data);
+    let ca = r.ca_file.to_str().unwrap().to_string();
+    let env = [("STEWARD_DELIVERY_ALLOW", "127.0.0.1/32"), ("STEWARD_DELIVERY_CA_FILE", ca.as_str())];
+    let server = crate::e2e::Server::start(&data, &env);
+    let pid = server.child.id();
+    let api = Arc::new(crate::e2e::Api::new(&server.base, &token));
+    let hook = format!("{}/hook", r.base);
+    api.configure_default_agent(json!({"handoffOnRetrievalMiss": true, "contactRequestDelivery": {"recipientEmails": [], "webhook": {"url": hook}}}))
+        .await;
+    let n = 1000;
+    let answered = Arc::new(std::sync::Mutex::new(std::collections::HashMap::<String, std::time::Instant>::new()));
+    let started = std::time::Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..4 {
+        let (api, answered) = (api.clone(), answered.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..n / 4 {
+                let body = json!({"message": format!("Do you repair vintage radio {w}-{i}?")});
+                let v = api.call(reqwest::Method::POST, "/api/v1/chat", Some(body)).await;
+                answered
+                    .lock()
+                    .unwrap()
+                    .insert(v["conversationId"].as_str().unwrap().to_string(), std::time::Instant::now());
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let chats_done = started.elapsed();
+    r.wait_for(n).await;
+    let hits = r.hits();
+    let answered = answered.lock().unwrap().clone();
+    let mut lat: Vec<f64> = hits
+        .iter()
+        .map(|h| {
+            let at = answered[h.body["conversationId"].as_str().unwrap()];
+            h.at.saturating_duration_since(at).as_secs_f64() * 1000.0
+        })
+        .collect();
+    lat.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let first = hits.iter().map(|h| h.at).min().unwrap();
+    let last = hits.iter().map(|h| h.at).max().unwrap();
+    println!(
+        "delivered {n} handoff webhooks: {:.0} deliveries/s (first to last arrival {:.2} s; the 1,000 handoff turns took {:.2} s over 4 clients)",
+        n as f64 / (last - first).as_secs_f64(),
+        (last - first).as_secs_f64(),
+        chats_done.as_secs_f64()
+    );
+    println!(
+        "turn answered → receiver's 200: p50 {:.1} ms, p95 {:.1} ms, max {:.1} ms",
+        lat[lat.len() / 2],
+        lat[lat.len() * 95 / 100],
+        lat[lat.len() - 1]
+    );
+
+    // the receiver is down: 1,000 deliveries pending against a closed port
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let body = json!({"contactRequestDelivery": {"recipientEmails": [], "webhook": {"url": format!("https://127.0.0.1:{closed}/hook")}}});
+    api.configure_default_agent(body).await;
+    let (_, rss_before) = proc_usage(pid);
+    for i in 0..n {
+        api.call(
+            reqwest::Method::POST,
+            "/api/v1/chat",
+            Some(json!({"message": format!("Do you fix gramophone {i}?")})),
+        )
+        .await;
+    }
+    let (cpu0, _) = proc_usage(pid);
+    let t0 = std::time::Instant::now();
+    let mut peak = 0;
+    let mut samples = Vec::new();
+    for _ in 0..120 {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        let (cpu, rss) = proc_usage(pid);
+        peak = peak.max(rss);
+        samples.push(cpu);
+    }
+    let (_, rss_after) = proc_usage(pid);
+    let pending =
+        api.call(reqwest::Method::GET, "/api/v1/deliveries?status=retry&limit=1", None).await["total"].clone();
+    println!(
+        "receiver down, {n} deliveries pending ({pending} in retry after {:.0} s): server CPU, % of one core: {:.1} in the first 30 s, {:.1} from 30 to 60 s, {:.1} from 60 to 120 s; RSS {:.0} MiB before the 1,000 handoffs, {:.0} MiB after, peak {:.0} MiB",
+        t0.elapsed().as_secs_f64(),
+        (samples[29] - cpu0) / 30.0 * 100.0,
+        (samples[59] - samples[29]) / 30.0 * 100.0,
+        (samples[119] - samples[59]) / 60.0 * 100.0,
+        rss_before as f64 / 1048576.0,
+        rss_after as f64 / 1048576.0,
+        peak as f64 / 1048576.0
+    );
     server.terminate();
 }

@@ -19,6 +19,8 @@ pub struct Hit {
     pub path: String,
     pub headers: HeaderMap,
     pub body: Value,
+    /// When the request had been read (the answer follows at once unless delayed).
+    pub at: std::time::Instant,
 }
 
 /// A scripted reply.
@@ -151,8 +153,9 @@ async fn record(s: &Shared, uri: Uri, headers: HeaderMap, body: Bytes) -> impl I
     if reply.delay_ms > 0 {
         tokio::time::sleep(std::time::Duration::from_millis(reply.delay_ms)).await;
     }
+    let at = std::time::Instant::now();
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    s.hits.lock().unwrap().push(Hit { path: uri.path().to_string(), headers, body });
+    s.hits.lock().unwrap().push(Hit { path: uri.path().to_string(), headers, body, at });
     s.notify.notify_waiters();
     let mut h = HeaderMap::new();
     for (k, v) in &reply.headers {
