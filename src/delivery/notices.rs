@@ -32,6 +32,21 @@ pub enum Destination {
     },
 }
 
+/// Resolves a contact request's destination (Skills rule 2): a named notify skill that is enabled
+/// delivers through its own settings; otherwise (unnamed, missing or disabled) the request goes
+/// where notices go ([`destination`]).
+pub fn contact_destination(cfg: &AgentConfig, skill: Option<&str>, owners: &[String]) -> Destination {
+    if let Some(name) = skill
+        && let Some(s) = cfg.skills.iter().find(|s| s.name == name && s.capability == "notify" && s.enabled)
+    {
+        let delivery: Delivery =
+            s.config.get("delivery").and_then(|d| serde_json::from_value(d.clone()).ok()).unwrap_or_default();
+        let emails = if delivery.recipient_emails.is_empty() { owners.to_vec() } else { delivery.recipient_emails };
+        return Destination::Send { emails, webhook_url: delivery.webhook.map(|w| w.url), from: "skill" };
+    }
+    destination(cfg, owners)
+}
+
 /// Resolves a notice's destination for an agent configuration (owners' emails fill in empty
 /// recipients).
 pub fn destination(cfg: &AgentConfig, owners: &[String]) -> Destination {
@@ -43,7 +58,7 @@ pub fn destination(cfg: &AgentConfig, owners: &[String]) -> Destination {
                 .get("delivery")
                 .and_then(|d| serde_json::from_value::<Delivery>(d.clone()).ok())
                 .unwrap_or_default(),
-            "skill",
+            "contact_human",
         ),
         None => {
             let d = &cfg.settings.contact_request_delivery;
@@ -194,4 +209,156 @@ pub(super) fn handoff_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outc
         Err(e) if e.status() == 404 => Outcome::Fail(e.message),
         Err(e) => Outcome::retry(e.message),
     }
+}
+
+/// A visitor's request to be contacted (spec: contact request webhook).
+#[derive(Debug, Clone)]
+pub struct ContactRequest {
+    pub name: Option<String>,
+    pub email: Option<String>,
+    pub message: String,
+    pub conversation_id: Option<String>,
+    /// The notify skill the request names (a routine step or a contact button); `None`: the
+    /// unnamed contact flow.
+    pub skill: Option<String>,
+    pub request_id: Option<String>,
+}
+
+/// What became of a contact request.
+#[derive(Debug, Clone)]
+pub struct ContactOutcome {
+    /// `queued`, or `silenced` (the `contact_human` skill is disabled).
+    pub status: &'static str,
+    /// Where it went: `skill`, `contact_human`, `agent` or `owner`.
+    pub destination: Option<&'static str>,
+    pub deliveries: usize,
+}
+
+/// Longest contact message.
+pub const MAX_CONTACT_MESSAGE: usize = 5_000;
+const MAX_CONTACT_NAME: usize = 200;
+const MAX_EMAIL: usize = 320;
+
+fn check_contact(r: &ContactRequest) -> Result<()> {
+    let msg = r.message.trim();
+    if msg.is_empty() || msg.chars().count() > MAX_CONTACT_MESSAGE {
+        return Err(Error::invalid_field("message", format!("message must be 1 to {MAX_CONTACT_MESSAGE} characters")));
+    }
+    if r.name.as_ref().is_some_and(|n| n.chars().count() > MAX_CONTACT_NAME) {
+        return Err(Error::invalid_field("name", format!("name must be at most {MAX_CONTACT_NAME} characters")));
+    }
+    if let Some(e) = &r.email {
+        let ok = e.len() <= MAX_EMAIL && !e.contains('<') && e.parse::<lettre::message::Mailbox>().is_ok();
+        if !ok {
+            return Err(Error::invalid_field("email", "email must be an email address"));
+        }
+    }
+    Ok(())
+}
+
+/// The contact request email: who, how to reach them, what they wrote, and the conversation.
+fn contact_email(agent_name: &str, body: &Value, link: Option<&str>) -> (String, String, String) {
+    let s = |k: &str| body[k].as_str().unwrap_or("").to_string();
+    let or_none = |v: String| if v.is_empty() { "(not given)".to_string() } else { v };
+    let subject = format!("Contact request: {agent_name}");
+    let mut text = format!(
+        "A visitor asked to be contacted through {agent_name}.\n\nName: {}\nEmail: {}\n\nMessage:\n{}\n",
+        or_none(s("name")),
+        or_none(s("email")),
+        s("message")
+    );
+    if let Some(l) = link {
+        text.push_str(&format!("\nOpen the conversation: {l}\n"));
+    }
+    let mut html = format!(
+        "<p>A visitor asked to be contacted through <strong>{}</strong>.</p><p>Name: {}<br>Email: {}</p><p>Message:</p><blockquote>{}</blockquote>",
+        escape(agent_name),
+        escape(&or_none(s("name"))),
+        escape(&or_none(s("email"))),
+        escape(&s("message")).replace('\n', "<br>")
+    );
+    if let Some(l) = link {
+        html.push_str(&format!("<p><a href=\"{0}\">Open the conversation</a> ({0})</p>", escape(l)));
+    }
+    (subject, text, html)
+}
+
+/// The agent configuration a contact request runs on: the conversation's revision (the
+/// conversation must belong to the agent), else the published one.
+fn contact_config(app: &App, ws: &WorkspaceId, agent_id: &str, conversation_id: Option<&str>) -> Result<AgentConfig> {
+    app.db.read(|c| {
+        crate::agents::get_in(c, ws, agent_id)?;
+        let Some(cid) = conversation_id else {
+            return crate::turn::agent::published(c, ws, agent_id);
+        };
+        let conv = crate::conversations::find_in(c, &ws.0, cid, true)?;
+        if conv.agent_id != agent_id {
+            return Err(Error::not_found("conversation"));
+        }
+        match &conv.revision_id {
+            Some(rid) => crate::turn::agent::revision(c, agent_id, rid),
+            None => crate::turn::agent::published(c, ws, agent_id),
+        }
+    })
+}
+
+/// `POST /agents/{agentId}/contact-requests`: queues the contact webhook and email for a
+/// visitor's request, resolved as Skills rule 2 says.
+pub fn contact_request(
+    app: &App,
+    p: &crate::auth::Principal,
+    agent_id: &str,
+    r: ContactRequest,
+) -> Result<ContactOutcome> {
+    p.require(crate::auth::Perm::Chat)?;
+    check_contact(&r)?;
+    let ws = p.workspace_id.clone();
+    let cfg = contact_config(app, &ws, agent_id, r.conversation_id.as_deref())?;
+    let owners = owner_emails(app, &ws)?;
+    let Destination::Send { emails, webhook_url, from } = contact_destination(&cfg, r.skill.as_deref(), &owners) else {
+        return Ok(ContactOutcome { status: "silenced", destination: None, deliveries: 0 });
+    };
+    let key = format!("contact:{}", crate::ids::new_id());
+    let body = json!({
+        "name": r.name, "email": r.email, "message": r.message.trim(), "workspaceId": ws.0,
+        "conversationId": r.conversation_id, "requestId": r.request_id,
+    });
+    let link = r.conversation_id.as_ref().and_then(|cid| {
+        app.config.public_url.as_ref().map(|u| format!("{}/app/conversations/{cid}", u.trim_end_matches('/')))
+    });
+    let (subject, text, html) = contact_email(&cfg.name, &body, link.as_deref());
+    let now = rfc3339(app.clock.now());
+    let cid = r.conversation_id.as_deref();
+    let n = app.db.write(|tx| {
+        let mut n = 0;
+        if let Some(url) = &webhook_url {
+            let w = super::Webhook {
+                workspace_id: &ws.0,
+                event: "contact.request",
+                url,
+                body: &body,
+                conversation_id: cid,
+                key: &key,
+            };
+            super::enqueue_webhook(app, tx, &now, &w)?;
+            n += 1;
+        }
+        if !emails.is_empty() {
+            let m = super::Email {
+                workspace_id: &ws.0,
+                event: "contact.request",
+                to: &emails,
+                subject: &subject,
+                text: &text,
+                html: &html,
+                conversation_id: cid,
+                key: &key,
+            };
+            super::enqueue_email(app, tx, &now, &m)?;
+            n += 1;
+        }
+        Ok(n)
+    })?;
+    app.jobs.wake();
+    Ok(ContactOutcome { status: "queued", destination: Some(from), deliveries: n })
 }

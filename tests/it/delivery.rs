@@ -470,3 +470,67 @@ async fn delivery_figures() {
     );
     server.terminate();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn contact_requests_go_where_skills_rule_2_says() {
+    let r = Receiver::start().await;
+    let t = TestApp::with_config(with_receiver(&r));
+    let owner = t.owner().await;
+    let agent = t.default_agent(&owner).await;
+    let skill = |name: &str, path: &str| json!({"name": name, "capability": "notify", "config": {"delivery": {"recipientEmails": [], "webhook": {"url": format!("{}{path}", r.base)}}}});
+    let sales = t.post(&format!("/api/v1/agents/{agent}/skills"), &owner, skill("sales_contact", "/sales")).await;
+    sales.assert_status(201);
+    let human = t.post(&format!("/api/v1/agents/{agent}/skills"), &owner, skill("contact_human", "/human")).await;
+    human.assert_status(201);
+    let human_id = human.json()["id"].as_str().unwrap().to_string();
+    t.publish(&owner, &agent).await;
+    let path = format!("/api/v1/agents/{agent}/contact-requests");
+    let ask = |skill: Option<&str>| {
+        let mut b = json!({"name": "Ada", "email": "ada@example.com", "message": "Please call me about a bulk order."});
+        if let Some(s) = skill {
+            b["skill"] = json!(s);
+        }
+        b
+    };
+    // a named, enabled notify skill delivers through its own settings
+    let v = t.post(&path, &owner, ask(Some("sales_contact"))).await;
+    v.assert_status(202);
+    assert_eq!(v.json()["destination"], "skill");
+    // unnamed, or a named skill that does not exist: contact_human
+    assert_eq!(t.post(&path, &owner, ask(None)).await.json()["destination"], "contact_human");
+    assert_eq!(t.post(&path, &owner, ask(Some("no_such_skill"))).await.json()["destination"], "contact_human");
+    run_jobs(&t.app).await;
+    let hits = r.hits();
+    let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
+    assert_eq!(paths.iter().filter(|p| **p == "/sales").count(), 1, "{paths:?}");
+    assert_eq!(paths.iter().filter(|p| **p == "/human").count(), 2, "{paths:?}");
+    let body = &hits[0].body;
+    let keys: std::collections::BTreeSet<&str> = body.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["conversationId", "email", "message", "name", "requestId", "workspaceId"].into_iter().collect());
+    assert_eq!(body["name"], "Ada");
+    assert_eq!(body["message"], "Please call me about a bulk order.");
+    // the recipients were empty: the owner gets the email (skipped here: no SMTP server)
+    let emails = t.get("/api/v1/deliveries?channel=email", &owner).await.json();
+    assert_eq!(emails["deliveries"][0]["target"], "owner@example.com");
+    // disabling contact_human silences contact requests and handoff notices alike
+    t.patch(&format!("/api/v1/agents/{agent}/skills/{human_id}"), &owner, json!({"enabled": false}))
+        .await
+        .assert_status(200);
+    t.put(&format!("/api/v1/agents/{agent}"), &owner, json!({"handoffOnRetrievalMiss": true})).await.assert_status(200);
+    t.publish(&owner, &agent).await;
+    let v = t.post(&path, &owner, ask(None)).await.json();
+    assert_eq!((v["status"].as_str(), v["deliveries"].as_u64()), (Some("silenced"), Some(0)));
+    let before = t.get("/api/v1/deliveries", &owner).await.json()["total"].as_i64().unwrap();
+    let cid = miss(&t, &owner).await;
+    run_jobs(&t.app).await;
+    assert_eq!(t.get("/api/v1/deliveries", &owner).await.json()["total"].as_i64().unwrap(), before, "{cid}: no notice");
+    // the named skill still delivers
+    assert_eq!(t.post(&path, &owner, ask(Some("sales_contact"))).await.json()["destination"], "skill");
+    // validation
+    t.post(&path, &owner, json!({"message": "  "})).await.assert_status(400);
+    t.post(&path, &owner, json!({"message": "hi", "email": "not an email"})).await.assert_status(400);
+    t.post(&path, &owner, json!({"message": "hi", "bogus": 1})).await.assert_status(400);
+    t.post("/api/v1/agents/0190b7a2-0000-7000-8000-000000000000/contact-requests", &owner, json!({"message": "hi"}))
+        .await
+        .assert_status(404);
+}

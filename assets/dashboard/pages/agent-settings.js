@@ -91,6 +91,8 @@ function fromAgent(a) {
     launcherPosition: we.launcherPosition || "bottom-right",
     scopeMode: (a.sourceScope && a.sourceScope.mode) || "all",
     scopeIds: (a.sourceScope && a.sourceScope.sourceIds) || [],
+    contactEmails: ((a.contactRequestDelivery && a.contactRequestDelivery.recipientEmails) || []).join("\n"),
+    contactWebhook: (a.contactRequestDelivery && a.contactRequestDelivery.webhook && a.contactRequestDelivery.webhook.url) || "",
   };
 }
 
@@ -126,6 +128,10 @@ export default function AgentSettings({ agent, onChanged }) {
       },
       sourceScope: v.scopeMode === "all" ? { mode: "all" } : { mode: "selected", sourceIds: v.scopeIds },
       skillSettings: { ...(agent.skillSettings || {}), "retrieval.answer": rc },
+      contactRequestDelivery: {
+        recipientEmails: v.contactEmails.split(/[\s,]+/).map((x) => x.trim()).filter(Boolean),
+        webhook: v.contactWebhook.trim() ? { url: v.contactWebhook.trim() } : null,
+      },
     };
     await put("/agents/" + agent.id, body);
     toast("Settings saved to the draft. Publish to make them live.");
@@ -135,7 +141,7 @@ export default function AgentSettings({ agent, onChanged }) {
   const err = f.error;
   const fe = (name) => fieldError(err, name);
   return html`<form onSubmit=${save} novalidate class="stack" data-testid="agent-settings-form">
-    <${FormError} error=${err} fields=${["name", "customInstruction", "greetingInstruction", "assistantDefaultLocale", "chatModelOverride", "surfaceSettings", "sourceScope", "skillSettings", "retrievalEnabled"]} />
+    <${FormError} error=${err} fields=${["name", "customInstruction", "greetingInstruction", "assistantDefaultLocale", "chatModelOverride", "surfaceSettings", "sourceScope", "skillSettings", "retrievalEnabled", "contactRequestDelivery"]} />
     <fieldset disabled=${!manage} class="plain">
     <div class="grid-2">
       <${Card} title="Behaviour">
@@ -146,6 +152,10 @@ export default function AgentSettings({ agent, onChanged }) {
           hint="Off: the agent answers everything directly, without searching." />
         <${Checkbox} form=${f} name="handoffOnRetrievalMiss" label="Hand off to a person when nothing relevant is found" testid="agent-handoff"
           hint="The conversation becomes human-owned and waits in the takeover inbox." />
+        <${TextArea} form=${f} name="contactEmails" label="Notify by email (handoffs and contact requests)" rows="2" errorField="contactRequestDelivery.recipientEmails"
+          testid="agent-contact-emails" hint="Up to 5 addresses, one per line. Empty: the workspace owner. A contact_human notify skill, when the agent has one, takes precedence." />
+        <${Input} form=${f} name="contactWebhook" label="Notify by webhook (optional)" type="url" errorField="contactRequestDelivery.webhook.url"
+          testid="agent-contact-webhook" placeholder="https://hooks.example.com/steward" hint="Receives the handoff notice as JSON with an Idempotency-Key; see the delivery log." />
         <${Checkbox} form=${f} name="suggestedQuestionsEnabled" label="Offer suggested follow-up questions" />
         <${Checkbox} form=${f} name="citationDisplayEnabled" label="Show citations to visitors" />
       </${Card}>

@@ -1,5 +1,5 @@
-//! The delivery log and the notification settings (SMTP status, test email). The rules live in
-//! `crate::delivery`.
+//! The delivery log, the notification settings (SMTP status, test email) and visitor contact
+//! requests. The rules live in `crate::delivery`.
 
 use std::sync::Arc;
 
@@ -22,6 +22,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/deliveries/{id}", routing::get(get))
         .route("/api/v1/settings/notifications", routing::get(notifications))
         .route("/api/v1/settings/notifications/test-email", routing::post(test_email))
+        .route("/api/v1/agents/{id}/contact-requests", routing::post(contact))
 }
 
 #[derive(Deserialize)]
@@ -65,4 +66,36 @@ async fn test_email(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<TestEma
     ctx.p.require(Perm::SettingsManage)?;
     let a = app.blocking(move |app| delivery::send_test_email(app, &b.to)).await?;
     Ok(axum::Json(api::smtp_answer(&a)))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ContactBody {
+    message: String,
+    name: Option<String>,
+    email: Option<String>,
+    conversation_id: Option<String>,
+    skill: Option<String>,
+}
+
+async fn contact(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(agent): Path<String>,
+    Json(b): Json<ContactBody>,
+) -> Result<impl IntoResponse> {
+    let request_id = ctx.request_id.clone();
+    let r = delivery::notices::ContactRequest {
+        name: b.name.map(|n| n.trim().to_string()).filter(|n| !n.is_empty()),
+        email: b.email.map(|e| e.trim().to_string()).filter(|e| !e.is_empty()),
+        message: b.message,
+        conversation_id: b.conversation_id,
+        skill: b.skill,
+        request_id,
+    };
+    let o = app.blocking(move |app| delivery::notices::contact_request(app, &ctx.p, &agent, r)).await?;
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        axum::Json(serde_json::json!({"status": o.status, "destination": o.destination, "deliveries": o.deliveries})),
+    ))
 }
