@@ -321,7 +321,7 @@ pub struct SkillView<'a> {
     name: &'a str,
     capability: &'a str,
     target: &'a Option<Value>,
-    config: &'a Map<String, Value>,
+    config: std::borrow::Cow<'a, Map<String, Value>>,
     invocation_mode: &'a str,
     enabled: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -332,7 +332,16 @@ pub struct SkillView<'a> {
 
 impl<'a> SkillView<'a> {
     pub fn of(s: &'a Skill) -> SkillView<'a> {
-        SkillView { created_at: Some(&s.created_at), updated_at: Some(&s.updated_at), ..SkillView::snapshot(s) }
+        let mut v =
+            SkillView { created_at: Some(&s.created_at), updated_at: Some(&s.updated_at), ..SkillView::snapshot(s) };
+        // sealed secrets never leave the server: the view says whether one is set
+        if s.config.contains_key(super::skills::SEALED_URL) {
+            let mut c = s.config.clone();
+            c.remove(super::skills::SEALED_URL);
+            c.insert("webhookUrlConfigured".into(), Value::Bool(true));
+            v.config = std::borrow::Cow::Owned(c);
+        }
+        v
     }
 
     pub fn snapshot(s: &'a Skill) -> SkillView<'a> {
@@ -342,7 +351,7 @@ impl<'a> SkillView<'a> {
             name: &s.name,
             capability: &s.capability,
             target: &s.target,
-            config: &s.config,
+            config: std::borrow::Cow::Borrowed(&s.config),
             invocation_mode: &s.invocation_mode,
             enabled: s.enabled,
             created_at: None,

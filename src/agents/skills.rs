@@ -47,7 +47,7 @@ const REGISTRY: [Capability; 6] = [
     Capability {
         id: "email",
         target_kind: "customer_email_connection",
-        target_required: true,
+        target_required: false,
         modes: &["routine_named", "agent_selectable"],
         default_mode: "routine_named",
         outcomes: &["drafted", "sent", "failed"],
@@ -55,7 +55,7 @@ const REGISTRY: [Capability; 6] = [
     Capability {
         id: "slack_post",
         target_kind: "slack_connection",
-        target_required: true,
+        target_required: false,
         modes: &["routine_named", "agent_selectable"],
         default_mode: "routine_named",
         outcomes: &["posted", "failed"],
@@ -63,7 +63,7 @@ const REGISTRY: [Capability; 6] = [
     Capability {
         id: "webhook_call",
         target_kind: "webhook_destination",
-        target_required: true,
+        target_required: false,
         modes: &["routine_named", "agent_selectable"],
         default_mode: "routine_named",
         outcomes: &["delivered", "missing_input", "destination_not_found", "failed"],
@@ -225,8 +225,74 @@ pub fn check_config(cap: &str, config: &mut SkillConfig) -> Result<()> {
             }
             disjoint(config, "boundInputs", "exposedInputs")
         }
-        "webhook_call" => disjoint(config, "boundPayload", "exposedPayload"),
+        "webhook_call" => {
+            if let Some(u) = config.get("url") {
+                let u = u.as_str().ok_or_else(|| Error::invalid_field("config.url", "url is a string"))?;
+                super::check_http_url("config.url", u)?;
+            }
+            disjoint(config, "boundPayload", "exposedPayload")
+        }
+        "slack_post" => {
+            if let Some(u) = config.get("webhookUrl") {
+                let ok = u.as_str().is_some_and(|u| u.starts_with("https://") && u.len() <= 2048);
+                if !ok {
+                    return Err(Error::invalid_field(
+                        "config.webhookUrl",
+                        "webhookUrl is an https:// incoming-webhook URL",
+                    ));
+                }
+            }
+            disjoint(config, "boundInputs", "exposedInputs")
+        }
         _ => Ok(()),
+    }
+}
+
+/// Where a skill's sealed incoming-webhook URL lives in its config (never shown by the API).
+pub const SEALED_URL: &str = "webhookUrlSealed";
+
+/// The associated data a skill's sealed URL is bound to.
+fn sealed_aad(agent_id: &str) -> String {
+    format!("agent_skill:{agent_id}:webhookUrl")
+}
+
+/// Seals a `slack_post` skill's `webhookUrl` (the URL is its credential): replaced in the config by
+/// [`SEALED_URL`]. Needs `CONNECTOR_ENCRYPTION_KEY` (503 `encryption_not_configured` without it).
+fn seal_secrets(app: &App, agent_id: &str, config: &mut SkillConfig) -> Result<()> {
+    if let Some(Value::String(url)) = config.remove("webhookUrl") {
+        let key = app.config.encryption_key.as_ref().map(|k| k.expose());
+        let s = crate::crypto::seal(key, url.as_bytes(), &sealed_aad(agent_id))?;
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        config
+            .insert(SEALED_URL.into(), json!({"nonce": b64.encode(&s.nonce), "ciphertext": b64.encode(&s.ciphertext)}));
+    }
+    Ok(())
+}
+
+/// Opens a skill's sealed incoming-webhook URL.
+pub fn open_sealed_url(app: &App, agent_id: &str, config: &SkillConfig) -> Result<Option<String>> {
+    let Some(v) = config.get(SEALED_URL) else { return Ok(None) };
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let part = |k: &str| {
+        b64.decode(v[k].as_str().unwrap_or_default()).map_err(|_| Error::internal_msg("a sealed URL is malformed"))
+    };
+    let sealed = crate::crypto::Sealed { nonce: part("nonce")?, ciphertext: part("ciphertext")? };
+    let key = app.config.encryption_key.as_ref().map(|k| k.expose());
+    let plain = crate::crypto::open(key, &sealed, &sealed_aad(agent_id))?;
+    Ok(Some(String::from_utf8(plain).map_err(|_| Error::internal_msg("a sealed URL is not text"))?))
+}
+
+/// Config keys that stay behind when an agent is exported (recipients, URLs, sealed secrets).
+pub fn non_portable_keys(capability: &str) -> &'static [&'static str] {
+    match capability {
+        "notify" => &["delivery"],
+        "webhook_call" => &["url"],
+        "slack_post" => &["webhookUrl", SEALED_URL],
+        "email" => &["boundInputs"],
+        "retrieve" => &["sourceScope"],
+        _ => &[],
     }
 }
 
@@ -321,6 +387,14 @@ pub fn capabilities(app: &App, p: &Principal, agent_id: &str) -> Result<Capabili
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| get_in(c, &p.workspace_id, agent_id))?;
     let defaults = serde_json::to_value(crate::settings::retrieval::RetrievalDefaults::default())?;
+    let smtp = app.config.smtp.is_some();
+    let sealing = app.config.encryption_key.is_some();
+    let reason = |id: &str| match id {
+        "mcp_tool" => Some("needs an MCP connection"),
+        "email" if !smtp => Some("needs an SMTP server (STEWARD_SMTP_HOST)"),
+        "slack_post" if !sealing => Some("needs CONNECTOR_ENCRYPTION_KEY to keep the webhook URL sealed"),
+        _ => None,
+    };
     let caps: Vec<Value> = REGISTRY
         .iter()
         .map(|c| {
@@ -330,15 +404,11 @@ pub fn capabilities(app: &App, p: &Principal, agent_id: &str) -> Result<Capabili
                 "targetRequired": c.target_required,
                 "inputSchema": input_schema(c.id),
                 "outcomes": c.outcomes,
+                "nonPortableConfigKeys": non_portable_keys(c.id),
                 "invocationModes": c.modes,
                 "defaultInvocationMode": c.default_mode,
-                // outward skills run once their connections exist; retrieval and notify work now
-                "availability": {"available": matches!(c.id, "retrieve" | "notify" | "webhook_call"), "reason": match c.id {
-                    "mcp_tool" => Some("needs an MCP connection"),
-                    "email" => Some("needs a customer email connection"),
-                    "slack_post" => Some("needs a Slack connection"),
-                    _ => None,
-                }},
+                // delivering skills go through the outbox (SMTP for email; the sealed incoming webhook for Slack)
+                "availability": {"available": reason(c.id).is_none(), "reason": reason(c.id)},
             });
             if c.id == "retrieve" {
                 v["inheritedDefaults"] = defaults.clone();
@@ -384,6 +454,15 @@ fn input_schema(cap: &str) -> Value {
     }
 }
 
+/// One skill of an agent in the caller's workspace.
+pub fn get(app: &App, p: &Principal, agent_id: &str, skill_id: &str) -> Result<Skill> {
+    p.require(Perm::AgentsRead)?;
+    app.db.read(|c| {
+        get_in(c, &p.workspace_id, agent_id)?;
+        by_id(c, agent_id, skill_id)
+    })
+}
+
 pub fn list(app: &App, p: &Principal, agent_id: &str) -> Result<Vec<Skill>> {
     p.require(Perm::AgentsRead)?;
     app.db.read(|c| {
@@ -414,6 +493,7 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, b: NewSki
     let mut config = b.config.unwrap_or_default();
     config.retain(|_, v| !v.is_null());
     check_config(cap.id, &mut config)?;
+    seal_secrets(app, agent_id, &mut config)?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, agent_id)?;
@@ -505,6 +585,7 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id:
             _ => cur.config.clone(),
         };
         check_config(cap.id, &mut config)?;
+        seal_secrets(app, agent_id, &mut config)?;
         let enabled = b.enabled.unwrap_or(cur.enabled);
         let next =
             Skill { name, target, config, invocation_mode: mode, enabled, updated_at: now.clone(), ..cur.clone() };

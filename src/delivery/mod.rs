@@ -19,6 +19,7 @@ pub mod config;
 mod email;
 pub mod guard;
 pub mod notices;
+pub mod skills;
 mod store;
 
 use serde_json::{Value, json};

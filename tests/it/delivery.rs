@@ -534,3 +534,94 @@ async fn contact_requests_go_where_skills_rule_2_says() {
         .await
         .assert_status(404);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delivering_skills_run_through_the_outbox_and_keep_their_secrets_sealed() {
+    let r = Receiver::start().await;
+    let setup = with_receiver(&r);
+    let t = TestApp::with_config(move |c| {
+        setup(c);
+        c.encryption_key = Some(steward::config::Secret::new([9u8; 32]));
+    });
+    let owner = t.owner().await;
+    let agent = t.default_agent(&owner).await;
+    let skills = format!("/api/v1/agents/{agent}/skills");
+    // webhook_call: bound values plus the exposed inputs, POSTed to the configured URL
+    let wh = t
+        .post(
+            &skills,
+            &owner,
+            json!({"name": "order_hook", "capability": "webhook_call", "config": {"url": format!("{}/orders", r.base),
+                "boundPayload": {"source": "steward"}, "exposedPayload": ["orderId"]}}),
+        )
+        .await;
+    wh.assert_status(201);
+    let wh = wh.json()["id"].as_str().unwrap().to_string();
+    let v = t.post(&format!("{skills}/{wh}/test"), &owner, json!({"inputs": {}})).await.json();
+    assert_eq!((v["outcome"].as_str(), v["missingInputs"].clone()), (Some("missing_input"), json!(["orderId"])));
+    let v = t.post(&format!("{skills}/{wh}/test"), &owner, json!({"inputs": {"orderId": "A-17"}})).await;
+    v.assert_status(202);
+    assert_eq!(v.json()["outcome"], "delivered");
+    // slack_post: the incoming-webhook URL is sealed at rest and never shown
+    let secret_path = "/services/T000/B000/very-secret-token";
+    let sl = t
+        .post(
+            &skills,
+            &owner,
+            json!({"name": "team_slack", "capability": "slack_post", "config": {"webhookUrl": format!("{}{secret_path}", r.base)}}),
+        )
+        .await;
+    sl.assert_status(201);
+    let slj = sl.json();
+    assert_eq!(slj["config"]["webhookUrlConfigured"], true);
+    assert!(!slj.to_string().contains("very-secret-token"), "{slj}");
+    let listed = t.get(&skills, &owner).await.text();
+    assert!(!listed.contains("very-secret-token"));
+    assert!(!crate::support::contains_bytes(&t.db_bytes(), b"very-secret-token"), "sealed at rest");
+    let sl = slj["id"].as_str().unwrap().to_string();
+    let v = t.post(&format!("{skills}/{sl}/test"), &owner, json!({"inputs": {"text": "A visitor needs help"}})).await;
+    assert_eq!(v.json()["outcome"], "posted");
+    // email without an SMTP server: fails with the reason; a draft is only drafted
+    let em = t
+        .post(
+            &skills,
+            &owner,
+            json!({"name": "mail_customer", "capability": "email", "config": {"mode": "send",
+                "boundInputs": {"subject": "Your order"}, "exposedInputs": ["to", "bodyText"]}}),
+        )
+        .await
+        .json()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let v = t
+        .post(
+            &format!("{skills}/{em}/test"),
+            &owner,
+            json!({"inputs": {"to": "c@example.com", "bodyText": "Shipped."}}),
+        )
+        .await
+        .json();
+    assert_eq!(v["outcome"], "failed");
+    assert!(v["reason"].as_str().unwrap().contains("SMTP"));
+    run_jobs(&t.app).await;
+    let hits = r.hits();
+    let orders = hits.iter().find(|h| h.path == "/orders").expect("the webhook_call");
+    assert_eq!(orders.body, json!({"source": "steward", "orderId": "A-17"}));
+    let slack = hits.iter().find(|h| h.path == secret_path).expect("the Slack post");
+    assert_eq!(slack.body, json!({"text": "A visitor needs help"}));
+    // the capability registry names what stays behind on export
+    let caps = t.get(&format!("/api/v1/agents/{agent}/skill-capabilities"), &owner).await.json();
+    let slack_cap = caps["capabilities"].as_array().unwrap().iter().find(|c| c["id"] == "slack_post").unwrap().clone();
+    assert!(slack_cap["nonPortableConfigKeys"].to_string().contains("webhookUrl"));
+    // retrieval skills do not deliver
+    let ret = t.get(&skills, &owner).await.json()["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["capability"] == "retrieve")
+        .map(|s| s["id"].as_str().unwrap().to_string());
+    if let Some(ret) = ret {
+        t.post(&format!("{skills}/{ret}/test"), &owner, json!({})).await.assert_status(400);
+    }
+}

@@ -24,6 +24,7 @@ export default function Skills({ agent, onChanged }) {
   const toggle = async (s) => {
     try { await patch(`/agents/${agent.id}/skills/${s.id}`, { enabled: !s.enabled }); toast(s.enabled ? "Skill disabled." : "Skill enabled."); done(); } catch (e) { toast(e.message, "error"); }
   };
+  const [testing, setTesting] = useState(null);
   const remove = async (s) => {
     if (!(await confirm({ title: "Delete skill?", message: `#${s.name} is removed from the draft; directives that bind it show it as an unknown skill, and context variables it resolves are removed.`, confirmLabel: "Delete", danger: true }))) return;
     try { await del(`/agents/${agent.id}/skills/${s.id}`); toast("Skill deleted."); done(); } catch (e) { toast(e.message, "error"); }
@@ -41,6 +42,7 @@ export default function Skills({ agent, onChanged }) {
         manage && { label: "Actions", render: (s) => html`<div class="row">
           <${Button} small onClick=${() => setEditing(s)}>Edit</${Button}>
           <${Button} small onClick=${() => toggle(s)}>${s.enabled ? "Disable" : "Enable"}</${Button}>
+          ${DELIVERING.includes(s.capability) && html`<${Button} small onClick=${() => setTesting(s)} testid="skill-test">Send test</${Button}>`}
           <${Button} small variant="danger" onClick=${() => remove(s)}>Delete</${Button}></div>` },
       ].filter(Boolean)}
       empty=${html`<${Empty} title="No skills yet">Add a retrieve skill with its own settings and bind it from a directive, e.g. a lookup limited to your policies.</${Empty}>`} />
@@ -54,6 +56,7 @@ export default function Skills({ agent, onChanged }) {
         { label: "Outcomes", render: (c) => (c.outcomes || []).join(", ") },
       ]} />
     </${Card}>
+    ${testing && html`<${SkillTest} agent=${agent} skill=${testing} onClose=${() => setTesting(null)} />`}
     ${editing && html`<${SkillEditor} agent=${agent} caps=${caps} skill=${editing === "new" ? null : editing} onClose=${() => setEditing(null)} onSaved=${done} />`}
   </div>`;
 }
@@ -144,3 +147,34 @@ function SkillEditor({ agent, caps, skill, onClose, onSaved }) {
     </form>
   </${Modal}>`;
 }
+
+const DELIVERING = ["notify", "webhook_call", "email", "slack_post"];
+
+/** Runs a delivering skill once with test inputs (JSON) and shows the outcome; the delivery itself is in the delivery log. */
+function SkillTest({ agent, skill, onClose }) {
+  const [inputs, setInputs] = useState(skill.capability === "notify" ? '{"message": "A test notice"}' : skill.capability === "slack_post" ? '{"text": "A test post"}' : "{}");
+  const [busy, setBusy] = useState(false);
+  const [result, setResult] = useState(null);
+  const [error, setError] = useState(null);
+  const run = async (e) => {
+    e.preventDefault();
+    setError(null); setResult(null);
+    let parsed;
+    try { parsed = JSON.parse(inputs || "{}"); } catch { setError(new Error("The inputs are not valid JSON.")); return; }
+    setBusy(true);
+    try { setResult(await post(`/agents/${agent.id}/skills/${skill.id}/test`, { inputs: parsed })); } catch (err) { setError(err); } finally { setBusy(false); }
+  };
+  return html`<${Modal} open title=${"Send a test: #" + skill.name} onClose=${onClose} testid="skill-test-dialog">
+    <form onSubmit=${run} class="stack" novalidate>
+      <${TextArea} label="Inputs (JSON)" name="inputs" rows="4" value=${inputs} onInput=${(e) => setInputs(e.currentTarget.value)}
+        hint="The values a routine step would pass; bound values from the skill's configuration are added." testid="skill-test-inputs" />
+      ${error && html`<div class="alert alert-error" role="alert">${error.message}</div>`}
+      ${result && html`<div class=${"alert " + (["failed", "missing_input", "destination_not_found"].includes(result.outcome) ? "alert-warn" : "alert-info")} role="status" data-testid="skill-test-result">
+        Outcome: <strong>${result.outcome}</strong>${result.reason ? " — " + result.reason : ""}${result.missingInputs && result.missingInputs.length ? " · missing: " + result.missingInputs.join(", ") : ""}
+        ${result.deliveryIds && result.deliveryIds.length > 0 && html` · <a href="/app/settings/deliveries">see the delivery log</a>`}
+      </div>`}
+      <div class="row"><${Button} type="submit" variant="primary" busy=${busy} testid="skill-test-send">Send test</${Button}><${Button} onClick=${onClose}>Close</${Button}></div>
+    </form>
+  </${Modal}>`;
+}
+

@@ -23,6 +23,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/settings/notifications", routing::get(notifications))
         .route("/api/v1/settings/notifications/test-email", routing::post(test_email))
         .route("/api/v1/agents/{id}/contact-requests", routing::post(contact))
+        .route("/api/v1/agents/{id}/skills/{sid}/test", routing::post(test_skill))
 }
 
 #[derive(Deserialize)]
@@ -97,5 +98,27 @@ async fn contact(
     Ok((
         axum::http::StatusCode::ACCEPTED,
         axum::Json(serde_json::json!({"status": o.status, "destination": o.destination, "deliveries": o.deliveries})),
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SkillTestBody {
+    #[serde(default)]
+    inputs: serde_json::Map<String, serde_json::Value>,
+}
+
+async fn test_skill(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((agent, skill)): Path<(String, String)>,
+    Json(b): Json<SkillTestBody>,
+) -> Result<impl IntoResponse> {
+    let r = app.blocking(move |app| delivery::skills::test(app, &ctx.p, &agent, &skill, &b.inputs)).await?;
+    Ok((
+        axum::http::StatusCode::ACCEPTED,
+        axum::Json(serde_json::json!({
+            "outcome": r.outcome, "missingInputs": r.missing_inputs, "deliveryIds": r.delivery_ids, "reason": r.reason,
+        })),
     ))
 }

@@ -1,0 +1,226 @@
+//! Skills that deliver — `notify`, `webhook_call`, `email` and `slack_post` — run through the
+//! outbox like every other delivery, and report the capability registry's outcomes. The routines
+//! runtime invokes them as steps; operators send a test from the skill's page
+//! (`POST /agents/{agentId}/skills/{skillId}/test`).
+
+use serde_json::{Map, Value, json};
+
+use crate::agents::skills::{self, Skill};
+use crate::app::App;
+use crate::auth::{Perm, Principal};
+use crate::clock::rfc3339;
+use crate::error::{Error, Result};
+
+/// What an invocation did.
+#[derive(Debug, Clone)]
+pub struct SkillResult {
+    /// One of the capability's outcomes (`delivered`, `missing_input`, `destination_not_found`,
+    /// `sent`, `drafted`, `posted`, `failed`).
+    pub outcome: &'static str,
+    /// Inputs that were needed and not given.
+    pub missing_inputs: Vec<String>,
+    pub delivery_ids: Vec<String>,
+    /// Why it failed, in words.
+    pub reason: Option<String>,
+}
+
+impl SkillResult {
+    fn of(outcome: &'static str) -> SkillResult {
+        SkillResult { outcome, missing_inputs: Vec::new(), delivery_ids: Vec::new(), reason: None }
+    }
+    fn failed(reason: impl Into<String>) -> SkillResult {
+        SkillResult { reason: Some(reason.into()), ..SkillResult::of("failed") }
+    }
+}
+
+/// The values a step works with: the skill's bound values, then the exposed ones from `inputs`.
+/// Returns the merged object and the exposed names missing from `inputs`.
+fn merged(
+    config: &Map<String, Value>,
+    bound: &str,
+    exposed: &str,
+    inputs: &Map<String, Value>,
+) -> (Map<String, Value>, Vec<String>) {
+    let mut out = config.get(bound).and_then(Value::as_object).cloned().unwrap_or_default();
+    let names: Vec<String> = match config.get(exposed) {
+        Some(Value::Array(a)) => a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect(),
+        Some(Value::Object(m)) => {
+            m.iter().filter(|(_, v)| v.as_bool() != Some(false)).map(|(k, _)| k.clone()).collect()
+        }
+        _ => Vec::new(),
+    };
+    let mut missing = Vec::new();
+    for n in names {
+        match inputs.get(&n) {
+            Some(v) if !v.is_null() => {
+                out.insert(n, v.clone());
+            }
+            _ => missing.push(n),
+        }
+    }
+    (out, missing)
+}
+
+/// Runs a delivering skill with `inputs`; `key` makes the deliveries idempotent.
+pub fn invoke(
+    app: &App,
+    workspace_id: &str,
+    skill: &Skill,
+    inputs: &Map<String, Value>,
+    conversation_id: Option<&str>,
+    key: &str,
+) -> Result<SkillResult> {
+    let now = rfc3339(app.clock.now());
+    let cfg = &skill.config;
+    let webhook = |url: &str, body: &Value, event: &str, outcome: &'static str| -> Result<SkillResult> {
+        let id = app.db.write(|tx| {
+            super::enqueue_webhook(
+                app,
+                tx,
+                &now,
+                &super::Webhook { workspace_id, event, url, body, conversation_id, key },
+            )
+        })?;
+        app.jobs.wake();
+        Ok(SkillResult { delivery_ids: vec![id], ..SkillResult::of(outcome) })
+    };
+    match skill.capability.as_str() {
+        "webhook_call" => {
+            let Some(url) = cfg.get("url").and_then(Value::as_str) else {
+                return Ok(SkillResult {
+                    reason: Some("the skill has no URL".into()),
+                    ..SkillResult::of("destination_not_found")
+                });
+            };
+            let (payload, missing) = merged(cfg, "boundPayload", "exposedPayload", inputs);
+            if !missing.is_empty() {
+                return Ok(SkillResult { missing_inputs: missing, ..SkillResult::of("missing_input") });
+            }
+            webhook(url, &Value::Object(payload), "skill.webhook_call", "delivered")
+        }
+        "slack_post" => {
+            let Some(url) = skills::open_sealed_url(app, &skill.agent_id, cfg)? else {
+                return Ok(SkillResult::failed("the skill has no incoming-webhook URL"));
+            };
+            let (values, missing) = merged(cfg, "boundInputs", "exposedInputs", inputs);
+            let text =
+                values.get("text").and_then(Value::as_str).or_else(|| inputs.get("text").and_then(Value::as_str));
+            let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
+                let mut missing = missing;
+                missing.push("text".into());
+                return Ok(SkillResult { missing_inputs: missing, ..SkillResult::failed("a Slack post needs text") });
+            };
+            webhook(&url, &json!({"text": text}), "skill.slack_post", "posted")
+        }
+        "email" => {
+            let (values, mut missing) = merged(cfg, "boundInputs", "exposedInputs", inputs);
+            let s = |k: &str| values.get(k).or_else(|| inputs.get(k)).and_then(Value::as_str).map(str::to_string);
+            for k in ["to", "subject"] {
+                if s(k).is_none() && !missing.iter().any(|m| m == k) {
+                    missing.push(k.into());
+                }
+            }
+            if s("bodyText").is_none() && s("bodyHtml").is_none() {
+                missing.push("bodyText".into());
+            }
+            if !missing.is_empty() {
+                return Ok(SkillResult {
+                    missing_inputs: missing,
+                    ..SkillResult::failed("the email is missing inputs")
+                });
+            }
+            if cfg.get("mode").and_then(Value::as_str) != Some("send") {
+                return Ok(SkillResult::of("drafted"));
+            }
+            if app.config.smtp.is_none() {
+                return Ok(SkillResult::failed(super::email::NOT_CONFIGURED));
+            }
+            let to: Vec<String> = s("to")
+                .unwrap_or_default()
+                .split(',')
+                .map(|t| t.trim().to_string())
+                .filter(|t| !t.is_empty())
+                .collect();
+            let text = s("bodyText").unwrap_or_default();
+            let html = s("bodyHtml")
+                .unwrap_or_else(|| format!("<p>{}</p>", super::notices::escape(&text).replace('\n', "<br>")));
+            let subject = s("subject").unwrap_or_default();
+            let id = app.db.write(|tx| {
+                let m = super::Email {
+                    workspace_id,
+                    event: "skill.email",
+                    to: &to,
+                    subject: &subject,
+                    text: &text,
+                    html: &html,
+                    conversation_id,
+                    key,
+                };
+                super::enqueue_email(app, tx, &now, &m)
+            })?;
+            app.jobs.wake();
+            Ok(SkillResult { delivery_ids: vec![id], ..SkillResult::of("sent") })
+        }
+        "notify" => {
+            let delivery: crate::agents::Delivery =
+                cfg.get("delivery").and_then(|d| serde_json::from_value(d.clone()).ok()).unwrap_or_default();
+            let message = inputs.get("message").and_then(Value::as_str).unwrap_or("").trim().to_string();
+            if message.is_empty() {
+                return Ok(SkillResult {
+                    missing_inputs: vec!["message".into()],
+                    ..SkillResult::failed("a notice needs a message")
+                });
+            }
+            let body = json!({
+                "name": inputs.get("name"), "email": inputs.get("email"), "message": message, "workspaceId": workspace_id,
+                "conversationId": conversation_id, "requestId": Value::Null,
+            });
+            let mut ids = Vec::new();
+            if let Some(w) = &delivery.webhook {
+                ids.extend(webhook(&w.url, &body, "contact.request", "delivered")?.delivery_ids);
+            }
+            if !delivery.recipient_emails.is_empty() {
+                let text = format!("{message}\n");
+                let html = format!("<p>{}</p>", super::notices::escape(&message));
+                let id = app.db.write(|tx| {
+                    let m = super::Email {
+                        workspace_id,
+                        event: "contact.request",
+                        to: &delivery.recipient_emails,
+                        subject: &format!("Notice: {}", skill.name),
+                        text: &text,
+                        html: &html,
+                        conversation_id,
+                        key,
+                    };
+                    super::enqueue_email(app, tx, &now, &m)
+                })?;
+                app.jobs.wake();
+                ids.push(id);
+            }
+            Ok(SkillResult { delivery_ids: ids, ..SkillResult::of("delivered") })
+        }
+        other => Err(Error::invalid(format!("a {other} skill does not deliver"))),
+    }
+}
+
+/// `POST /agents/{agentId}/skills/{skillId}/test`: runs a delivering skill of the draft once,
+/// with the operator's test inputs.
+pub fn test(
+    app: &App,
+    p: &Principal,
+    agent_id: &str,
+    skill_id: &str,
+    inputs: &Map<String, Value>,
+) -> Result<SkillResult> {
+    p.require(Perm::AgentsManage)?;
+    let skill = skills::get(app, p, agent_id, skill_id)?;
+    if !["webhook_call", "slack_post", "email", "notify"].contains(&skill.capability.as_str()) {
+        return Err(Error::invalid(format!(
+            "a {} skill does not deliver; only notify, webhook_call, email and slack_post can be tested here",
+            skill.capability
+        )));
+    }
+    let key = format!("skill-test:{}", crate::ids::new_id());
+    invoke(app, &p.workspace_id.0, &skill, inputs, None, &key)
+}
