@@ -100,6 +100,9 @@ pub struct Webhook<'a> {
     pub conversation_id: Option<&'a str>,
     /// Sent as `Idempotency-Key`; also what makes enqueueing idempotent.
     pub key: &'a str,
+    /// The URL is a credential (a Slack incoming webhook): it is sealed in the job, and the log
+    /// shows only its origin.
+    pub secret_url: bool,
 }
 
 /// An email to send.
@@ -133,11 +136,39 @@ pub fn loggable_url(url: &str) -> String {
     }
 }
 
+/// `https://host:port/…`: where a secret URL goes, without the part that is the secret.
+fn origin_only(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(u) => format!("{}/…", u.origin().ascii_serialization()),
+        Err(_) => "(invalid URL)".into(),
+    }
+}
+
+fn seal_url(app: &App, delivery_id: &str, url: &str) -> Result<Value> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let key = app.config.encryption_key.as_ref().map(|k| k.expose());
+    let s = crate::crypto::seal(key, url.as_bytes(), &format!("delivery:{delivery_id}"))?;
+    Ok(json!({"nonce": b64.encode(&s.nonce), "ciphertext": b64.encode(&s.ciphertext)}))
+}
+
+fn open_url(app: &App, delivery_id: &str, v: &Value) -> Result<String> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let part = |k: &str| {
+        b64.decode(v[k].as_str().unwrap_or_default()).map_err(|_| Error::internal_msg("a sealed URL is malformed"))
+    };
+    let sealed = crate::crypto::Sealed { nonce: part("nonce")?, ciphertext: part("ciphertext")? };
+    let key = app.config.encryption_key.as_ref().map(|k| k.expose());
+    let plain = crate::crypto::open(key, &sealed, &format!("delivery:{delivery_id}"))?;
+    String::from_utf8(plain).map_err(|_| Error::internal_msg("a sealed URL is not text"))
+}
+
 /// Queues a webhook in the caller's transaction; returns the delivery id. Idempotent per key
 /// and URL.
 pub fn enqueue_webhook(app: &App, tx: &Tx, now: &str, w: &Webhook) -> Result<String> {
     let id = delivery_id("webhook", w.key, w.url);
-    let target = loggable_url(w.url);
+    let target = if w.secret_url { origin_only(w.url) } else { loggable_url(w.url) };
     let d = NewDelivery {
         workspace_id: w.workspace_id,
         channel: "webhook",
@@ -147,7 +178,12 @@ pub fn enqueue_webhook(app: &App, tx: &Tx, now: &str, w: &Webhook) -> Result<Str
         idempotency_key: w.key,
     };
     if store::insert(tx, &id, &d, "pending", None, now)? {
-        let payload = json!({"deliveryId": id, "url": w.url, "body": w.body, "key": w.key, "event": w.event});
+        let mut payload = json!({"deliveryId": id, "body": w.body, "key": w.key, "event": w.event});
+        if w.secret_url {
+            payload["urlSealed"] = seal_url(app, &id, w.url)?;
+        } else {
+            payload["url"] = json!(w.url);
+        }
         let job = NewJob::new(WEBHOOK_JOB, payload)
             .workspace(w.workspace_id)
             .dedupe(format!("delivery:{id}"))
@@ -250,10 +286,16 @@ fn log_attempt(app: &App, id: &str, status: &str, started: std::time::Instant, v
 
 /// Runs one webhook attempt.
 fn webhook_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
-    let (Some(id), Some(url), Some(key)) =
-        (payload["deliveryId"].as_str(), payload["url"].as_str(), payload["key"].as_str())
-    else {
+    let (Some(id), Some(key)) = (payload["deliveryId"].as_str(), payload["key"].as_str()) else {
         return Outcome::Fail("malformed webhook job".into());
+    };
+    let url = match (payload["url"].as_str(), payload.get("urlSealed")) {
+        (Some(u), _) => u.to_string(),
+        (None, Some(s)) => match open_url(app, id, s) {
+            Ok(u) => u,
+            Err(e) => return Outcome::Fail(e.message),
+        },
+        _ => return Outcome::Fail("malformed webhook job".into()),
     };
     match app.db.read(|c| store::get(c, id)) {
         Ok(Some(d)) if d.status == "success" || d.status == "failed" => return Outcome::Done,
@@ -266,7 +308,7 @@ fn webhook_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     let headers =
         [("Idempotency-Key", key.to_string()), ("X-Steward-Event", event), ("X-Steward-Delivery", id.to_string())];
     let started = std::time::Instant::now();
-    let r = app.outbound.post_json(url, body.as_bytes(), &headers);
+    let r = app.outbound.post_json(&url, body.as_bytes(), &headers);
     let v = classify(&r);
     let (status, outcome) = settle(ctx, v.clone_parts());
     if let Err(e) = log_attempt(app, id, status, started, &v) {

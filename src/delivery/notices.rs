@@ -170,6 +170,7 @@ pub fn send_notice(app: &App, ws: &WorkspaceId, agent_id: &str, notice: &Value, 
                 body: notice,
                 conversation_id: Some(&cid),
                 key,
+                secret_url: false,
             };
             super::enqueue_webhook(app, tx, &now, &w)?;
             n += 1;
@@ -339,6 +340,7 @@ pub fn contact_request(
                 body: &body,
                 conversation_id: cid,
                 key: &key,
+                secret_url: false,
             };
             super::enqueue_webhook(app, tx, &now, &w)?;
             n += 1;

@@ -78,7 +78,15 @@ pub fn invoke(
                 app,
                 tx,
                 &now,
-                &super::Webhook { workspace_id, event, url, body, conversation_id, key },
+                &super::Webhook {
+                    workspace_id,
+                    event,
+                    url,
+                    body,
+                    conversation_id,
+                    key,
+                    secret_url: event == "skill.slack_post",
+                },
             )
         })?;
         app.jobs.wake();

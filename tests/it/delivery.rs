@@ -610,6 +610,10 @@ async fn delivering_skills_run_through_the_outbox_and_keep_their_secrets_sealed(
     assert_eq!(orders.body, json!({"source": "steward", "orderId": "A-17"}));
     let slack = hits.iter().find(|h| h.path == secret_path).expect("the Slack post");
     assert_eq!(slack.body, json!({"text": "A visitor needs help"}));
+    // the URL is a credential: sealed in the job too, and the log shows only its origin
+    let log = t.get("/api/v1/deliveries?channel=webhook", &owner).await.text();
+    assert!(!log.contains("very-secret-token") && log.contains("/…"), "{log}");
+    assert!(!crate::support::contains_bytes(&t.db_bytes(), b"very-secret-token"), "never in clear at rest");
     // the capability registry names what stays behind on export
     let caps = t.get(&format!("/api/v1/agents/{agent}/skill-capabilities"), &owner).await.json();
     let slack_cap = caps["capabilities"].as_array().unwrap().iter().find(|c| c["id"] == "slack_post").unwrap().clone();
