@@ -335,9 +335,10 @@ impl<'a> SkillView<'a> {
         let mut v =
             SkillView { created_at: Some(&s.created_at), updated_at: Some(&s.updated_at), ..SkillView::snapshot(s) };
         // sealed secrets never leave the server: the view says whether one is set
-        if s.config.contains_key(super::skills::SEALED_URL) {
+        if s.config.contains_key(super::skills::SEALED_URL) || s.config.contains_key("webhookUrl") {
             let mut c = s.config.clone();
             c.remove(super::skills::SEALED_URL);
+            c.remove("webhookUrl");
             c.insert("webhookUrlConfigured".into(), Value::Bool(true));
             v.config = std::borrow::Cow::Owned(c);
         }

@@ -258,7 +258,17 @@ fn sealed_aad(agent_id: &str) -> String {
 
 /// Seals a `slack_post` skill's `webhookUrl` (the URL is its credential): replaced in the config by
 /// [`SEALED_URL`]. Needs `CONNECTOR_ENCRYPTION_KEY` (503 `encryption_not_configured` without it).
-fn seal_secrets(app: &App, agent_id: &str, config: &mut SkillConfig) -> Result<()> {
+fn seal_secrets(app: &App, agent_id: &str, config: &mut SkillConfig, current: Option<&SkillConfig>) -> Result<()> {
+    // what the API shows in place of the secret is never stored; a client cannot supply a sealed value
+    config.remove("webhookUrlConfigured");
+    config.remove(SEALED_URL);
+    if !config.contains_key("webhookUrl")
+        && let Some(sealed) = current.and_then(|c| c.get(SEALED_URL))
+    {
+        // an edit that does not touch the URL keeps it
+        config.insert(SEALED_URL.into(), sealed.clone());
+        return Ok(());
+    }
     if let Some(Value::String(url)) = config.remove("webhookUrl") {
         let key = app.config.encryption_key.as_ref().map(|k| k.expose());
         let s = crate::crypto::seal(key, url.as_bytes(), &sealed_aad(agent_id))?;
@@ -493,7 +503,7 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, b: NewSki
     let mut config = b.config.unwrap_or_default();
     config.retain(|_, v| !v.is_null());
     check_config(cap.id, &mut config)?;
-    seal_secrets(app, agent_id, &mut config)?;
+    seal_secrets(app, agent_id, &mut config, None)?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, agent_id)?;
@@ -584,8 +594,9 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id:
             }
             _ => cur.config.clone(),
         };
+        let clears_url = b.config.as_ref().and_then(|c| c.get("webhookUrl")).is_some_and(Value::is_null);
         check_config(cap.id, &mut config)?;
-        seal_secrets(app, agent_id, &mut config)?;
+        seal_secrets(app, agent_id, &mut config, if clears_url { None } else { Some(&cur.config) })?;
         let enabled = b.enabled.unwrap_or(cur.enabled);
         let next =
             Skill { name, target, config, invocation_mode: mode, enabled, updated_at: now.clone(), ..cur.clone() };

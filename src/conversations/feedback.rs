@@ -85,7 +85,7 @@ pub fn clear(app: &App, p: &Principal, conversation: &str, message: &str) -> Res
     let ws = p.workspace_id.0.clone();
     let gone = app.db.write(|tx| {
         find_in(tx, &ws, conversation, true)?;
-        store::delete_feedback(tx, &ws, message)
+        store::delete_feedback(tx, &ws, conversation, message)
     })?;
     if !gone {
         return Err(Error::not_found("feedback"));

@@ -182,9 +182,15 @@ pub fn reply(
     Ok((m, conv))
 }
 
+/// Whether the caller may move a conversation someone holds: its holder, anyone while nobody
+/// holds it, or an admin (who may manage members).
+fn may_move(conv: &Conversation, user: &str, p: &Principal) -> bool {
+    conv.ownership.owner_user_id.as_deref().is_none_or(|o| o == user) || p.has(Perm::MembersManage)
+}
+
 /// `POST /conversations/{id}/transfer`: another member who may take conversations over holds it.
 pub fn transfer(app: &App, p: &Principal, id: &str, to: &str, expected_version: i64) -> Result<Conversation> {
-    me(p)?;
+    let user = me(p)?;
     let target = app.db.read(|c| accounts::member(c, &p.org_id, to))?;
     if !target.as_ref().is_some_and(|(_, role)| role.permissions().contains(Perm::ConversationTakeover)) {
         return Err(
@@ -195,6 +201,13 @@ pub fn transfer(app: &App, p: &Principal, id: &str, to: &str, expected_version: 
         check_version(conv, expected_version)?;
         if conv.ownership.state != OwnershipState::HumanOwned {
             return Err(conflict(conv, "not_human_owned", "Take the conversation over before transferring it"));
+        }
+        if !may_move(conv, &user, p) {
+            return Err(conflict(
+                conv,
+                "held_by_teammate",
+                "A teammate holds this conversation; only they or an admin can transfer it",
+            ));
         }
         let ch = OwnershipChange {
             state: OwnershipState::HumanOwned,
@@ -209,11 +222,18 @@ pub fn transfer(app: &App, p: &Principal, id: &str, to: &str, expected_version: 
 
 /// `POST /conversations/{id}/handback`: the AI answers again from the next visitor message.
 pub fn handback(app: &App, p: &Principal, id: &str, expected_version: i64) -> Result<Conversation> {
-    me(p)?;
+    let user = me(p)?;
     change(app, p, id, |tx, conv, now| {
         check_version(conv, expected_version)?;
         if conv.ownership.state != OwnershipState::HumanOwned {
             return Err(conflict(conv, "not_human_owned", "The conversation is not human-owned"));
+        }
+        if !may_move(conv, &user, p) {
+            return Err(conflict(
+                conv,
+                "held_by_teammate",
+                "A teammate holds this conversation; only they or an admin can hand it back",
+            ));
         }
         let ch = OwnershipChange {
             state: OwnershipState::AiOwned,

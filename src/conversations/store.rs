@@ -238,10 +238,11 @@ pub fn upsert_feedback(tx: &Tx, f: &super::feedback::Feedback) -> Result<()> {
     Ok(())
 }
 
-pub fn delete_feedback(tx: &Tx, ws: &str, message_id: &str) -> Result<bool> {
-    Ok(tx
-        .execute("DELETE FROM message_feedback WHERE workspace_id = ?1 AND message_id = ?2", params![ws, message_id])?
-        > 0)
+pub fn delete_feedback(tx: &Tx, ws: &str, conversation_id: &str, message_id: &str) -> Result<bool> {
+    Ok(tx.execute(
+        "DELETE FROM message_feedback WHERE workspace_id = ?1 AND conversation_id = ?2 AND message_id = ?3",
+        params![ws, conversation_id, message_id],
+    )? > 0)
 }
 
 pub fn resolve_feedback(tx: &Tx, ws: &str, message_id: &str, by: &str, now: &str) -> Result<bool> {

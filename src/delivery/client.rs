@@ -59,6 +59,18 @@ impl std::fmt::Display for Refusal {
 
 impl std::error::Error for Refusal {}
 
+/// A lookup that failed (temporarily, as far as we know): retried, unlike a refusal.
+#[derive(Debug)]
+struct LookupFailed(String);
+
+impl std::fmt::Display for LookupFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for LookupFailed {}
+
 /// The client's only resolver: looks a host up once and hands the connection exactly the
 /// addresses the guard cleared, so no second lookup can switch them (DNS rebinding).
 struct GuardedResolver {
@@ -73,7 +85,7 @@ impl reqwest::dns::Resolve for GuardedResolver {
             let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host.as_str(), 0))
                 .await
                 .map_err(|e| {
-                    Box::new(Refusal(format!("{host} did not resolve: {e}")))
+                    Box::new(LookupFailed(format!("{host} did not resolve: {e}")))
                         as Box<dyn std::error::Error + Send + Sync>
                 })?
                 .collect();
@@ -182,7 +194,12 @@ impl Outbound {
                 if hop == MAX_REDIRECTS {
                     return Err(Failure::Transport(format!("more than {MAX_REDIRECTS} redirects")));
                 }
-                url = url.join(loc).map_err(|e| Failure::Invalid(format!("redirect Location: {e}")))?;
+                let next = url.join(loc).map_err(|e| Failure::Invalid(format!("redirect Location: {e}")))?;
+                if next.origin() != url.origin() {
+                    // another origin: only a public HTTPS one (the allow-list admits what the operator configured, not where a server sends us)
+                    Guard::default().check_url(&next).map_err(|m| Failure::Refused(format!("redirect: {m}")))?;
+                }
+                url = next;
                 post = post && matches!(status, 307 | 308);
                 continue;
             }
@@ -208,6 +225,9 @@ fn failure_of(e: &reqwest::Error) -> Failure {
     while let Some(s) = src {
         if let Some(r) = s.downcast_ref::<Refusal>() {
             return Failure::Refused(r.0.clone());
+        }
+        if let Some(l) = s.downcast_ref::<LookupFailed>() {
+            return Failure::Transport(l.0.clone());
         }
         src = s.source();
     }
@@ -261,5 +281,8 @@ mod tests {
         assert!(matches!(e, Failure::Refused(_)), "{e}");
         let e = o.post_json("not a url", b"{}", &[]).unwrap_err();
         assert!(matches!(e, Failure::Invalid(_)), "{e}");
+        // a name that does not resolve may resolve later: retried, not refused
+        let e = o.post_json("https://no-such-host.invalid/hook", b"{}", &[]).unwrap_err();
+        assert!(matches!(e, Failure::Transport(_)), "{e}");
     }
 }

@@ -284,6 +284,15 @@ fn log_attempt(app: &App, id: &str, status: &str, started: std::time::Instant, v
     app.db.write(|tx| store::record_attempt(tx, id, &a, status))
 }
 
+/// Ends a delivery that could not even be attempted, so the log does not show it pending for ever.
+fn fail_unsent(app: &App, id: &str, reason: String) -> Outcome {
+    let v = Verdict { outcome: Outcome::Fail(reason.clone()), status_code: None, error: Some(reason.clone()) };
+    if let Err(e) = log_attempt(app, id, "failed", std::time::Instant::now(), &v) {
+        tracing::warn!(delivery = id, error = %e, "could not log a delivery attempt");
+    }
+    Outcome::Fail(reason)
+}
+
 /// Runs one webhook attempt.
 fn webhook_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     let (Some(id), Some(key)) = (payload["deliveryId"].as_str(), payload["key"].as_str()) else {
@@ -293,9 +302,9 @@ fn webhook_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
         (Some(u), _) => u.to_string(),
         (None, Some(s)) => match open_url(app, id, s) {
             Ok(u) => u,
-            Err(e) => return Outcome::Fail(e.message),
+            Err(e) => return fail_unsent(app, id, e.message),
         },
-        _ => return Outcome::Fail("malformed webhook job".into()),
+        _ => return fail_unsent(app, id, "malformed webhook job".into()),
     };
     match app.db.read(|c| store::get(c, id)) {
         Ok(Some(d)) if d.status == "success" || d.status == "failed" => return Outcome::Done,

@@ -110,9 +110,13 @@ pub fn invoke(
             let Some(url) = skills::open_sealed_url(app, &skill.agent_id, cfg)? else {
                 return Ok(SkillResult::failed("the skill has no incoming-webhook URL"));
             };
-            let (values, missing) = merged(cfg, "boundInputs", "exposedInputs", inputs);
-            let text =
-                values.get("text").and_then(Value::as_str).or_else(|| inputs.get("text").and_then(Value::as_str));
+            // `text` is exposed unless the configuration binds it or names the exposed inputs
+            let mut c = cfg.clone();
+            if !c.contains_key("exposedInputs") && !c.get("boundInputs").is_some_and(|b| b.get("text").is_some()) {
+                c.insert("exposedInputs".into(), json!(["text"]));
+            }
+            let (values, missing) = merged(&c, "boundInputs", "exposedInputs", inputs);
+            let text = values.get("text").and_then(Value::as_str);
             let Some(text) = text.filter(|t| !t.trim().is_empty()) else {
                 let mut missing = missing;
                 missing.push("text".into());
@@ -122,7 +126,8 @@ pub fn invoke(
         }
         "email" => {
             let (values, mut missing) = merged(cfg, "boundInputs", "exposedInputs", inputs);
-            let s = |k: &str| values.get(k).or_else(|| inputs.get(k)).and_then(Value::as_str).map(str::to_string);
+            // only what the skill binds or exposes: a caller cannot pick recipients the operator did not offer
+            let s = |k: &str| values.get(k).and_then(Value::as_str).map(str::to_string);
             for k in ["to", "subject"] {
                 if s(k).is_none() && !missing.iter().any(|m| m == k) {
                     missing.push(k.into());
@@ -150,8 +155,11 @@ pub fn invoke(
                 .filter(|t| !t.is_empty())
                 .collect();
             let text = s("bodyText").unwrap_or_default();
-            let html = s("bodyHtml")
-                .unwrap_or_else(|| format!("<p>{}</p>", super::notices::escape(&text).replace('\n', "<br>")));
+            // HTML only from the operator's own configuration; exposed text is escaped
+            let bound_html =
+                cfg.get("boundInputs").and_then(|b| b.get("bodyHtml")).and_then(Value::as_str).map(str::to_string);
+            let html =
+                bound_html.unwrap_or_else(|| format!("<p>{}</p>", super::notices::escape(&text).replace('\n', "<br>")));
             let subject = s("subject").unwrap_or_default();
             let id = app.db.write(|tx| {
                 let m = super::Email {

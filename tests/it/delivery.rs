@@ -579,6 +579,14 @@ async fn delivering_skills_run_through_the_outbox_and_keep_their_secrets_sealed(
     assert!(!listed.contains("very-secret-token"));
     assert!(!crate::support::contains_bytes(&t.db_bytes(), b"very-secret-token"), "sealed at rest");
     let sl = slj["id"].as_str().unwrap().to_string();
+    // an edit that sends the view back (as the dashboard does) keeps the sealed URL
+    t.patch(
+        &format!("{skills}/{sl}"),
+        &owner,
+        json!({"replaceConfig": {"webhookUrlConfigured": true, "webhookUrlSealed": {"nonce": "AAAA", "ciphertext": "AAAA"}}}),
+    )
+    .await
+    .assert_status(200);
     let v = t.post(&format!("{skills}/{sl}/test"), &owner, json!({"inputs": {"text": "A visitor needs help"}})).await;
     assert_eq!(v.json()["outcome"], "posted");
     // email without an SMTP server: fails with the reason; a draft is only drafted

@@ -111,6 +111,15 @@ async fn takeover_reply_transfer_and_handback_follow_the_ownership_table() {
     let o = r.json()["ownership"].clone();
     assert_eq!((o["ownerAccountId"].as_str(), o["version"].as_i64()), (Some(mate_id.as_str()), Some(v1 + 1)));
     assert_eq!(t.get("/api/v1/inbox", &mate).await.json()["items"][0]["heldBy"], "me");
+    // another member cannot move what a teammate holds (its holder or an admin can)
+    let third = t.member(&owner, "third@example.com", "member").await;
+    let r = t.post(&format!("{base}/handback"), &third, json!({"expectedVersion": v1 + 1})).await;
+    r.assert_status(409);
+    assert_eq!(r.json()["error"]["details"]["code"], "held_by_teammate");
+    let third_id = me(&t, &third).await;
+    let r =
+        t.post(&format!("{base}/transfer"), &third, json!({"toAccountId": third_id, "expectedVersion": v1 + 1})).await;
+    assert_eq!(r.json()["error"]["details"]["code"], "held_by_teammate");
     assert_eq!(t.get("/api/v1/inbox", &owner).await.json()["items"][0]["heldBy"], "teammate");
 
     // hand back: the next visitor message is answered by the agent again

@@ -42,11 +42,15 @@ export default function Inbox({ params }) {
   const selected = params.id || null;
   const list = useAsync(() => get("/inbox"), []);
   const [tick, setTick] = useState(0);
-  const live = useLive((event, data) => {
-    list.reload();
-    if (data && data.conversationId && data.conversationId === selected) setTick((n) => n + 1);
-  });
   const items = (list.data && list.data.items) || [];
+  const listed = useRef(new Set());
+  listed.current = new Set(items.map((i) => i.conversationId));
+  const live = useLive((event, data) => {
+    const cid = data && data.conversationId;
+    // a new message only changes the list when its conversation is in it
+    if (event !== "message.created" || (cid && listed.current.has(cid))) list.reload();
+    if (cid && cid === selected) setTick((n) => n + 1);
+  });
 
   return html`<div class="page">
     <${PageHeader} title="Inbox" subtitle="Conversations handed to a person and answers visitors marked as unhelpful. Handoffs come first; the newest on top."
