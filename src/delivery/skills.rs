@@ -112,7 +112,7 @@ pub fn invoke(
             };
             // `text` is exposed unless the configuration binds it or names the exposed inputs
             let mut c = cfg.clone();
-            if !c.contains_key("exposedInputs") && !c.get("boundInputs").is_some_and(|b| b.get("text").is_some()) {
+            if !c.contains_key("exposedInputs") && c.get("boundInputs").is_none_or(|b| b.get("text").is_none()) {
                 c.insert("exposedInputs".into(), json!(["text"]));
             }
             let (values, missing) = merged(&c, "boundInputs", "exposedInputs", inputs);
