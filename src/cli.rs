@@ -347,6 +347,9 @@ fn admin(config: Config, cmd: AdminCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         AdminCommand::TestEmail { to } => {
+            if config.smtp.is_none() {
+                anyhow::bail!("{}", crate::delivery::email_not_configured());
+            }
             let app = App::build(config, Options { lock_data_dir: false, ..Default::default() })
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             let a = crate::delivery::send_test_email(&app, &to).map_err(|e| anyhow::anyhow!("{}", e.message))?;

@@ -165,6 +165,21 @@ where
     Option::<T>::deserialize(d).map(Some)
 }
 
+/// Deserializes a key that must not be `null` (a setting without a "none" value); `null` is a
+/// 400 naming the key, rather than a silent no-op.
+pub(crate) fn not_null<'de, D, T>(d: D) -> std::result::Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    match Option::<T>::deserialize(d)? {
+        Some(v) => Ok(Some(v)),
+        None => Err(serde::de::Error::custom(
+            "null is not allowed here: send the value you want (the defaults are in docs/api.md)",
+        )),
+    }
+}
+
 /// Declares the agent body: the name plus every settings field, each optional (a present key
 /// replaces the setting), and the read-only keys of the view, which are refused by name.
 macro_rules! agent_body {
@@ -177,7 +192,7 @@ macro_rules! agent_body {
         #[derive(Debug, Default, Deserialize)]
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
         pub struct AgentBody {
-            #[serde(alias = "internalName")]
+            #[serde(default, alias = "internalName", deserialize_with = "not_null")]
             pub name: Option<String>,
             $($(#[$m])* #[serde(default)] pub $field: Option<$ty>,)*
             $(#[serde(default)] $ro: Option<serde::de::IgnoredAny>,)*
@@ -214,23 +229,37 @@ macro_rules! agent_body {
 
 agent_body! {
     settings {
+        #[serde(deserialize_with = "not_null")]
         custom_instruction: String => "customInstruction",
+        #[serde(deserialize_with = "not_null")]
         retrieval_enabled: bool => "retrievalEnabled",
+        #[serde(deserialize_with = "not_null")]
         handoff_on_retrieval_miss: bool => "handoffOnRetrievalMiss",
         #[serde(deserialize_with = "present")]
         chat_model_override: Option<ModelChoice> => "chatModelOverride",
+        #[serde(deserialize_with = "not_null")]
         suggested_questions_enabled: bool => "suggestedQuestionsEnabled",
+        #[serde(deserialize_with = "not_null")]
         citation_display_enabled: bool => "citationDisplayEnabled",
+        #[serde(deserialize_with = "not_null")]
         contact_requests_enabled: bool => "contactRequestsEnabled",
+        #[serde(deserialize_with = "not_null")]
         webhook_exports_enabled: bool => "webhookExportsEnabled",
+        #[serde(deserialize_with = "not_null")]
         contact_request_delivery: Delivery => "contactRequestDelivery",
+        #[serde(deserialize_with = "not_null")]
         greeting_instruction: String => "greetingInstruction",
         #[serde(deserialize_with = "present")]
         assistant_default_locale: Option<String> => "assistantDefaultLocale",
+        #[serde(deserialize_with = "not_null")]
         proactive_greeting_enabled: bool => "proactiveGreetingEnabled",
+        #[serde(deserialize_with = "not_null")]
         theme: Theme => "theme",
+        #[serde(deserialize_with = "not_null")]
         source_scope: SourceScope => "sourceScope",
+        #[serde(deserialize_with = "not_null")]
         surface_settings: Surfaces => "surfaceSettings",
+        #[serde(deserialize_with = "not_null")]
         skill_settings: SkillSettings => "skillSettings",
     }
     read_only {

@@ -209,6 +209,9 @@ pub fn transfer(app: &App, p: &Principal, id: &str, to: &str, expected_version: 
                 "A teammate holds this conversation; only they or an admin can transfer it",
             ));
         }
+        if conv.ownership.owner_user_id.as_deref() == Some(to) {
+            return Ok(()); // already theirs: nothing changes
+        }
         let ch = OwnershipChange {
             state: OwnershipState::HumanOwned,
             owner_user_id: Some(to.to_string()),

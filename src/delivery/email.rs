@@ -111,13 +111,13 @@ pub(super) fn email_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcom
 
 /// Sends a test message now (not through the outbox) and reports what the server answered.
 pub fn send_test_email(app: &App, to: &str) -> Result<SmtpAnswer> {
+    if to.parse::<Mailbox>().is_err() {
+        return Err(Error::invalid_field("to", "to must be an email address"));
+    }
     let cfg = app.config.smtp.as_ref().ok_or_else(|| {
         Error::new(crate::ErrorCode::Unprocessable, NOT_CONFIGURED)
             .with_details(serde_json::json!({"code": "smtp_not_configured"}))
     })?;
-    if to.parse::<Mailbox>().is_err() {
-        return Err(Error::invalid_field("to", "to must be an email address"));
-    }
     let text =
         "This is a test message from Steward. Email notices (handoffs, contact requests) will arrive like this one.";
     let html = "<p>This is a test message from <strong>Steward</strong>. Email notices (handoffs, contact requests) will arrive like this one.</p>";

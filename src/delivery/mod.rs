@@ -35,6 +35,11 @@ use crate::storage::Tx;
 pub use client::{Answer, Failure, Outbound};
 pub use email::{SmtpAnswer, send_test_email};
 
+/// Why email is off, in words (no SMTP server configured).
+pub fn email_not_configured() -> &'static str {
+    email::NOT_CONFIGURED
+}
+
 /// The webhook job kind.
 pub const WEBHOOK_JOB: &str = "delivery.webhook";
 /// The email job kind.

@@ -245,8 +245,14 @@ fn check_contact(r: &ContactRequest) -> Result<()> {
     if msg.is_empty() || msg.chars().count() > MAX_CONTACT_MESSAGE {
         return Err(Error::invalid_field("message", format!("message must be 1 to {MAX_CONTACT_MESSAGE} characters")));
     }
-    if r.name.as_ref().is_some_and(|n| n.chars().count() > MAX_CONTACT_NAME) {
-        return Err(Error::invalid_field("name", format!("name must be at most {MAX_CONTACT_NAME} characters")));
+    if r.name.as_ref().is_some_and(|n| n.chars().count() > MAX_CONTACT_NAME || n.chars().any(char::is_control)) {
+        return Err(Error::invalid_field(
+            "name",
+            format!("name must be at most {MAX_CONTACT_NAME} characters, on one line"),
+        ));
+    }
+    if msg.chars().any(|c| c.is_control() && c != '\n' && c != '\t' && c != '\r') {
+        return Err(Error::invalid_field("message", "message must not contain control characters"));
     }
     if let Some(e) = &r.email {
         let ok = e.len() <= MAX_EMAIL && !e.contains('<') && e.parse::<lettre::message::Mailbox>().is_ok();
@@ -315,8 +321,16 @@ pub fn contact_request(
     check_contact(&r)?;
     let ws = p.workspace_id.clone();
     let cfg = contact_config(app, &ws, agent_id, r.conversation_id.as_deref())?;
+    if !cfg.settings.contact_requests_enabled {
+        return Err(Error::new(
+            crate::ErrorCode::Forbidden,
+            "contact requests are off for this agent (contactRequestsEnabled)",
+        )
+        .with_details(json!({"code": "contact_requests_disabled"})));
+    }
+    let skill = r.skill.as_deref().map(|s| s.trim().to_lowercase());
     let owners = owner_emails(app, &ws)?;
-    let Destination::Send { emails, webhook_url, from } = contact_destination(&cfg, r.skill.as_deref(), &owners) else {
+    let Destination::Send { emails, webhook_url, from } = contact_destination(&cfg, skill.as_deref(), &owners) else {
         return Ok(ContactOutcome { status: "silenced", destination: None, deliveries: 0 });
     };
     let key = format!("contact:{}", crate::ids::new_id());

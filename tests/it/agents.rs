@@ -85,6 +85,14 @@ async fn agents_have_documented_defaults_and_a_default_agent() {
         )
         .await;
     assert_eq!(r.status, 400);
+    // null is refused where a setting has no "none" (a silent no-op would mislead), and clears an override
+    let r = t.put(&format!("/api/v1/agents/{id}"), &owner, json!({"contactRequestDelivery": null})).await;
+    r.assert_status(400);
+    assert!(r.json()["error"]["message"].as_str().unwrap().contains("null"));
+    t.put(&format!("/api/v1/agents/{id}"), &owner, json!({"name": null})).await.assert_status(400);
+    t.put(&format!("/api/v1/agents/{id}"), &owner, json!({"assistantDefaultLocale": "de"})).await.assert_status(200);
+    let a = t.put(&format!("/api/v1/agents/{id}"), &owner, json!({"assistantDefaultLocale": null})).await.json();
+    assert_eq!(a["assistantDefaultLocale"], Value::Null);
     // switch the default
     t.post(&format!("/api/v1/agents/{id}/default"), &owner, json!({})).await.assert_status(200);
     let list = t.get("/api/v1/agents", &owner).await.json();

@@ -485,6 +485,12 @@ async fn contact_requests_go_where_skills_rule_2_says() {
     let human_id = human.json()["id"].as_str().unwrap().to_string();
     t.publish(&owner, &agent).await;
     let path = format!("/api/v1/agents/{agent}/contact-requests");
+    // contact requests are off until the agent turns them on
+    let off = t.post(&path, &owner, json!({"message": "Call me"})).await;
+    off.assert_status(403);
+    assert_eq!(off.json()["error"]["details"]["code"], "contact_requests_disabled");
+    t.put(&format!("/api/v1/agents/{agent}"), &owner, json!({"contactRequestsEnabled": true})).await.assert_status(200);
+    t.publish(&owner, &agent).await;
     let ask = |skill: Option<&str>| {
         let mut b = json!({"name": "Ada", "email": "ada@example.com", "message": "Please call me about a bulk order."});
         if let Some(s) = skill {
@@ -499,10 +505,11 @@ async fn contact_requests_go_where_skills_rule_2_says() {
     // unnamed, or a named skill that does not exist: contact_human
     assert_eq!(t.post(&path, &owner, ask(None)).await.json()["destination"], "contact_human");
     assert_eq!(t.post(&path, &owner, ask(Some("no_such_skill"))).await.json()["destination"], "contact_human");
+    assert_eq!(t.post(&path, &owner, ask(Some("Sales_Contact"))).await.json()["destination"], "skill", "names are lowercase");
     run_jobs(&t.app).await;
     let hits = r.hits();
     let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();
-    assert_eq!(paths.iter().filter(|p| **p == "/sales").count(), 1, "{paths:?}");
+    assert_eq!(paths.iter().filter(|p| **p == "/sales").count(), 2, "{paths:?}");
     assert_eq!(paths.iter().filter(|p| **p == "/human").count(), 2, "{paths:?}");
     let body = &hits[0].body;
     let keys: std::collections::BTreeSet<&str> = body.as_object().unwrap().keys().map(String::as_str).collect();
@@ -530,6 +537,7 @@ async fn contact_requests_go_where_skills_rule_2_says() {
     t.post(&path, &owner, json!({"message": "  "})).await.assert_status(400);
     t.post(&path, &owner, json!({"message": "hi", "email": "not an email"})).await.assert_status(400);
     t.post(&path, &owner, json!({"message": "hi", "bogus": 1})).await.assert_status(400);
+    t.post(&path, &owner, json!({"message": "hi", "name": "Eve\r\nBcc: x@example.com"})).await.assert_status(400);
     t.post("/api/v1/agents/0190b7a2-0000-7000-8000-000000000000/contact-requests", &owner, json!({"message": "hi"}))
         .await
         .assert_status(404);
