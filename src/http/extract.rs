@@ -64,13 +64,23 @@ pub fn json_rejection(rej: JsonRejection) -> Error {
 }
 
 /// A JSON body that may be absent: no body (or only whitespace) is `T::default()`; anything else
-/// must be JSON that matches `T`, with the same errors as [`Json`].
+/// must be JSON that matches `T`, sent as `application/json` (a form or text body is 415, as with
+/// [`Json`], which also keeps a cross-site form from posting it), with the same errors as [`Json`].
 pub struct OptionalJson<T>(pub T);
 
 impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJson<T> {
     type Rejection = Error;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let json_type = req
+            .headers()
+            .get(axum::http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.split(';').next())
+            .map(|m| {
+                let m = m.trim().to_ascii_lowercase();
+                m == "application/json" || (m.starts_with("application/") && m.ends_with("+json"))
+            });
         let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|e| {
             if e.status().as_u16() == 413 {
                 Error::new(ErrorCode::PayloadTooLarge, "the request body is too large (the limit is 1 MB)")
@@ -80,6 +90,12 @@ impl<T: DeserializeOwned + Default, S: Send + Sync> FromRequest<S> for OptionalJ
         })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(OptionalJson(T::default()));
+        }
+        if json_type == Some(false) {
+            return Err(Error::new(
+                ErrorCode::UnsupportedMediaType,
+                "send the body as JSON with Content-Type: application/json",
+            ));
         }
         serde_json::from_slice(&bytes).map(OptionalJson).map_err(body_error)
     }

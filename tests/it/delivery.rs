@@ -505,7 +505,11 @@ async fn contact_requests_go_where_skills_rule_2_says() {
     // unnamed, or a named skill that does not exist: contact_human
     assert_eq!(t.post(&path, &owner, ask(None)).await.json()["destination"], "contact_human");
     assert_eq!(t.post(&path, &owner, ask(Some("no_such_skill"))).await.json()["destination"], "contact_human");
-    assert_eq!(t.post(&path, &owner, ask(Some("Sales_Contact"))).await.json()["destination"], "skill", "names are lowercase");
+    assert_eq!(
+        t.post(&path, &owner, ask(Some("Sales_Contact"))).await.json()["destination"],
+        "skill",
+        "names are lowercase"
+    );
     run_jobs(&t.app).await;
     let hits = r.hits();
     let paths: Vec<&str> = hits.iter().map(|h| h.path.as_str()).collect();

@@ -142,6 +142,17 @@ async fn takeover_reply_transfer_and_handback_follow_the_ownership_table() {
     assert_eq!((o["state"].as_str(), o["reason"].as_str()), (Some("human_owned"), Some("VIP customer")));
     assert!(o["takenOverAt"].is_string());
     t.post(&format!("{base}/takeover"), &owner, json!({"bogus": 1})).await.assert_status(400);
+    // a body that is not JSON (what a cross-site form can send) is refused
+    let r = t
+        .send_bytes(
+            axum::http::Method::POST,
+            &format!("{base}/takeover"),
+            &owner,
+            br#"{"reason":"csrf"}"#.to_vec(),
+            "text/plain",
+        )
+        .await;
+    r.assert_status(415);
 
     // the audit trail: every action
     let audit = t.get("/api/v1/audit-events?action=hitl.ownership&limit=50", &owner).await.json().to_string();
