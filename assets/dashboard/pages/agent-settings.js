@@ -79,6 +79,7 @@ function fromAgent(a) {
     assistantDefaultLocale: a.assistantDefaultLocale || "",
     retrievalEnabled: !!a.retrievalEnabled,
     handoffOnRetrievalMiss: !!a.handoffOnRetrievalMiss,
+    contactRequestsEnabled: !!a.contactRequestsEnabled,
     suggestedQuestionsEnabled: !!a.suggestedQuestionsEnabled,
     citationDisplayEnabled: !!a.citationDisplayEnabled,
     provider: (a.chatModelOverride && a.chatModelOverride.provider) || "",
@@ -113,6 +114,7 @@ export default function AgentSettings({ agent, onChanged }) {
       assistantDefaultLocale: v.assistantDefaultLocale.trim() || null,
       retrievalEnabled: v.retrievalEnabled,
       handoffOnRetrievalMiss: v.handoffOnRetrievalMiss,
+      contactRequestsEnabled: v.contactRequestsEnabled,
       suggestedQuestionsEnabled: v.suggestedQuestionsEnabled,
       citationDisplayEnabled: v.citationDisplayEnabled,
       chatModelOverride: v.provider ? { provider: v.provider, model: v.model.trim() } : null,
@@ -152,6 +154,8 @@ export default function AgentSettings({ agent, onChanged }) {
           hint="Off: the agent answers everything directly, without searching." />
         <${Checkbox} form=${f} name="handoffOnRetrievalMiss" label="Hand off to a person when nothing relevant is found" testid="agent-handoff"
           hint="The conversation becomes human-owned and waits in the takeover inbox." />
+        <${Checkbox} form=${f} name="contactRequestsEnabled" label="Let visitors ask to be contacted" testid="agent-contact-requests"
+          hint="Contact requests (name, email, message) are delivered like handoff notices." />
         <${TextArea} form=${f} name="contactEmails" label="Notify by email (handoffs and contact requests)" rows="2" errorField="contactRequestDelivery.recipientEmails"
           testid="agent-contact-emails" hint="Up to 5 addresses, one per line. Empty: the workspace owner. A contact_human notify skill, when the agent has one, takes precedence." />
         <${Input} form=${f} name="contactWebhook" label="Notify by webhook (optional)" type="url" errorField="contactRequestDelivery.webhook.url"
