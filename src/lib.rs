@@ -20,6 +20,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod models;
 pub mod names;
+pub mod public_chat;
 pub mod ratelimit;
 pub mod readiness;
 pub mod search;
