@@ -7,6 +7,7 @@ use serde_json::{Map, Value, json};
 
 use super::credentials::CredentialList;
 use super::document_types::{CatalogUpdate, CatalogView, FieldInput, OperatorType, Retired, Stored, TypeView};
+use super::general::{General, GeneralPatch};
 use super::llm_models::{KnownModels, ModelsPatch, ModelsView, SlotValue};
 use super::retrieval::DefaultsView;
 
@@ -291,4 +292,153 @@ pub fn catalog(v: &CatalogView) -> Value {
         "retiredFields": v.retired_fields.iter().map(RetiredJson::from).collect::<Vec<_>>(),
         "referencedFieldKeys": v.referenced_field_keys,
     })
+}
+
+/// The stored format of the general settings (and its wire shape, tokens included).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct GeneralDoc {
+    pub anonymous_chat_enabled: bool,
+    pub anonymous_chat_token: String,
+    pub anonymous_chat_last_used_at: Option<String>,
+    pub assistant_name: String,
+    pub greeting_instruction: String,
+    pub assistant_default_locale: Option<String>,
+    pub proactive_greeting_enabled: bool,
+    pub website_embed_enabled: bool,
+    pub website_embed_token: String,
+    pub website_embed_last_used_at: Option<String>,
+    pub website_embed_allowed_origins: Vec<String>,
+    pub website_embed_launcher_label: String,
+    pub website_embed_launcher_position: String,
+    pub website_embed_theme: crate::agents::Theme,
+    pub website_embed_copy: serde_json::Map<String, Value>,
+    pub website_embed_expert_overrides: serde_json::Map<String, Value>,
+    pub updated_at: Option<String>,
+}
+
+impl Default for GeneralDoc {
+    fn default() -> Self {
+        GeneralDoc::from(&General::default())
+    }
+}
+
+impl From<&General> for GeneralDoc {
+    fn from(g: &General) -> Self {
+        GeneralDoc {
+            anonymous_chat_enabled: g.anonymous_chat_enabled,
+            anonymous_chat_token: g.anonymous_chat_token.clone(),
+            anonymous_chat_last_used_at: g.anonymous_chat_last_used_at.clone(),
+            assistant_name: g.assistant_name.clone(),
+            greeting_instruction: g.greeting_instruction.clone(),
+            assistant_default_locale: g.assistant_default_locale.clone(),
+            proactive_greeting_enabled: g.proactive_greeting_enabled,
+            website_embed_enabled: g.website_embed_enabled,
+            website_embed_token: g.website_embed_token.clone(),
+            website_embed_last_used_at: g.website_embed_last_used_at.clone(),
+            website_embed_allowed_origins: g.website_embed_allowed_origins.clone(),
+            website_embed_launcher_label: g.website_embed_launcher_label.clone(),
+            website_embed_launcher_position: g.website_embed_launcher_position.clone(),
+            website_embed_theme: g.website_embed_theme.clone(),
+            website_embed_copy: g.website_embed_copy.clone(),
+            website_embed_expert_overrides: g.website_embed_expert_overrides.clone(),
+            updated_at: g.updated_at.clone(),
+        }
+    }
+}
+
+impl From<GeneralDoc> for General {
+    fn from(d: GeneralDoc) -> Self {
+        General {
+            anonymous_chat_enabled: d.anonymous_chat_enabled,
+            anonymous_chat_token: d.anonymous_chat_token,
+            anonymous_chat_last_used_at: d.anonymous_chat_last_used_at,
+            assistant_name: d.assistant_name,
+            greeting_instruction: d.greeting_instruction,
+            assistant_default_locale: d.assistant_default_locale,
+            proactive_greeting_enabled: d.proactive_greeting_enabled,
+            website_embed_enabled: d.website_embed_enabled,
+            website_embed_token: d.website_embed_token,
+            website_embed_last_used_at: d.website_embed_last_used_at,
+            website_embed_allowed_origins: d.website_embed_allowed_origins,
+            website_embed_launcher_label: d.website_embed_launcher_label,
+            website_embed_launcher_position: d.website_embed_launcher_position,
+            website_embed_theme: d.website_embed_theme,
+            website_embed_copy: d.website_embed_copy,
+            website_embed_expert_overrides: d.website_embed_expert_overrides,
+            updated_at: d.updated_at,
+        }
+    }
+}
+
+/// `PUT /settings/general`: every field optional; the launch tokens and last-used times are
+/// read-only (refused by name).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GeneralBody {
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    anonymous_chat_enabled: Option<bool>,
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    assistant_name: Option<String>,
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    greeting_instruction: Option<String>,
+    #[serde(default, deserialize_with = "crate::agents::api::present")]
+    assistant_default_locale: Option<Option<String>>,
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    proactive_greeting_enabled: Option<bool>,
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    website_embed_enabled: Option<bool>,
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    website_embed_allowed_origins: Option<Vec<String>>,
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    website_embed_launcher_label: Option<String>,
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    website_embed_launcher_position: Option<String>,
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    website_embed_theme: Option<crate::agents::Theme>,
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    website_embed_copy: Option<serde_json::Map<String, Value>>,
+    #[serde(default, deserialize_with = "crate::agents::api::not_null")]
+    website_embed_expert_overrides: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    anonymous_chat_token: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    website_embed_token: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    anonymous_chat_last_used_at: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    website_embed_last_used_at: Option<serde::de::IgnoredAny>,
+}
+
+impl GeneralBody {
+    /// The typed patch; a read-only key is a 400 naming it.
+    pub fn patch(self) -> crate::error::Result<GeneralPatch> {
+        for (present, name) in [
+            (self.anonymous_chat_token.is_some(), "anonymousChatToken"),
+            (self.website_embed_token.is_some(), "websiteEmbedToken"),
+            (self.anonymous_chat_last_used_at.is_some(), "anonymousChatLastUsedAt"),
+            (self.website_embed_last_used_at.is_some(), "websiteEmbedLastUsedAt"),
+        ] {
+            if present {
+                return Err(crate::error::Error::invalid_field(
+                    name,
+                    format!("`{name}` is read-only (rotate a token with its rotate route)"),
+                ));
+            }
+        }
+        Ok(GeneralPatch {
+            anonymous_chat_enabled: self.anonymous_chat_enabled,
+            assistant_name: self.assistant_name,
+            greeting_instruction: self.greeting_instruction,
+            assistant_default_locale: self.assistant_default_locale,
+            proactive_greeting_enabled: self.proactive_greeting_enabled,
+            website_embed_enabled: self.website_embed_enabled,
+            website_embed_allowed_origins: self.website_embed_allowed_origins,
+            website_embed_launcher_label: self.website_embed_launcher_label,
+            website_embed_launcher_position: self.website_embed_launcher_position,
+            website_embed_theme: self.website_embed_theme,
+            website_embed_copy: self.website_embed_copy,
+            website_embed_expert_overrides: self.website_embed_expert_overrides,
+        })
+    }
 }

@@ -5,6 +5,7 @@
 pub mod api;
 pub mod credentials;
 pub mod document_types;
+pub mod general;
 pub mod ingestion;
 pub mod llm_models;
 pub mod retrieval;

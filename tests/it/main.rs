@@ -19,6 +19,7 @@ mod hardening;
 mod jobs;
 mod migrations;
 mod models;
+mod public_chat;
 mod readme;
 mod recovery;
 mod search;

@@ -13,7 +13,7 @@ use crate::app::App;
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, Path, SessionCtx};
 use crate::settings::api::{self, CredentialBody, DocumentTypesBody};
-use crate::settings::{credentials, document_types, llm_models, retrieval};
+use crate::settings::{credentials, document_types, general, llm_models, retrieval};
 use axum::Router;
 use axum::routing;
 
@@ -25,6 +25,9 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/settings/llm-models", routing::get(llm_models).put(put_llm_models))
         .route("/api/v1/settings/document-types", routing::get(document_types).put(put_document_types))
         .route("/api/v1/settings/retrieval-defaults", routing::get(retrieval_defaults))
+        .route("/api/v1/settings/general", routing::get(get_general).put(put_general))
+        .route("/api/v1/settings/general/anonymous-chat-token/rotate", routing::post(rotate_anonymous))
+        .route("/api/v1/settings/general/website-embed-token/rotate", routing::post(rotate_embed))
 }
 
 pub async fn list_credentials(State(app): State<Arc<App>>, SessionCtx(ctx): SessionCtx) -> Result<impl IntoResponse> {
@@ -82,4 +85,31 @@ pub async fn put_document_types(
 pub async fn retrieval_defaults(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let v = app.blocking(move |app| retrieval::get(app, &ctx.p)).await?;
     Ok(axum::Json(api::retrieval_defaults(&v)?))
+}
+
+pub async fn get_general(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    let g = app.blocking(move |app| general::get(app, &ctx.p)).await?;
+    Ok(axum::Json(api::GeneralDoc::from(&g)))
+}
+
+/// Session only: settings that change state take the dashboard session.
+pub async fn put_general(
+    State(app): State<Arc<App>>,
+    SessionCtx(ctx): SessionCtx,
+    Json(b): Json<api::GeneralBody>,
+) -> Result<impl IntoResponse> {
+    let patch = b.patch()?;
+    let g = app.blocking(move |app| general::update(app, &ctx.p, &ctx.actor(), patch)).await?;
+    Ok(axum::Json(api::GeneralDoc::from(&g)))
+}
+
+pub async fn rotate_anonymous(State(app): State<Arc<App>>, SessionCtx(ctx): SessionCtx) -> Result<impl IntoResponse> {
+    let g =
+        app.blocking(move |app| general::rotate(app, &ctx.p, &ctx.actor(), general::Channel::AnonymousChat)).await?;
+    Ok(axum::Json(api::GeneralDoc::from(&g)))
+}
+
+pub async fn rotate_embed(State(app): State<Arc<App>>, SessionCtx(ctx): SessionCtx) -> Result<impl IntoResponse> {
+    let g = app.blocking(move |app| general::rotate(app, &ctx.p, &ctx.actor(), general::Channel::WebsiteEmbed)).await?;
+    Ok(axum::Json(api::GeneralDoc::from(&g)))
 }
