@@ -36,6 +36,8 @@ pub struct App {
     /// Conversation events for the streams that wait on them (operator events; later visitor and
     /// converse streams).
     pub bus: crate::bus::Bus,
+    /// The public chat session secret, loaded (or generated into the data dir) on first use.
+    pub public_secret: std::sync::OnceLock<crate::public_chat::token::Secret>,
     /// The SSRF-guarded outbound client deliveries use.
     pub outbound: crate::delivery::Outbound,
     /// The turn's routine stage (`turn::routine`).
@@ -99,6 +101,7 @@ impl App {
             document_events: tokio::sync::Notify::new(),
             turns: Default::default(),
             bus: Default::default(),
+            public_secret: std::sync::OnceLock::new(),
             outbound: crate::delivery::Outbound::new(&config.delivery)?,
             routine_pass: Box::new(crate::turn::routine::NoRoutines),
             config,

@@ -120,6 +120,9 @@ pub struct Config {
     pub delivery: crate::delivery::config::DeliveryConfig,
     /// The SMTP server for email deliveries (`[smtp]`, `STEWARD_SMTP_*`); `None`: email is skipped.
     pub smtp: Option<crate::delivery::config::SmtpConfig>,
+    /// `STEWARD_PUBLIC_SESSION_SECRET`: signs public chat sessions; without it a key is generated
+    /// once into the data dir (`public-session.key`).
+    pub public_session_secret: Option<Secret<String>>,
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -170,6 +173,7 @@ impl Config {
                 .filter(|p| p.file_stem().and_then(|s| s.to_str()).is_some_and(|s| s == "steward")),
             delivery: Default::default(),
             smtp: None,
+            public_session_secret: None,
         }
     }
 
@@ -290,6 +294,11 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     apply_env(&mut c, &env)?;
     apply_env_llm(&mut c, &env)?;
     (c.delivery, c.smtp) = crate::delivery::config::load(&file.delivery, &file.smtp, &env)?;
+    if let Some(v) = env("STEWARD_PUBLIC_SESSION_SECRET").filter(|v| !v.is_empty()) {
+        crate::public_chat::token::Secret::from_env_value(&v)
+            .map_err(|m| invalid("STEWARD_PUBLIC_SESSION_SECRET", m))?;
+        c.public_session_secret = Some(Secret::new(v));
+    }
     // 3. flags (already merged with their STEWARD_* variables by clap)
     apply_flags(&mut c, cli);
     validate(&c)?;

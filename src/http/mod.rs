@@ -45,6 +45,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .merge(chat::routes())
         .merge(inbox::routes())
         .merge(delivery::routes())
+        .merge(public_chat::routes())
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 

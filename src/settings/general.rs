@@ -298,6 +298,42 @@ pub fn get(app: &App, p: &Principal) -> Result<General> {
     })
 }
 
+/// The workspace and settings a launch token opens, and which channel it is for.
+pub fn by_launch_token(app: &App, token: &str) -> Result<Option<(crate::ids::WorkspaceId, General, Channel)>> {
+    if token.len() > 200 || !(token.starts_with("pc_") || token.starts_with("we_")) {
+        return Ok(None);
+    }
+    let (field, channel) = if token.starts_with("pc_") {
+        ("anonymousChatToken", Channel::AnonymousChat)
+    } else {
+        ("websiteEmbedToken", Channel::WebsiteEmbed)
+    };
+    let Some((ws, json)) = app.db.read(|c| super::store::workspace_by_launch_token(c, field, token))? else {
+        return Ok(None);
+    };
+    let doc: super::api::GeneralDoc = serde_json::from_str(&json)?;
+    Ok(Some((ws, doc.into(), channel)))
+}
+
+/// Records that a channel launched a session now.
+pub fn mark_used(app: &App, ws: &crate::ids::WorkspaceId, channel: Channel) -> Result<()> {
+    let now = rfc3339(app.clock.now());
+    app.db.write(|tx| {
+        let mut g = load_in(tx, ws)?;
+        match channel {
+            Channel::AnonymousChat => g.anonymous_chat_last_used_at = Some(now.clone()),
+            Channel::WebsiteEmbed => g.website_embed_last_used_at = Some(now.clone()),
+        }
+        super::store(tx, ws, NAMESPACE, &super::api::GeneralDoc::from(&g), &now)
+    })
+}
+
+/// Whether an origin is admitted: `*` admits any, an empty list none.
+pub fn admits(g: &General, origin: &str) -> bool {
+    let Ok(o) = normalize_origin(origin) else { return false };
+    g.website_embed_allowed_origins.iter().any(|a| a == "*" || *a == o)
+}
+
 /// `PUT /settings/general`.
 pub fn update(app: &App, p: &Principal, actor: &Actor, patch: GeneralPatch) -> Result<General> {
     p.require(Perm::SettingsManage)?;

@@ -16,6 +16,21 @@ pub(super) fn value(c: &Conn, ws: &WorkspaceId, namespace: &str) -> Result<Optio
     .optional()?)
 }
 
+/// The workspace whose general settings hold `token` as the launch token of `field`
+/// (`anonymousChatToken` or `websiteEmbedToken`).
+pub(super) fn workspace_by_launch_token(c: &Conn, field: &str, token: &str) -> Result<Option<(WorkspaceId, String)>> {
+    let path = match field {
+        "anonymousChatToken" => "$.anonymousChatToken",
+        _ => "$.websiteEmbedToken",
+    };
+    Ok(c.query_row(
+        "SELECT workspace_id, value FROM workspace_settings WHERE namespace = 'general' AND json_extract(value, ?1) = ?2",
+        params![path, token],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()?)
+}
+
 /// Replaces the JSON text of `namespace`.
 pub(super) fn put_value(tx: &Tx, ws: &WorkspaceId, namespace: &str, json: &str, now: &str) -> Result<()> {
     tx.execute(

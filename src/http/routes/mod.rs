@@ -7,4 +7,5 @@ pub mod delivery;
 pub mod documents;
 pub mod inbox;
 pub mod ops;
+pub mod public_chat;
 pub mod settings;

@@ -1,0 +1,177 @@
+//! Public sessions (`POST /api/v1/public/chat/{token}/sessions`): a launch token opens a session
+//! on its channel for the workspace's default agent; the session token (12 h) goes in the
+//! `x-service-public-session` header of every later request, and the resume token (30 days)
+//! resumes the same visitor. Both are bound to the launch token, workspace, agent, channel and
+//! origin, and are checked against the current settings on every use.
+
+use super::token::{self, Claims, Kind, Secret};
+use crate::app::App;
+use crate::error::{Error, ErrorCode, Result};
+use crate::settings::general::{self, Channel, General};
+
+/// A session request.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// `anonymous_link` or `website_embed`.
+    pub channel: String,
+    pub resume_token: Option<String>,
+    /// The request's `Origin` header.
+    pub origin: Option<String>,
+}
+
+/// What a session request grants.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    pub public_chat_token: String,
+    pub public_session_id: String,
+    pub public_session_token: String,
+    pub resume_token: String,
+    pub workspace_id: String,
+    pub agent_id: String,
+    /// The agent's name, else the assistant name, else the workspace's.
+    pub workspace_name: String,
+    pub assistant_bootstrap_active: bool,
+    pub expires_at: i64,
+    pub resume_expires_at: i64,
+}
+
+fn not_found() -> Error {
+    Error::new(ErrorCode::NotFound, "Public chat not found")
+}
+
+fn invalid_request() -> Error {
+    Error::invalid("Invalid public chat session request")
+}
+
+/// The deployment's session secret (the environment's, else the data dir's key file).
+pub fn secret(app: &App) -> Result<&Secret> {
+    if let Some(s) = app.public_secret.get() {
+        return Ok(s);
+    }
+    let env = app.config.public_session_secret.as_ref().map(|s| s.expose().as_str());
+    let s = Secret::load_or_create(&app.config.data_dir, env)
+        .map_err(|m| Error::new(ErrorCode::ServiceUnavailable, format!("public chat is unavailable: {m}")))?;
+    let _ = app.public_secret.set(s);
+    app.public_secret.get().ok_or_else(|| Error::internal_msg("session secret unavailable"))
+}
+
+/// Which channel a launch token opens, checked against the request: the surface must be on, and
+/// a website-embed request must come from an admitted origin.
+fn open_channel(g: &General, channel: Channel, requested: &str, origin: Option<&str>) -> Result<Option<String>> {
+    match (channel, requested) {
+        (Channel::AnonymousChat, "anonymous_link") if g.anonymous_chat_enabled => Ok(None),
+        (Channel::WebsiteEmbed, "website_embed") if g.website_embed_enabled => {
+            let origin =
+                origin.ok_or_else(|| Error::invalid("a website_embed session needs the page's Origin header"))?;
+            if !general::admits(g, origin) {
+                return Err(Error::new(ErrorCode::Forbidden, "this website is not allowed to embed the chat")
+                    .with_details(serde_json::json!({"code": "origin_not_admitted"})));
+            }
+            Ok(Some(general::normalize_origin(origin)?))
+        }
+        (_, "anonymous_link" | "website_embed") => Err(not_found()),
+        _ => Err(Error::invalid_field("channel", "channel is anonymous_link or website_embed")),
+    }
+}
+
+/// Creates or resumes a session.
+pub fn create(app: &App, launch_token: &str, req: NewSession) -> Result<Grant> {
+    let (ws, g, channel) = general::by_launch_token(app, launch_token)?.ok_or_else(not_found)?;
+    let origin = open_channel(&g, channel, &req.channel, req.origin.as_deref())?;
+    let secret = secret(app)?;
+    let now = app.clock.now().timestamp();
+    let now_str = crate::clock::rfc3339(app.clock.now());
+    let (agent_id, agent_name) = app.db.write(|tx| {
+        let id = crate::agents::ensure_default(tx, &ws, &now_str)?;
+        let a = crate::agents::get_in(tx, &ws, &id)?;
+        Ok((id, a.name))
+    })?;
+    let binding = token::launch_binding(secret, launch_token);
+    let session_id = match &req.resume_token {
+        Some(rt) => {
+            let c = token::verify(secret, Kind::Resume, rt, now).map_err(|_| invalid_request())?;
+            let same = c.workspace_id == ws.0
+                && c.agent_id == agent_id
+                && c.channel == req.channel
+                && c.origin == origin
+                && c.launch_binding == binding;
+            if !same {
+                return Err(invalid_request());
+            }
+            c.public_session_id
+        }
+        None => crate::ids::new_id(),
+    };
+    let claims = |expires_at| Claims {
+        workspace_id: ws.0.clone(),
+        agent_id: agent_id.clone(),
+        public_session_id: session_id.clone(),
+        channel: req.channel.clone(),
+        origin: origin.clone(),
+        expires_at,
+        launch_binding: binding.clone(),
+        visitor_key: None,
+    };
+    let (exp, resume_exp) = (now + token::SESSION_SECS, now + token::RESUME_SECS);
+    general::mark_used(app, &ws, channel)?;
+    let workspace_name = if !agent_name.trim().is_empty() {
+        agent_name
+    } else if !g.assistant_name.is_empty() {
+        g.assistant_name.clone()
+    } else {
+        crate::auth::accounts::workspace(app, &ws)?.map(|w| w.name).unwrap_or_default()
+    };
+    Ok(Grant {
+        public_chat_token: launch_token.to_string(),
+        public_session_id: session_id.clone(),
+        public_session_token: token::sign(secret, Kind::Session, &claims(exp)),
+        resume_token: token::sign(secret, Kind::Resume, &claims(resume_exp)),
+        workspace_id: ws.0.clone(),
+        agent_id: agent_id.clone(),
+        workspace_name,
+        assistant_bootstrap_active: g.proactive_greeting_enabled && !g.assistant_name.is_empty(),
+        expires_at: exp,
+        resume_expires_at: resume_exp,
+    })
+}
+
+/// A checked public session: what every later public request runs as.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub workspace_id: String,
+    pub agent_id: String,
+    pub public_session_id: String,
+    pub channel: String,
+    pub origin: Option<String>,
+}
+
+/// Checks a request's session token against its launch token and the current settings: the
+/// token's signature and lifetime, the launch token it was made under (rotation breaks it), the
+/// channel still on, and for the embed the origin still admitted and the same as the request's.
+/// Any failure is 404 `Not found` (the caller learns nothing more).
+pub fn authenticate(
+    app: &App,
+    launch_token: &str,
+    session_token: Option<&str>,
+    origin: Option<&str>,
+) -> Result<Session> {
+    let nf = || Error::new(ErrorCode::NotFound, "Not found");
+    let token_str = session_token.ok_or_else(nf)?;
+    let (ws, g, channel) = general::by_launch_token(app, launch_token)?.ok_or_else(nf)?;
+    let secret = secret(app)?;
+    let c = token::verify(secret, Kind::Session, token_str, app.clock.now().timestamp()).map_err(|_| nf())?;
+    if c.workspace_id != ws.0 || c.launch_binding != token::launch_binding(secret, launch_token) {
+        return Err(nf());
+    }
+    let open = open_channel(&g, channel, &c.channel, origin).map_err(|_| nf())?;
+    if open != c.origin {
+        return Err(nf());
+    }
+    Ok(Session {
+        workspace_id: c.workspace_id,
+        agent_id: c.agent_id,
+        public_session_id: c.public_session_id,
+        channel: c.channel,
+        origin: c.origin,
+    })
+}
