@@ -47,9 +47,42 @@ pub fn open(key: Option<&[u8; 32]>, sealed: &Sealed, aad: &str) -> Result<Vec<u8
     })
 }
 
+/// A sealed text kept inside a JSON document (a skill's configuration, a job's payload):
+/// `{nonce, ciphertext}` in base64. Free-form JSON by nature of where it lives.
+pub type SealedJson = serde_json::Value;
+
+/// Seals `plaintext` into a [`SealedJson`].
+pub fn seal_text(key: Option<&[u8; 32]>, plaintext: &str, aad: &str) -> Result<SealedJson> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let s = seal(key, plaintext.as_bytes(), aad)?;
+    Ok(serde_json::json!({"nonce": b64.encode(&s.nonce), "ciphertext": b64.encode(&s.ciphertext)}))
+}
+
+/// Opens a [`SealedJson`] made by [`seal_text`] with the same associated data.
+pub fn open_text(key: Option<&[u8; 32]>, v: &SealedJson, aad: &str) -> Result<String> {
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let part = |k: &str| {
+        b64.decode(v[k].as_str().unwrap_or_default()).map_err(|_| Error::internal_msg("a sealed value is malformed"))
+    };
+    let plain = open(key, &Sealed { nonce: part("nonce")?, ciphertext: part("ciphertext")? }, aad)?;
+    String::from_utf8(plain).map_err(|_| Error::internal_msg("a sealed value is not text"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sealed_text_round_trips_inside_json() {
+        let k = [3u8; 32];
+        let v = seal_text(Some(&k), "https://hooks.example/secret", "skill:a").unwrap();
+        assert!(!v.to_string().contains("secret"));
+        assert_eq!(open_text(Some(&k), &v, "skill:a").unwrap(), "https://hooks.example/secret");
+        assert!(open_text(Some(&k), &v, "skill:b").is_err());
+        assert!(open_text(Some(&k), &serde_json::json!({"nonce": "!"}), "skill:a").is_err());
+    }
 
     #[test]
     fn round_trip_binds_associated_data_and_key() {

@@ -30,7 +30,8 @@ pub const SCHEMA_VERSION: u32 = 4;
 pub const MAX_NAME: usize = 200;
 pub const MAX_LOGO_BYTES: usize = 512 * 1024;
 
-fn hex_color(v: &str) -> bool {
+/// `#rrggbb`.
+pub(crate) fn hex_color(v: &str) -> bool {
     v.len() == 7 && v.starts_with('#') && v[1..].chars().all(|c| c.is_ascii_hexdigit())
 }
 

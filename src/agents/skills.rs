@@ -271,11 +271,7 @@ fn seal_secrets(app: &App, agent_id: &str, config: &mut SkillConfig, current: Op
     }
     if let Some(Value::String(url)) = config.remove("webhookUrl") {
         let key = app.config.encryption_key.as_ref().map(|k| k.expose());
-        let s = crate::crypto::seal(key, url.as_bytes(), &sealed_aad(agent_id))?;
-        use base64::Engine;
-        let b64 = base64::engine::general_purpose::STANDARD;
-        config
-            .insert(SEALED_URL.into(), json!({"nonce": b64.encode(&s.nonce), "ciphertext": b64.encode(&s.ciphertext)}));
+        config.insert(SEALED_URL.into(), crate::crypto::seal_text(key, &url, &sealed_aad(agent_id))?);
     }
     Ok(())
 }
@@ -283,15 +279,8 @@ fn seal_secrets(app: &App, agent_id: &str, config: &mut SkillConfig, current: Op
 /// Opens a skill's sealed incoming-webhook URL.
 pub fn open_sealed_url(app: &App, agent_id: &str, config: &SkillConfig) -> Result<Option<String>> {
     let Some(v) = config.get(SEALED_URL) else { return Ok(None) };
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let part = |k: &str| {
-        b64.decode(v[k].as_str().unwrap_or_default()).map_err(|_| Error::internal_msg("a sealed URL is malformed"))
-    };
-    let sealed = crate::crypto::Sealed { nonce: part("nonce")?, ciphertext: part("ciphertext")? };
     let key = app.config.encryption_key.as_ref().map(|k| k.expose());
-    let plain = crate::crypto::open(key, &sealed, &sealed_aad(agent_id))?;
-    Ok(Some(String::from_utf8(plain).map_err(|_| Error::internal_msg("a sealed URL is not text"))?))
+    Ok(Some(crate::crypto::open_text(key, v, &sealed_aad(agent_id))?))
 }
 
 /// Config keys that stay behind when an agent is exported (recipients, URLs, sealed secrets).

@@ -40,6 +40,10 @@ pub fn email_not_configured() -> &'static str {
     email::NOT_CONFIGURED
 }
 
+/// A webhook's JSON body: free-form by nature (each event defines its own, as the spec's Events
+/// table does).
+pub type WebhookBody = Value;
+
 /// The webhook job kind.
 pub const WEBHOOK_JOB: &str = "delivery.webhook";
 /// The email job kind.
@@ -101,7 +105,7 @@ pub struct Webhook<'a> {
     pub workspace_id: &'a str,
     pub event: &'a str,
     pub url: &'a str,
-    pub body: &'a Value,
+    pub body: &'a WebhookBody,
     pub conversation_id: Option<&'a str>,
     /// Sent as `Idempotency-Key`; also what makes enqueueing idempotent.
     pub key: &'a str,
@@ -149,24 +153,8 @@ fn origin_only(url: &str) -> String {
     }
 }
 
-fn seal_url(app: &App, delivery_id: &str, url: &str) -> Result<Value> {
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let key = app.config.encryption_key.as_ref().map(|k| k.expose());
-    let s = crate::crypto::seal(key, url.as_bytes(), &format!("delivery:{delivery_id}"))?;
-    Ok(json!({"nonce": b64.encode(&s.nonce), "ciphertext": b64.encode(&s.ciphertext)}))
-}
-
-fn open_url(app: &App, delivery_id: &str, v: &Value) -> Result<String> {
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let part = |k: &str| {
-        b64.decode(v[k].as_str().unwrap_or_default()).map_err(|_| Error::internal_msg("a sealed URL is malformed"))
-    };
-    let sealed = crate::crypto::Sealed { nonce: part("nonce")?, ciphertext: part("ciphertext")? };
-    let key = app.config.encryption_key.as_ref().map(|k| k.expose());
-    let plain = crate::crypto::open(key, &sealed, &format!("delivery:{delivery_id}"))?;
-    String::from_utf8(plain).map_err(|_| Error::internal_msg("a sealed URL is not text"))
+fn url_key(app: &App) -> Option<&[u8; 32]> {
+    app.config.encryption_key.as_ref().map(|k| k.expose())
 }
 
 /// Queues a webhook in the caller's transaction; returns the delivery id. Idempotent per key
@@ -185,7 +173,7 @@ pub fn enqueue_webhook(app: &App, tx: &Tx, now: &str, w: &Webhook) -> Result<Str
     if store::insert(tx, &id, &d, "pending", None, now)? {
         let mut payload = json!({"deliveryId": id, "body": w.body, "key": w.key, "event": w.event});
         if w.secret_url {
-            payload["urlSealed"] = seal_url(app, &id, w.url)?;
+            payload["urlSealed"] = crate::crypto::seal_text(url_key(app), w.url, &format!("delivery:{id}"))?;
         } else {
             payload["url"] = json!(w.url);
         }
@@ -305,7 +293,7 @@ fn webhook_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     };
     let url = match (payload["url"].as_str(), payload.get("urlSealed")) {
         (Some(u), _) => u.to_string(),
-        (None, Some(s)) => match open_url(app, id, s) {
+        (None, Some(s)) => match crate::crypto::open_text(url_key(app), s, &format!("delivery:{id}")) {
             Ok(u) => u,
             Err(e) => return fail_unsent(app, id, e.message),
         },

@@ -86,7 +86,7 @@ pub(super) fn escape(s: &str) -> String {
 }
 
 /// The handoff email: plain text and HTML, with the `Collected:` section and the dashboard link.
-pub fn handoff_email(agent_name: &str, notice: &Value) -> (String, String, String) {
+pub fn handoff_email(agent_name: &str, notice: &super::WebhookBody) -> (String, String, String) {
     let reason = notice["reason"].as_str().unwrap_or("handoff");
     let collected: Vec<(String, String)> = notice["collected"]
         .as_object()
@@ -150,7 +150,13 @@ fn owner_emails(app: &App, ws: &WorkspaceId) -> Result<Vec<String>> {
 }
 
 /// Queues a notice's webhook and email (idempotent per `key`); returns how many deliveries.
-pub fn send_notice(app: &App, ws: &WorkspaceId, agent_id: &str, notice: &Value, key: &str) -> Result<usize> {
+pub fn send_notice(
+    app: &App,
+    ws: &WorkspaceId,
+    agent_id: &str,
+    notice: &super::WebhookBody,
+    key: &str,
+) -> Result<usize> {
     let cid = notice["conversationId"].as_str().unwrap_or_default().to_string();
     let cfg = config_of(app, ws, &cid, agent_id)?;
     let owners = owner_emails(app, ws)?;
@@ -158,33 +164,64 @@ pub fn send_notice(app: &App, ws: &WorkspaceId, agent_id: &str, notice: &Value, 
         tracing::info!(conversation = %cid, "handoff notice silenced: the contact_human skill is disabled");
         return Ok(0);
     };
-    let (subject, text, html) = handoff_email(&cfg.name, notice);
+    let mail = handoff_email(&cfg.name, notice);
+    queue(
+        app,
+        &Outgoing {
+            ws,
+            event: "handoff.notify",
+            webhook_url: webhook_url.as_deref(),
+            body: notice,
+            emails: &emails,
+            mail,
+            conversation_id: Some(&cid),
+            key,
+        },
+    )
+}
+
+/// A notice ready to go: its webhook (if any), its email (if it has recipients).
+struct Outgoing<'a> {
+    ws: &'a WorkspaceId,
+    event: &'a str,
+    webhook_url: Option<&'a str>,
+    body: &'a super::WebhookBody,
+    emails: &'a [String],
+    /// Subject, plain text, HTML.
+    mail: (String, String, String),
+    conversation_id: Option<&'a str>,
+    key: &'a str,
+}
+
+/// Queues a notice's deliveries in one transaction and wakes the workers; returns how many.
+fn queue(app: &App, o: &Outgoing) -> Result<usize> {
     let now = rfc3339(app.clock.now());
+    let (subject, text, html) = &o.mail;
     let n = app.db.write(|tx| {
         let mut n = 0;
-        if let Some(url) = &webhook_url {
+        if let Some(url) = o.webhook_url {
             let w = super::Webhook {
-                workspace_id: &ws.0,
-                event: "handoff.notify",
+                workspace_id: &o.ws.0,
+                event: o.event,
                 url,
-                body: notice,
-                conversation_id: Some(&cid),
-                key,
+                body: o.body,
+                conversation_id: o.conversation_id,
+                key: o.key,
                 secret_url: false,
             };
             super::enqueue_webhook(app, tx, &now, &w)?;
             n += 1;
         }
-        if !emails.is_empty() {
+        if !o.emails.is_empty() {
             let m = super::Email {
-                workspace_id: &ws.0,
-                event: "handoff.notify",
-                to: &emails,
-                subject: &subject,
-                text: &text,
-                html: &html,
-                conversation_id: Some(&cid),
-                key,
+                workspace_id: &o.ws.0,
+                event: o.event,
+                to: o.emails,
+                subject,
+                text,
+                html,
+                conversation_id: o.conversation_id,
+                key: o.key,
             };
             super::enqueue_email(app, tx, &now, &m)?;
             n += 1;
@@ -341,40 +378,19 @@ pub fn contact_request(
     let link = r.conversation_id.as_ref().and_then(|cid| {
         app.config.public_url.as_ref().map(|u| format!("{}/app/conversations/{cid}", u.trim_end_matches('/')))
     });
-    let (subject, text, html) = contact_email(&cfg.name, &body, link.as_deref());
-    let now = rfc3339(app.clock.now());
-    let cid = r.conversation_id.as_deref();
-    let n = app.db.write(|tx| {
-        let mut n = 0;
-        if let Some(url) = &webhook_url {
-            let w = super::Webhook {
-                workspace_id: &ws.0,
-                event: "contact.request",
-                url,
-                body: &body,
-                conversation_id: cid,
-                key: &key,
-                secret_url: false,
-            };
-            super::enqueue_webhook(app, tx, &now, &w)?;
-            n += 1;
-        }
-        if !emails.is_empty() {
-            let m = super::Email {
-                workspace_id: &ws.0,
-                event: "contact.request",
-                to: &emails,
-                subject: &subject,
-                text: &text,
-                html: &html,
-                conversation_id: cid,
-                key: &key,
-            };
-            super::enqueue_email(app, tx, &now, &m)?;
-            n += 1;
-        }
-        Ok(n)
-    })?;
-    app.jobs.wake();
+    let mail = contact_email(&cfg.name, &body, link.as_deref());
+    let n = queue(
+        app,
+        &Outgoing {
+            ws: &ws,
+            event: "contact.request",
+            webhook_url: webhook_url.as_deref(),
+            body: &body,
+            emails: &emails,
+            mail,
+            conversation_id: r.conversation_id.as_deref(),
+            key: &key,
+        },
+    )?;
     Ok(ContactOutcome { status: "queued", destination: Some(from), deliveries: n })
 }

@@ -11,6 +11,9 @@ use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
 use crate::error::{Error, Result};
 
+/// A step's inputs: named values, free-form JSON (the skill's configuration says which it takes).
+pub type SkillInputs = Map<String, Value>;
+
 /// What an invocation did.
 #[derive(Debug, Clone)]
 pub struct SkillResult {
@@ -39,7 +42,7 @@ fn merged(
     config: &Map<String, Value>,
     bound: &str,
     exposed: &str,
-    inputs: &Map<String, Value>,
+    inputs: &SkillInputs,
 ) -> (Map<String, Value>, Vec<String>) {
     let mut out = config.get(bound).and_then(Value::as_object).cloned().unwrap_or_default();
     let names: Vec<String> = match config.get(exposed) {
@@ -66,7 +69,7 @@ pub fn invoke(
     app: &App,
     workspace_id: &str,
     skill: &Skill,
-    inputs: &Map<String, Value>,
+    inputs: &SkillInputs,
     conversation_id: Option<&str>,
     key: &str,
 ) -> Result<SkillResult> {
@@ -222,13 +225,7 @@ pub fn invoke(
 
 /// `POST /agents/{agentId}/skills/{skillId}/test`: runs a delivering skill of the draft once,
 /// with the operator's test inputs.
-pub fn test(
-    app: &App,
-    p: &Principal,
-    agent_id: &str,
-    skill_id: &str,
-    inputs: &Map<String, Value>,
-) -> Result<SkillResult> {
+pub fn test(app: &App, p: &Principal, agent_id: &str, skill_id: &str, inputs: &SkillInputs) -> Result<SkillResult> {
     p.require(Perm::AgentsManage)?;
     let skill = skills::get(app, p, agent_id, skill_id)?;
     if !["webhook_call", "slack_post", "email", "notify"].contains(&skill.capability.as_str()) {

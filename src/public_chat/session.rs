@@ -28,6 +28,8 @@ pub struct Grant {
     pub resume_token: String,
     pub workspace_id: String,
     pub agent_id: String,
+    /// The admitted origin of a website-embed session (what CORS answers to).
+    pub origin: Option<String>,
     /// The agent's name, else the assistant name, else the workspace's.
     pub workspace_name: String,
     pub assistant_bootstrap_active: bool,
@@ -128,6 +130,7 @@ pub fn create(app: &App, launch_token: &str, req: NewSession) -> Result<Grant> {
         resume_token: token::sign(secret, Kind::Resume, &claims(resume_exp)),
         workspace_id: ws.0.clone(),
         agent_id: agent_id.clone(),
+        origin: origin.clone(),
         workspace_name,
         assistant_bootstrap_active: g.proactive_greeting_enabled && !g.assistant_name.is_empty(),
         expires_at: exp,

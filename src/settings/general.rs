@@ -222,8 +222,7 @@ impl General {
         }
         let t = &self.website_embed_theme;
         for (k, v) in [("brand", &t.brand), ("brandText", &t.brand_text), ("surface", &t.surface), ("text", &t.text)] {
-            let ok = v.len() == 7 && v.starts_with('#') && v[1..].chars().all(|c| c.is_ascii_hexdigit());
-            if !ok {
+            if !crate::agents::hex_color(v) {
                 return Err(Error::invalid_field(
                     &format!("websiteEmbedTheme.{k}"),
                     "colours are 6-digit hex like #0f172a",

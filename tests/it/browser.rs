@@ -335,7 +335,7 @@ async fn the_inbox_takes_over_a_handoff_live_in_a_real_browser() {
     let server = Server::start(&data, &[]);
     let base = server.base.clone();
     let api = crate::e2e::Api::new(&base, &token);
-    api.configure_default_agent(json!({"handoffOnRetrievalMiss": true})).await;
+    let agent = api.configure_default_agent(json!({"handoffOnRetrievalMiss": true})).await;
     let chat = |body: Value| {
         let api = &api;
         async move { api.call(reqwest::Method::POST, "/api/v1/chat", Some(body)).await }
@@ -373,6 +373,20 @@ async fn the_inbox_takes_over_a_handoff_live_in_a_real_browser() {
     b.until("!document.querySelector('[data-testid=inbox-item]')").await;
     let v = chat(json!({"message": "Are you open on Saturdays?", "conversationId": cid})).await;
     assert_eq!(v["ownership"]["suppressed"], false);
+
+    // a delivering skill is tested from its page; the outcome is shown and the delivery logged
+    let skill = json!({"name": "order_hook", "capability": "webhook_call",
+        "config": {"url": "https://hooks.example/orders", "exposedPayload": ["orderId"]}});
+    api.call(reqwest::Method::POST, &format!("/api/v1/agents/{agent}/skills"), Some(skill)).await;
+    b.go(&format!("{base}/app/agents/{agent}/skills")).await;
+    b.tid("skill-test").await.click().await;
+    b.tid("skill-test-dialog").await;
+    b.js("const t = document.querySelector('[data-testid=skill-test-inputs]'); t.value = ''; t.dispatchEvent(new Event('input', {bubbles: true}));", json!([])).await;
+    b.tid("skill-test-inputs").await.send(r#"{"orderId": "A-17"}"#).await;
+    b.tid("skill-test-send").await.click().await;
+    let result = b.tid("skill-test-result").await.text().await;
+    assert!(result.contains("delivered"), "{result}");
+    check_page(&b, "skill-test", &mut problems).await;
     assert!(problems.is_empty(), "{problems:#?}");
     b.quit().await;
     server.terminate();

@@ -171,7 +171,7 @@ function SkillTest({ agent, skill, onClose }) {
       ${error && html`<div class="alert alert-error" role="alert">${error.message}</div>`}
       ${result && html`<div class=${"alert " + (["failed", "missing_input", "destination_not_found"].includes(result.outcome) ? "alert-warn" : "alert-info")} role="status" data-testid="skill-test-result">
         Outcome: <strong>${result.outcome}</strong>${result.reason ? " — " + result.reason : ""}${result.missingInputs && result.missingInputs.length ? " · missing: " + result.missingInputs.join(", ") : ""}
-        ${result.deliveryIds && result.deliveryIds.length > 0 && html` · <a href="/app/settings/deliveries">see the delivery log</a>`}
+        ${result.deliveryIds && result.deliveryIds.length > 0 && html` · queued: <a href="/app/settings/deliveries">follow it in the delivery log</a>`}
       </div>`}
       <div class="row"><${Button} type="submit" variant="primary" busy=${busy} testid="skill-test-send">Send test</${Button}><${Button} onClick=${onClose}>Close</${Button}></div>
     </form>

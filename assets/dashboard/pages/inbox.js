@@ -4,13 +4,12 @@
 
 import { useEffect, useRef, useState } from "../../vendor/hooks.mjs";
 import { ApiError, get, listen, post } from "../api.js";
-import { navigate } from "../router.js";
-import { can } from "../session.js";
-import { Badge, Button, Card, Empty, ErrorBox, Loading, PageHeader, Select, fmtDate, html, toast, useAsync, useId } from "../ui.js";
+import { can, session } from "../session.js";
+import { Badge, Button, Card, Empty, ErrorBox, Loading, PageHeader, Select, fmtDate, html, useAsync, useId } from "../ui.js";
 
 const HELD = { nobody: "Awaiting an operator", me: "Held by you", teammate: "Held by a teammate" };
 
-/** Reloads `fns` whenever the workspace's conversations change (the operator event stream). */
+/** Calls `onChange(event, data)` for each event of the workspace's event stream, reconnecting when it ends; returns whether it is live. */
 function useLive(onChange) {
   const cb = useRef(onChange);
   cb.current = onChange;
@@ -100,7 +99,6 @@ function reasonText(r) {
 
 function Conversation({ id, tick, feedback, onChange }) {
   const res = useAsync(() => get("/history/chat/" + id), [id, tick]);
-  const me = useAsync(() => get("/auth/me"), []);
   const members = useAsync(() => (can("organization.members.manage") ? get("/account/members") : Promise.resolve(null)), []);
   const [text, setText] = useState("");
   const [busy, setBusy] = useState(false);
@@ -114,7 +112,8 @@ function Conversation({ id, tick, feedback, onChange }) {
   const c = res.data;
   if (!c) return html`<${Loading} />`;
   const o = c.ownership;
-  const myId = me.data && me.data.user && me.data.user.id;
+  const me = session();
+  const myId = me && me.user && me.user.id;
   const mine = o.state === "human_owned" && o.ownerAccountId === myId;
   const teammate = o.state === "human_owned" && o.ownerAccountId && o.ownerAccountId !== myId;
 

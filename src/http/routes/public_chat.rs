@@ -86,15 +86,8 @@ async fn create_session(
 ) -> Result<Response> {
     let origin = origin_of(&headers);
     let req = NewSession { channel: b.channel, resume_token: b.resume_token, origin: origin.clone() };
-    let t = token.clone();
-    let (g, cors_headers, secure) = app
-        .blocking(move |app| {
-            let g = session::create(app, &t, req)?;
-            let mut h = HeaderMap::new();
-            cors(app, &t, origin.as_deref(), &mut h);
-            Ok((g, h, app.config.cookies_secure()))
-        })
-        .await?;
+    let (g, secure) =
+        app.blocking(move |app| Ok((session::create(app, &token, req)?, app.config.cookies_secure()))).await?;
     let iso = |secs: i64| chrono::DateTime::from_timestamp(secs, 0).map(crate::clock::rfc3339).unwrap_or_default();
     let body = json!({
         "publicChatToken": g.public_chat_token, "publicSessionId": g.public_session_id,
@@ -103,7 +96,13 @@ async fn create_session(
         "expiresAt": iso(g.expires_at), "resumeExpiresAt": iso(g.resume_expires_at),
     });
     let mut r = (StatusCode::CREATED, axum::Json(body)).into_response();
-    r.headers_mut().extend(cors_headers);
+    r.headers_mut().insert(header::VARY, HeaderValue::from_static("Origin"));
+    // an embed session exists only for an admitted origin: the request's own Origin is the answer
+    if g.origin.is_some()
+        && let Some(v) = origin.as_deref().and_then(|o| HeaderValue::from_str(o).ok())
+    {
+        r.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, v);
+    }
     let cookie = format!(
         "anon_session_{}={}; Path=/api/v1/public/; HttpOnly; SameSite=Lax; Max-Age={}{}",
         g.workspace_id,
