@@ -27,6 +27,9 @@ pub struct App {
     pub models: Models,
     pub pipeline: Pipeline,
     pub upload_limiter: RateLimiter,
+    /// Public chat messages per visitor session and per client address.
+    pub public_by_session: RateLimiter,
+    pub public_by_addr: RateLimiter,
     /// Places for uploads being read at once (`uploads_concurrent`).
     pub uploads: Arc<tokio::sync::Semaphore>,
     /// Signalled whenever documents finish processing (ready or failed), for long-polls.
@@ -97,6 +100,8 @@ impl App {
         let app = Arc::new(App {
             models: Models::new(&config),
             upload_limiter: RateLimiter::new(config.upload_limit),
+            public_by_session: RateLimiter::new(config.public_chat_limit_per_session),
+            public_by_addr: RateLimiter::new(config.public_chat_limit_per_ip),
             uploads: Arc::new(tokio::sync::Semaphore::new(config.uploads_concurrent)),
             document_events: tokio::sync::Notify::new(),
             turns: Default::default(),

@@ -98,6 +98,10 @@ pub struct Config {
     /// their turn, beyond that a sign-in or registration answers 503.
     pub password_hashes_concurrent: usize,
     pub upload_limit: RateLimit,
+    /// Public chat messages per visitor session per minute (`max` 0: no limit).
+    pub public_chat_limit_per_session: RateLimit,
+    /// Public chat messages per client address per minute (`max` 0: no limit).
+    pub public_chat_limit_per_ip: RateLimit,
     /// Uploads whose bodies are read at once; more answer 429.
     pub uploads_concurrent: usize,
     /// `DOCUMENT_UPLOAD_MAX_BYTES`.
@@ -150,6 +154,8 @@ impl Config {
             register_limit_per_ip: RateLimit { max: 20, window: Duration::from_secs(15 * 60) },
             password_hashes_concurrent: cores.clamp(1, 8),
             upload_limit: RateLimit { max: 120, window: Duration::from_secs(60) },
+            public_chat_limit_per_session: RateLimit { max: 20, window: Duration::from_secs(60) },
+            public_chat_limit_per_ip: RateLimit { max: 300, window: Duration::from_secs(60) },
             uploads_concurrent: 4,
             upload_max_bytes: DEFAULT_UPLOAD_MAX_BYTES,
             job_lease: Duration::from_secs(300),
@@ -217,6 +223,8 @@ pub struct FileConfig {
     pub register_attempts_per_ip: Option<u32>,
     pub password_hashes_concurrent: Option<usize>,
     pub uploads_per_minute: Option<u32>,
+    pub public_chat_messages_per_session_per_minute: Option<u32>,
+    pub public_chat_messages_per_ip_per_minute: Option<u32>,
     pub uploads_concurrent: Option<usize>,
     pub upload_max_bytes: Option<u64>,
     pub job_lease_secs: Option<u64>,
@@ -299,6 +307,14 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
             .map_err(|m| invalid("STEWARD_PUBLIC_SESSION_SECRET", m))?;
         c.public_session_secret = Some(Secret::new(v));
     }
+    for (var, limit) in [
+        ("STEWARD_PUBLIC_CHAT_PER_SESSION_PER_MINUTE", &mut c.public_chat_limit_per_session),
+        ("STEWARD_PUBLIC_CHAT_PER_IP_PER_MINUTE", &mut c.public_chat_limit_per_ip),
+    ] {
+        if let Some(v) = env(var).filter(|v| !v.is_empty()) {
+            limit.max = v.trim().parse().map_err(|_| invalid(var, "must be a whole number (0: no limit)"))?;
+        }
+    }
     // 3. flags (already merged with their STEWARD_* variables by clap)
     apply_flags(&mut c, cli);
     validate(&c)?;
@@ -356,6 +372,12 @@ fn apply_file(c: &mut Config, file: &FileConfig) -> Result<(), ConfigError> {
     }
     if let Some(v) = file.uploads_per_minute {
         c.upload_limit.max = v;
+    }
+    if let Some(v) = file.public_chat_messages_per_session_per_minute {
+        c.public_chat_limit_per_session.max = v;
+    }
+    if let Some(v) = file.public_chat_messages_per_ip_per_minute {
+        c.public_chat_limit_per_ip.max = v;
     }
     if let Some(v) = file.uploads_concurrent {
         c.uploads_concurrent = v.max(1);

@@ -36,6 +36,25 @@ pub struct Delivery {
     pub webhook: Option<Webhook>,
 }
 
+/// An "Exact words" greeting: the text shown verbatim (no model call) when a visitor opens the
+/// chat, per language, with up to five authored chips. Chip `k` of every variant is the same chip
+/// in another language, so every variant labels every chip.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExactWords {
+    /// Locale (`en`, `pt-BR`) → the greeting in that language.
+    pub variants: std::collections::BTreeMap<String, ExactVariant>,
+}
+
+/// One language of an Exact words greeting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExactVariant {
+    pub text: String,
+    #[serde(default)]
+    pub chips: Vec<String>,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Theme {
@@ -126,6 +145,8 @@ pub struct Settings {
     pub greeting_instruction: String,
     pub assistant_default_locale: Option<String>,
     pub proactive_greeting_enabled: bool,
+    /// The Exact words greeting (none: the greeting is generated from `greetingInstruction`).
+    pub greeting_exact_words: Option<ExactWords>,
     pub theme: Theme,
     pub source_scope: SourceScope,
     pub surface_settings: Surfaces,
@@ -148,6 +169,7 @@ impl Default for Settings {
             greeting_instruction: String::new(),
             assistant_default_locale: None,
             proactive_greeting_enabled: false,
+            greeting_exact_words: None,
             theme: Theme::default(),
             source_scope: SourceScope::All,
             surface_settings: Surfaces::default(),
@@ -253,6 +275,8 @@ agent_body! {
         assistant_default_locale: Option<String> => "assistantDefaultLocale",
         #[serde(deserialize_with = "not_null")]
         proactive_greeting_enabled: bool => "proactiveGreetingEnabled",
+        #[serde(deserialize_with = "present")]
+        greeting_exact_words: Option<ExactWords> => "greetingExactWords",
         #[serde(deserialize_with = "not_null")]
         theme: Theme => "theme",
         #[serde(deserialize_with = "not_null")]

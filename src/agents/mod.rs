@@ -15,7 +15,9 @@ mod store;
 
 use serde_json::json;
 
-pub use api::{AgentBody, Delivery, ModelChoice, Settings, SourceScope, Surfaces, Theme, Webhook};
+pub use api::{
+    AgentBody, Delivery, ExactVariant, ExactWords, ModelChoice, Settings, SourceScope, Surfaces, Theme, Webhook,
+};
 
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
@@ -53,6 +55,65 @@ pub fn check_recipients(field: &str, emails: &mut Vec<String>) -> Result<()> {
     Ok(())
 }
 
+/// Longest Exact words greeting, most chips and longest chip label.
+pub const EXACT_WORDS_MAX_CHARS: usize = 8_000;
+pub const EXACT_WORDS_MAX_CHIPS: usize = 5;
+pub const CHIP_MAX_CHARS: usize = 80;
+
+/// Checks an Exact words greeting: 1 to 10 language variants with valid tags, each 1–8,000
+/// characters of text (not only whitespace) and the same 0–5 chips of 1–80 characters; the
+/// agent's default locale (when set) must have a variant.
+fn check_exact_words(x: &mut ExactWords, default_locale: Option<&str>) -> Result<()> {
+    const F: &str = "greetingExactWords";
+    if x.variants.is_empty() || x.variants.len() > 10 {
+        return Err(Error::invalid_field(F, "greetingExactWords has 1 to 10 language variants"));
+    }
+    let chips = x.variants.values().next().map(|v| v.chips.len()).unwrap_or(0);
+    for (locale, v) in x.variants.iter_mut() {
+        let field = format!("{F}.variants.{locale}");
+        if !crate::settings::general::valid_locale(locale) {
+            return Err(Error::invalid_field(&field, format!("`{locale}` is not a language tag like en or pt-BR")));
+        }
+        let n = v.text.chars().count();
+        if v.text.trim().is_empty() || n > EXACT_WORDS_MAX_CHARS {
+            return Err(Error::invalid_field(
+                &format!("{field}.text"),
+                format!("the greeting is 1 to {EXACT_WORDS_MAX_CHARS} characters and not only whitespace"),
+            ));
+        }
+        if v.chips.len() > EXACT_WORDS_MAX_CHIPS {
+            return Err(Error::invalid_field(
+                &format!("{field}.chips"),
+                format!("at most {EXACT_WORDS_MAX_CHIPS} chips"),
+            ));
+        }
+        if v.chips.len() != chips {
+            return Err(Error::invalid_field(
+                &format!("{field}.chips"),
+                "every language variant labels every chip (the same number of chips in each)",
+            ));
+        }
+        for c in v.chips.iter_mut() {
+            *c = c.split_whitespace().collect::<Vec<_>>().join(" ");
+            if c.is_empty() || c.chars().count() > CHIP_MAX_CHARS {
+                return Err(Error::invalid_field(
+                    &format!("{field}.chips"),
+                    format!("a chip label is 1 to {CHIP_MAX_CHARS} characters"),
+                ));
+            }
+        }
+    }
+    if let Some(d) = default_locale
+        && !x.variants.keys().any(|k| k.eq_ignore_ascii_case(d))
+    {
+        return Err(Error::invalid_field(
+            F,
+            format!("greetingExactWords needs a variant for the default locale `{d}` (assistantDefaultLocale)"),
+        ));
+    }
+    Ok(())
+}
+
 impl Settings {
     pub fn validate(&mut self) -> Result<()> {
         if self.custom_instruction.chars().count() > 2000 {
@@ -76,6 +137,9 @@ impl Settings {
                     "assistantDefaultLocale must be a language tag like en or pt-BR",
                 ));
             }
+        }
+        if let Some(x) = &mut self.greeting_exact_words {
+            check_exact_words(x, self.assistant_default_locale.as_deref())?;
         }
         if let Some(m) = &self.chat_model_override {
             if !crate::models::PROVIDERS.contains(&m.provider.as_str()) {
@@ -385,6 +449,15 @@ pub fn get_logo(app: &App, p: &Principal, id: &str) -> Result<(String, Vec<u8>)>
     app.db.read(|c| {
         get_in(c, &p.workspace_id, id)?;
         store::logo_bytes(c, id)?.ok_or_else(|| Error::not_found("logo"))
+    })
+}
+
+/// The logo of a workspace's agent for its public channels (no principal: the caller checked the
+/// launch token); `None` without one.
+pub fn public_logo(app: &App, ws: &WorkspaceId, id: &str) -> Result<Option<(String, Vec<u8>)>> {
+    app.db.read(|c| {
+        get_in(c, ws, id)?;
+        store::logo_bytes(c, id)
     })
 }
 

@@ -90,7 +90,7 @@ pub fn snapshot(c: &Conn, a: &Agent) -> Result<Snapshot> {
         "snapshotFormatVersion": SNAPSHOT_FORMAT,
         "name": a.name,
         "customInstruction": a.settings.custom_instruction,
-        "greeting": {"instruction": a.settings.greeting_instruction, "proactive": a.settings.proactive_greeting_enabled},
+        "greeting": {"instruction": a.settings.greeting_instruction, "proactive": a.settings.proactive_greeting_enabled, "exactWords": a.settings.greeting_exact_words},
         "settings": settings,
         "directives": directives::snapshot(c, &a.id)?,
         "routines": [],

@@ -36,25 +36,64 @@ pub struct Feedback {
     pub resolved_at: Option<String>,
 }
 
+/// Who gives feedback: a signed-in user or API caller of the workspace, or an anonymous visitor
+/// rating an answer in one of their own public conversations.
+#[derive(Debug, Clone)]
+pub enum Rater<'a> {
+    Member(&'a Principal),
+    Visitor { workspace_id: &'a str, public_session_id: &'a str },
+}
+
+impl Rater<'_> {
+    fn workspace(&self) -> Result<String> {
+        match self {
+            Rater::Member(p) => {
+                p.require(Perm::Chat)?;
+                Ok(p.workspace_id.0.clone())
+            }
+            Rater::Visitor { workspace_id, .. } => Ok(workspace_id.to_string()),
+        }
+    }
+
+    fn user_id(&self) -> Option<String> {
+        match self {
+            Rater::Member(p) => p.user_id.as_ref().map(|u| u.0.clone()),
+            Rater::Visitor { .. } => None,
+        }
+    }
+
+    /// The conversation, when this rater may rate in it (a visitor only in their own).
+    fn conversation(&self, c: &crate::storage::Conn, ws: &str, id: &str) -> Result<Conversation> {
+        let conv = find_in(c, ws, id, matches!(self, Rater::Member(_)))?;
+        match self {
+            Rater::Visitor { public_session_id, .. }
+                if conv.public_session_id.as_deref() != Some(public_session_id) =>
+            {
+                Err(Error::not_found("conversation"))
+            }
+            _ => Ok(conv),
+        }
+    }
+}
+
 /// Rates an answer (replacing an earlier rating, which reopens it).
 pub fn rate(
     app: &App,
-    p: &Principal,
+    by: Rater,
     conversation: &str,
     message: &str,
     rating: &str,
     comment: Option<String>,
 ) -> Result<Feedback> {
-    p.require(Perm::Chat)?;
+    let ws = by.workspace()?;
     let rating = Rating::parse(rating).ok_or_else(|| Error::invalid_field("rating", "rating is up or down"))?;
     let comment = comment.map(|c| c.trim().to_string()).filter(|c| !c.is_empty());
     if comment.as_ref().is_some_and(|c| c.chars().count() > MAX_COMMENT_CHARS) {
         return Err(Error::invalid_field("comment", format!("comment must be at most {MAX_COMMENT_CHARS} characters")));
     }
-    let ws = p.workspace_id.0.clone();
     let now = rfc3339(app.clock.now());
     let f = app.db.write(|tx| {
-        find_in(tx, &ws, conversation, true)?;
+        by.conversation(tx, &ws, conversation)?;
         let m = store::message(tx, &ws, message)?
             .filter(|m| m.conversation_id == conversation)
             .ok_or_else(|| Error::not_found("message"))?;
@@ -67,7 +106,7 @@ pub fn rate(
             conversation_id: conversation.to_string(),
             rating,
             comment,
-            user_id: p.user_id.as_ref().map(|u| u.0.clone()),
+            user_id: by.user_id(),
             created_at: now.clone(),
             updated_at: now.clone(),
             resolved_at: None,
@@ -80,11 +119,10 @@ pub fn rate(
 }
 
 /// Removes an answer's feedback.
-pub fn clear(app: &App, p: &Principal, conversation: &str, message: &str) -> Result<()> {
-    p.require(Perm::Chat)?;
-    let ws = p.workspace_id.0.clone();
+pub fn clear(app: &App, by: Rater, conversation: &str, message: &str) -> Result<()> {
+    let ws = by.workspace()?;
     let gone = app.db.write(|tx| {
-        find_in(tx, &ws, conversation, true)?;
+        by.conversation(tx, &ws, conversation)?;
         store::delete_feedback(tx, &ws, conversation, message)
     })?;
     if !gone {
@@ -92,6 +130,14 @@ pub fn clear(app: &App, p: &Principal, conversation: &str, message: &str) -> Res
     }
     app.bus.publish(&ws, Some(conversation), BusKind::InboxChanged);
     Ok(())
+}
+
+/// The conversation an answer belongs to (public feedback routes name only the message).
+pub fn conversation_of_message(app: &App, ws: &str, message: &str) -> Result<String> {
+    app.db
+        .read(|c| store::message(c, ws, message))?
+        .map(|m| m.conversation_id)
+        .ok_or_else(|| Error::not_found("message"))
 }
 
 /// Done on a feedback item.
@@ -118,7 +164,7 @@ pub enum HeldBy {
 /// One inbox item.
 #[derive(Debug, Clone)]
 pub enum InboxItem {
-    Handoff { conversation: Conversation, held_by: HeldBy, last_message: Option<Message> },
+    Handoff { conversation: Box<Conversation>, held_by: HeldBy, last_message: Option<Message> },
     Feedback { feedback: Feedback, answer: Message },
 }
 
@@ -139,7 +185,7 @@ pub fn inbox(app: &App, p: &Principal) -> Result<Vec<InboxItem>> {
                 _ => HeldBy::Teammate,
             };
             let last_message = store::last_messages(c, &conv.id, 1)?.pop();
-            items.push(InboxItem::Handoff { conversation: conv, held_by, last_message });
+            items.push(InboxItem::Handoff { conversation: Box::new(conv), held_by, last_message });
         }
         for (feedback, answer) in store::open_negative_feedback(c, &ws, INBOX_LIMIT)? {
             items.push(InboxItem::Feedback { feedback, answer });

@@ -40,7 +40,7 @@ names! {
 
 names! {
     /// Where the conversation takes place.
-    pub Channel { Api = "api", Test = "test" }
+    pub Channel { Api = "api", Test = "test", AnonymousLink = "anonymous_link", WebsiteEmbed = "website_embed" }
 }
 
 names! {
@@ -87,6 +87,8 @@ pub struct Conversation {
     pub operator_replied: bool,
     pub state: ConversationState,
     pub started_by: Option<String>,
+    /// The anonymous visitor session of a public-chat conversation.
+    pub public_session_id: Option<String>,
     pub message_count: i64,
     pub last_message_at: Option<String>,
     pub created_at: String,
@@ -127,6 +129,8 @@ pub struct NewConversation<'a> {
     pub visibility: Visibility,
     pub test_execution_id: Option<&'a str>,
     pub started_by: Option<&'a str>,
+    /// The anonymous visitor session (public chat only).
+    pub public_session_id: Option<&'a str>,
 }
 
 /// A message to append.
@@ -155,6 +159,12 @@ pub fn find_in(c: &Conn, ws: &str, id: &str, include_test: bool) -> Result<Conve
         Some(conv) if include_test || !conv.is_test() => Ok(conv),
         _ => Err(Error::not_found("conversation")),
     }
+}
+
+/// The visitor conversations of an anonymous public session, most recently active first (at most
+/// `limit`).
+pub fn of_public_session(c: &Conn, ws: &str, public_session_id: &str, limit: usize) -> Result<Vec<Conversation>> {
+    store::of_public_session(c, ws, public_session_id, limit)
 }
 
 /// Appends a message at the end of the conversation.

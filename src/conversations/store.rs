@@ -28,7 +28,7 @@ from_sql_names!(OwnershipState, Visibility, Channel, Role, Source, Rating);
 const CONV_COLS: &str = "id, workspace_id, agent_id, revision_id, channel, visibility, test_execution_id, ownership_state, \
     ownership_version, ownership_reason, owner_user_id, taken_over_at, operator_replied, state, started_by, message_count, \
     last_message_at, created_at, updated_at, \
-    (SELECT coalesce(nullif(trim(u.name), ''), u.email) FROM users u WHERE u.id = owner_user_id)";
+    (SELECT coalesce(nullif(trim(u.name), ''), u.email) FROM users u WHERE u.id = owner_user_id), public_session_id";
 
 fn conv_row(r: &rusqlite::Row) -> rusqlite::Result<Conversation> {
     Ok(Conversation {
@@ -50,6 +50,7 @@ fn conv_row(r: &rusqlite::Row) -> rusqlite::Result<Conversation> {
         operator_replied: r.get::<_, i64>(12)? == 1,
         state: serde_json::from_str(&r.get::<_, String>(13)?).unwrap_or(Value::Object(Default::default())),
         started_by: r.get(14)?,
+        public_session_id: r.get(20)?,
         message_count: r.get(15)?,
         last_message_at: r.get(16)?,
         created_at: r.get(17)?,
@@ -59,9 +60,9 @@ fn conv_row(r: &rusqlite::Row) -> rusqlite::Result<Conversation> {
 
 pub fn insert(tx: &Tx, id: &str, c: &NewConversation, now: &str) -> Result<()> {
     tx.execute(
-        "INSERT INTO conversations (id, workspace_id, agent_id, revision_id, channel, visibility, test_execution_id, state, started_by, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '{}', ?8, ?9, ?9)",
-        params![id, c.workspace_id, c.agent_id, c.revision_id, c.channel.as_str(), c.visibility.as_str(), c.test_execution_id, c.started_by, now],
+        "INSERT INTO conversations (id, workspace_id, agent_id, revision_id, channel, visibility, test_execution_id, state, started_by, public_session_id, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '{}', ?8, ?10, ?9, ?9)",
+        params![id, c.workspace_id, c.agent_id, c.revision_id, c.channel.as_str(), c.visibility.as_str(), c.test_execution_id, c.started_by, now, c.public_session_id],
     )?;
     Ok(())
 }
@@ -73,6 +74,15 @@ pub fn find(c: &Connection, ws: &str, id: &str) -> Result<Option<Conversation>> 
         conv_row,
     )
     .optional()?)
+}
+
+pub fn of_public_session(c: &Connection, ws: &str, session: &str, limit: usize) -> Result<Vec<Conversation>> {
+    let mut st = c.prepare(&format!(
+        "SELECT {CONV_COLS} FROM conversations WHERE workspace_id = ?1 AND public_session_id = ?2 AND visibility = 'visitor'
+         ORDER BY updated_at DESC, id DESC LIMIT ?3"
+    ))?;
+    let rows = st.query_map(params![ws, session, limit as i64], conv_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok(rows)
 }
 
 /// A page of visitor conversations, most recently active first. The cursor is

@@ -38,6 +38,9 @@ pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; 
 
 /// The dashboard's HTML shell: `{{ASSETS}}` becomes the asset prefix.
 const SHELL: &str = "dashboard/index.html";
+/// The widget's loader and the anonymous link's page: `{{ASSETS}}` becomes the asset prefix.
+const LOADER: &str = "widget/embed.js";
+const CHAT_PAGE: &str = "widget/page.html";
 
 /// What the dashboard serves, with the gzipped copies it has made so far.
 #[derive(Default)]
@@ -79,12 +82,53 @@ impl Dashboard {
 /// The routes of the web pages.
 pub fn routes() -> Router<Arc<App>> {
     let d = Arc::new(Dashboard::default());
-    let (d1, d2, d3) = (d.clone(), d.clone(), d.clone());
+    let (d1, d2, d3, d4, d5) = (d.clone(), d.clone(), d.clone(), d.clone(), d.clone());
     Router::new()
         .route("/", get(move |h: HeaderMap| shell(d1.clone(), h)))
         .route("/app", get(move |h: HeaderMap| shell(d2.clone(), h)))
         .route("/app/{*rest}", get(move |h: HeaderMap| shell(d.clone(), h)))
         .route("/assets/{build}/{*path}", get(move |p: Path<(String, String)>, h: HeaderMap| file(d3.clone(), p, h)))
+        .route("/embed.js", get(move |h: HeaderMap| loader(d4.clone(), h)))
+        .route("/chat/{token}", get(move |h: HeaderMap| chat_page(d5.clone(), h)))
+}
+
+/// The widget's loader (`<script src="…/embed.js" data-token="…" async>` on any site): the one
+/// file with a fixed address, so it is cached for five minutes only; it names the current build's
+/// widget files. Any site may load it.
+async fn loader(d: Arc<Dashboard>, h: HeaderMap) -> Response {
+    let Some(f) = Assets::get(LOADER) else {
+        return Error::not_found("file").into_response();
+    };
+    let js = String::from_utf8_lossy(&f.data).replace("{{ASSETS}}", &format!("/assets/{}", d.build()));
+    let key: [u8; 32] = Sha256::digest(js.as_bytes()).into();
+    let etag = format!("\"{}\"", hex::encode(&key[..16]));
+    let mut resp = if h.get(header::IF_NONE_MATCH).and_then(|v| v.to_str().ok()) == Some(etag.as_str()) {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        body(&d, key, js.as_bytes(), content_type(LOADER), &h)
+    };
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        resp.headers_mut().insert(header::ETAG, v);
+    }
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    secure(&mut resp);
+    resp.headers_mut().insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
+    resp
+}
+
+/// The anonymous chat link's full-page chat (`/chat/{token}`): the widget's own code on this
+/// origin; the page reads the launch token from its address.
+async fn chat_page(d: Arc<Dashboard>, h: HeaderMap) -> Response {
+    let Some(f) = Assets::get(CHAT_PAGE) else {
+        return Error::not_found("page").into_response();
+    };
+    let html = String::from_utf8_lossy(&f.data).replace("{{ASSETS}}", &format!("/assets/{}", d.build()));
+    let key: [u8; 32] = Sha256::digest(html.as_bytes()).into();
+    let mut resp = body(&d, key, html.as_bytes(), content_type(CHAT_PAGE), &h);
+    resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    secure(&mut resp);
+    resp.headers_mut().insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    resp
 }
 
 /// The headers every page and file carries.
@@ -131,7 +175,9 @@ async fn shell(d: Arc<Dashboard>, h: HeaderMap) -> Response {
 /// A file under `assets/`: cached for a year when asked for under the current build, revalidated
 /// otherwise; 304 when the browser's copy is current.
 async fn file(d: Arc<Dashboard>, Path((build, path)): Path<(String, String)>, h: HeaderMap) -> Response {
-    let Some(f) = Assets::get(&path).filter(|_| !path.ends_with(".md") && path != SHELL) else {
+    let Some(f) =
+        Assets::get(&path).filter(|_| !path.ends_with(".md") && ![SHELL, LOADER, CHAT_PAGE].contains(&path.as_str()))
+    else {
         let mut resp = Error::not_found("file").into_response();
         secure(&mut resp);
         return resp;
@@ -150,6 +196,10 @@ async fn file(d: Arc<Dashboard>, Path((build, path)): Path<(String, String)>, h:
     }
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     secure(&mut resp);
+    if path.starts_with("widget/") {
+        // the widget's files load into other sites' pages
+        resp.headers_mut().insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
+    }
     resp
 }
 

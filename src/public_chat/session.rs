@@ -83,10 +83,11 @@ pub fn create(app: &App, launch_token: &str, req: NewSession) -> Result<Grant> {
     let secret = secret(app)?;
     let now = app.clock.now().timestamp();
     let now_str = crate::clock::rfc3339(app.clock.now());
-    let (agent_id, agent_name) = app.db.write(|tx| {
+    let (agent_id, agent_name, assistant_bootstrap_active) = app.db.write(|tx| {
         let id = crate::agents::ensure_default(tx, &ws, &now_str)?;
-        let a = crate::agents::get_in(tx, &ws, &id)?;
-        Ok((id, a.name))
+        let a = crate::turn::agent::published(tx, &ws, &id)?;
+        let active = bootstrap_active(&g, &a.settings);
+        Ok((id, a.name, active))
     })?;
     let binding = token::launch_binding(secret, launch_token);
     let session_id = match &req.resume_token {
@@ -132,7 +133,7 @@ pub fn create(app: &App, launch_token: &str, req: NewSession) -> Result<Grant> {
         agent_id: agent_id.clone(),
         origin: origin.clone(),
         workspace_name,
-        assistant_bootstrap_active: g.proactive_greeting_enabled && !g.assistant_name.is_empty(),
+        assistant_bootstrap_active,
         expires_at: exp,
         resume_expires_at: resume_exp,
     })
@@ -177,4 +178,64 @@ pub fn authenticate(
         channel: c.channel,
         origin: c.origin,
     })
+}
+
+/// What the widget is configured with.
+pub struct EmbedConfig {
+    pub token: String,
+    pub general: General,
+    /// The assistant name, else the agent's.
+    pub assistant_name: String,
+    pub has_logo: bool,
+    /// Whether the widget greets on open (proactive greeting with a name to greet as).
+    pub bootstrap_active: bool,
+}
+
+/// The workspace, settings and default agent a launch token serves, when its channel is on (an
+/// embed request from an origin that is not admitted is 400, as the reference says).
+fn serving(app: &App, launch_token: &str, origin: Option<&str>) -> Result<(crate::ids::WorkspaceId, General, String)> {
+    let (ws, g, channel) = general::by_launch_token(app, launch_token)?.ok_or_else(not_found)?;
+    let on = match channel {
+        Channel::AnonymousChat => g.anonymous_chat_enabled,
+        Channel::WebsiteEmbed => g.website_embed_enabled,
+    };
+    if !on {
+        return Err(not_found());
+    }
+    if channel == Channel::WebsiteEmbed
+        && let Some(o) = origin
+        && !general::admits(&g, o)
+    {
+        return Err(Error::invalid("This website is not approved for the chat")
+            .with_details(serde_json::json!({"code": "origin_not_admitted"})));
+    }
+    let now = crate::clock::rfc3339(app.clock.now());
+    let agent = app.db.write(|tx| crate::agents::ensure_default(tx, &ws, &now))?;
+    Ok((ws, g, agent))
+}
+
+/// `GET …/embed-config`.
+pub fn embed_config(app: &App, launch_token: &str, origin: Option<&str>) -> Result<EmbedConfig> {
+    let (ws, g, agent_id) = serving(app, launch_token, origin)?;
+    let agent = app.db.read(|c| crate::turn::agent::published(c, &ws, &agent_id))?;
+    let has_logo = crate::agents::public_logo(app, &ws, &agent_id)?.is_some();
+    let assistant_name = if g.assistant_name.is_empty() { agent.name.clone() } else { g.assistant_name.clone() };
+    let bootstrap_active = bootstrap_active(&g, &agent.settings);
+    Ok(EmbedConfig { token: launch_token.to_string(), general: g, assistant_name, has_logo, bootstrap_active })
+}
+
+/// Whether a session greets on open: the proactive greeting is on (workspace or agent) and there
+/// is a name or an authored greeting to greet with.
+pub fn bootstrap_active(g: &General, s: &crate::agents::Settings) -> bool {
+    (g.proactive_greeting_enabled || s.proactive_greeting_enabled)
+        && (!g.assistant_name.is_empty() || s.greeting_exact_words.is_some() || !s.greeting_instruction.is_empty())
+}
+
+/// `GET …/assistant-logo`: the default agent's logo, and whether the request's origin may read it
+/// (an admitted embed origin).
+pub fn logo(app: &App, launch_token: &str, origin: Option<&str>) -> Result<(String, Vec<u8>, bool)> {
+    let (ws, g, agent_id) = serving(app, launch_token, origin)?;
+    let (mime, bytes) = crate::agents::public_logo(app, &ws, &agent_id)?.ok_or_else(|| Error::not_found("logo"))?;
+    let admitted = origin.is_some_and(|o| g.website_embed_enabled && general::admits(&g, o));
+    Ok((mime, bytes, admitted))
 }

@@ -297,6 +297,11 @@ pub fn get(app: &App, p: &Principal) -> Result<General> {
     })
 }
 
+/// The workspace's general settings as stored (for the public routes, which have no principal).
+pub fn of_workspace(app: &App, ws: &crate::ids::WorkspaceId) -> Result<General> {
+    app.db.read(|c| load_in(c, ws))
+}
+
 /// The workspace and settings a launch token opens, and which channel it is for.
 pub fn by_launch_token(app: &App, token: &str) -> Result<Option<(crate::ids::WorkspaceId, General, Channel)>> {
     if token.len() > 200 || !(token.starts_with("pc_") || token.starts_with("we_")) {

@@ -28,6 +28,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(5, "0005_conversations"),
     migration!(6, "0006_hardening"),
     migration!(7, "0007_delivery_takeover"),
+    migration!(8, "0008_public_chat"),
 ];
 
 fn checksum(sql: &str) -> String {

@@ -119,6 +119,41 @@ pub fn rest(r: &Reply) -> Value {
     v
 }
 
+/// Follow-up chips a public reply carries at most, and action chips.
+const PUBLIC_FOLLOW_UPS: usize = 2;
+const PUBLIC_ACTIONS: usize = 1;
+
+/// A reply to a visitor on a public channel: the REST shape without diagnostics or debug, with at
+/// most two follow-up chips and one action chip.
+pub fn public(r: &Reply) -> Value {
+    let (mut follow, mut action) = (0, 0);
+    let chips: Vec<&super::compose::Suggestion> = r
+        .suggestions
+        .iter()
+        .filter(|s| {
+            if s.action.get("kind").and_then(Value::as_str).is_some_and(|k| k != "ask_followup") {
+                action += 1;
+                action <= PUBLIC_ACTIONS
+            } else {
+                follow += 1;
+                follow <= PUBLIC_FOLLOW_UPS
+            }
+        })
+        .collect();
+    json!({
+        "conversationId": r.conversation_id,
+        "messageId": r.message_id,
+        "agentId": r.agent_id,
+        "answer": r.text,
+        "citations": r.citations,
+        "answerSegments": r.segments,
+        "answerCoverage": coverage(&r.coverage),
+        "ownership": {"state": r.ownership_state.as_str(), "suppressed": r.suppressed},
+        "traceId": r.trace_id,
+        "suggestions": chips,
+    })
+}
+
 /// A stored turn as `GET /traces/{id}` (with its trace) and the quality report show it.
 pub fn trace_row(t: &super::trace::TraceRow) -> Value {
     let grounding = t.grounding.as_ref().map(|g| {

@@ -621,6 +621,39 @@ pub fn waiting_line(m: Option<&dyn ChatModel>, question: &str, cancel: &Cancel) 
     WAITING_LINE.to_string()
 }
 
+/// A bootstrap greeting: one short line by the chat model following the operator's instruction, in
+/// the visitor's language; without a model (or when it fails), a fixed line naming the assistant.
+pub fn greeting_line(
+    m: Option<&dyn ChatModel>,
+    name: &str,
+    instruction: &str,
+    locale: &str,
+    cancel: &Cancel,
+) -> String {
+    if let Some(m) = m {
+        let mut system = format!(
+            "You greet a visitor who just opened a chat with {}. Write one or two short, friendly sentences in the language with the tag `{locale}` that greet them and invite their question. Do not make claims or promises about the business.",
+            if name.is_empty() { "an assistant" } else { name }
+        );
+        if !instruction.is_empty() {
+            system.push_str("\nThe operator's instruction for the greeting: ");
+            system.push_str(instruction);
+        }
+        let req = ChatRequest::new(vec![Message::system(system), Message::user("(the visitor opened the chat)")])
+            .max_tokens(80);
+        match m.chat(&req, &mut |_| {}, cancel) {
+            Ok(o) if !o.text.trim().is_empty() => return o.text.trim().to_string(),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e.message, "greeting failed; using the fixed line"),
+        }
+    }
+    if name.is_empty() {
+        "Hi! How can I help you today?".to_string()
+    } else {
+        format!("Hi! I'm {name}. How can I help you today?")
+    }
+}
+
 /// A follow-up suggestion chip.
 #[derive(Debug, Clone, Serialize)]
 pub struct Suggestion {

@@ -59,6 +59,8 @@ pub enum Surface {
     /// A private test execution: no handoffs or outward effects, never in visitor history or the
     /// quality report.
     Test,
+    /// An anonymous visitor through the public link or the website widget.
+    Public,
 }
 
 impl Surface {
@@ -66,6 +68,7 @@ impl Surface {
         match self {
             Surface::Chat => "chat",
             Surface::Test => "test",
+            Surface::Public => "public",
         }
     }
 }
@@ -254,6 +257,7 @@ pub fn prepare_chat(app: &App, p: &Principal, agent_id: Option<&str>, body: Chat
                         visibility: Visibility::Visitor,
                         test_execution_id: None,
                         started_by: started_by.as_deref(),
+                        public_session_id: None,
                     },
                     &now,
                 )?;

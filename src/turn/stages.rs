@@ -428,7 +428,7 @@ impl Turn<'_> {
         } else {
             vec![]
         };
-        let handoff = input.surface == Surface::Chat
+        let handoff = input.surface != Surface::Test
             && composed.outcome == Outcome::NoContext
             && input.agent.settings.handoff_on_retrieval_miss;
         let view = AnswerCoverage { availability, coverage, reason, ..base.coverage.clone() };

@@ -253,6 +253,7 @@ fn open_sides(
             visibility: Visibility::Test,
             test_execution_id: Some(execution_id),
             started_by: p.user_id.as_ref().map(|u| u.0.as_str()),
+            public_session_id: None,
         };
         let cid = conversations::start(tx, &conversation, now)?;
         if let Some(s) = seed {

@@ -21,7 +21,7 @@ const SHIPPING: &str = "Shipping. Orders ship from our warehouse in Rotterdam. S
 const CARE: &str =
     "Product care. Wash cotton shirts at 30 degrees and hang them to dry. Wool sweaters should be washed by hand.";
 
-async fn corpus(t: &TestApp, a: &Auth) -> Vec<String> {
+pub(crate) async fn corpus(t: &TestApp, a: &Auth) -> Vec<String> {
     let ids = vec![
         t.doc(a, "Returns policy", RETURNS, json!({"topic": "returns"})).await,
         t.doc(a, "Shipping", SHIPPING, json!({"topic": "shipping"})).await,
@@ -58,7 +58,7 @@ fn stage<'a>(trace: &'a Value, kind: &str) -> &'a Value {
 }
 
 /// A test app whose chat slot is an OpenAI-compatible fake.
-fn with_model(fake: &FakeProvider) -> TestApp {
+pub(crate) fn with_model(fake: &FakeProvider) -> TestApp {
     let url = fake.url.clone();
     TestApp::with_config(move |c| {
         c.llm.env_keys.insert("openai".into(), Secret::new(KEY.into()));
@@ -345,7 +345,7 @@ async fn streaming_emits_stages_chunks_then_done() {
     assert!(!done["citations"].as_array().unwrap().is_empty());
 }
 
-fn sse_events(body: &str) -> Vec<(String, Value)> {
+pub(crate) fn sse_events(body: &str) -> Vec<(String, Value)> {
     body.split("\n\n")
         .filter_map(|block| {
             let mut name = None;
@@ -364,7 +364,7 @@ fn sse_events(body: &str) -> Vec<(String, Value)> {
 
 /// A fake model that holds back its answer to `trigger` (once) until released, and tells the test
 /// when that call arrived. Every answer names the question it answers.
-fn held_model(trigger: &'static str) -> (FakeProvider, mpsc::Receiver<()>, mpsc::Sender<()>) {
+pub(crate) fn held_model(trigger: &'static str) -> (FakeProvider, mpsc::Receiver<()>, mpsc::Sender<()>) {
     let (started_tx, started_rx) = mpsc::channel::<()>();
     let (release_tx, release_rx) = mpsc::channel::<()>();
     let started_tx = Mutex::new(Some(started_tx));
@@ -388,7 +388,7 @@ fn held_model(trigger: &'static str) -> (FakeProvider, mpsc::Receiver<()>, mpsc:
     (fake, started_rx, release_tx)
 }
 
-async fn wait(rx: mpsc::Receiver<()>) {
+pub(crate) async fn wait(rx: mpsc::Receiver<()>) {
     tokio::task::spawn_blocking(move || rx.recv().unwrap()).await.unwrap();
 }
 

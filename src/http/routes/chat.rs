@@ -97,7 +97,7 @@ fn sse(
 }
 
 /// Server-sent events from a channel: `first`, then each item rendered until a terminal one.
-fn event_stream<T: Send + 'static>(
+pub(super) fn event_stream<T: Send + 'static>(
     first: std::result::Result<Event, axum::Error>,
     rx: tokio::sync::mpsc::UnboundedReceiver<T>,
     render: impl Fn(T) -> (std::result::Result<Event, axum::Error>, bool) + Clone + Send + 'static,
@@ -122,10 +122,18 @@ fn event_stream<T: Send + 'static>(
 
 /// One turn event on the wire, and whether it ends the stream.
 fn turn_event(ev: StreamEvent) -> (std::result::Result<Event, axum::Error>, bool) {
+    turn_event_as(ev, turn::api::rest)
+}
+
+/// One turn event on the wire with `done` rendered by `done`, and whether it ends the stream.
+pub(super) fn turn_event_as(
+    ev: StreamEvent,
+    done: fn(&turn::Reply) -> serde_json::Value,
+) -> (std::result::Result<Event, axum::Error>, bool) {
     match ev {
         StreamEvent::Status(stage) => (Event::default().event("status").json_data(json!({"stage": stage})), false),
         StreamEvent::Chunk(text) => (Event::default().event("chunk").json_data(json!({"text": text})), false),
-        StreamEvent::Done(reply) => (Event::default().event("done").json_data(turn::api::rest(&reply)), true),
+        StreamEvent::Done(reply) => (Event::default().event("done").json_data(done(&reply)), true),
         StreamEvent::Cancelled { conversation_id, stage } => (
             Event::default()
                 .event("cancelled")
@@ -137,7 +145,7 @@ fn turn_event(ev: StreamEvent) -> (std::result::Result<Event, axum::Error>, bool
 }
 
 /// The error envelope of a failed streamed turn (internal details never leave the server).
-fn error_body(e: &crate::Error) -> serde_json::Value {
+pub(super) fn error_body(e: &crate::Error) -> serde_json::Value {
     if e.status() >= 500 {
         tracing::warn!(error = %e, "chat turn failed");
     }

@@ -121,7 +121,9 @@ async fn rate(
     Path((id, mid)): Path<(String, String)>,
     Json(b): Json<FeedbackBody>,
 ) -> Result<impl IntoResponse> {
-    let f = app.blocking(move |app| feedback::rate(app, &ctx.p, &id, &mid, &b.rating, b.comment)).await?;
+    let f = app
+        .blocking(move |app| feedback::rate(app, feedback::Rater::Member(&ctx.p), &id, &mid, &b.rating, b.comment))
+        .await?;
     Ok(axum::Json(json!({"feedback": feedback_json(&f)})))
 }
 
@@ -130,7 +132,7 @@ async fn clear(
     ctx: Ctx,
     Path((id, mid)): Path<(String, String)>,
 ) -> Result<impl IntoResponse> {
-    app.blocking(move |app| feedback::clear(app, &ctx.p, &id, &mid)).await?;
+    app.blocking(move |app| feedback::clear(app, feedback::Rater::Member(&ctx.p), &id, &mid)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
