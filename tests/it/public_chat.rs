@@ -77,6 +77,19 @@ async fn general_settings_have_defaults_tokens_validation_and_rotation() {
     t.put("/api/v1/settings/general", &member, json!({"anonymousChatEnabled": true})).await.assert_status(403);
     let audit = t.get("/api/v1/audit-events?action=settings.general.token_rotated", &owner).await.json().to_string();
     assert!(audit.contains("website_embed"), "{audit}");
+
+    // the merged resource: the general fields at the top, the other namespaces beside them
+    let m = t.get("/api/v1/settings", &owner).await.json();
+    assert_eq!(m["websiteEmbedToken"], g3["websiteEmbedToken"]);
+    assert!(m["llmModels"].is_object() && m["ingestion"].is_object(), "{m}");
+    let r = t.put("/api/v1/settings", &owner, json!({"assistantName": "Bea", "proactiveGreetingEnabled": true})).await;
+    r.assert_status(200);
+    assert_eq!(r.json()["assistantName"], "Bea");
+    assert!(r.json()["ingestion"].is_object());
+    assert_eq!(t.get("/api/v1/settings/general", &owner).await.json()["proactiveGreetingEnabled"], true);
+    t.put("/api/v1/settings", &owner, json!({"ingestion": {}})).await.assert_status(400);
+    t.put("/api/v1/settings", &token, json!({"assistantName": "x"})).await.assert_status(401);
+    t.get("/api/v1/settings", &token).await.assert_status(200);
 }
 
 #[tokio::test]

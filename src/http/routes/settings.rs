@@ -25,6 +25,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/settings/llm-models", routing::get(llm_models).put(put_llm_models))
         .route("/api/v1/settings/document-types", routing::get(document_types).put(put_document_types))
         .route("/api/v1/settings/retrieval-defaults", routing::get(retrieval_defaults))
+        .route("/api/v1/settings", routing::get(get_merged).put(put_merged))
         .route("/api/v1/settings/general", routing::get(get_general).put(put_general))
         .route("/api/v1/settings/general/anonymous-chat-token/rotate", routing::post(rotate_anonymous))
         .route("/api/v1/settings/general/website-embed-token/rotate", routing::post(rotate_embed))
@@ -85,6 +86,38 @@ pub async fn put_document_types(
 pub async fn retrieval_defaults(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let v = app.blocking(move |app| retrieval::get(app, &ctx.p)).await?;
     Ok(axum::Json(api::retrieval_defaults(&v)?))
+}
+
+/// `GET /settings`: the merged platform resource — the general settings' fields at the top level,
+/// with the workspace's model choices (`llmModels`) and ingestion settings (`ingestion`) beside
+/// them, read-only here (each has its own route to change it).
+pub async fn get_merged(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    merged(app, ctx.p).await
+}
+
+async fn merged(app: Arc<App>, p: crate::auth::Principal) -> Result<axum::Json<Value>> {
+    let (g, models, ingestion) = app
+        .blocking(move |app| {
+            Ok((general::get(app, &p)?, llm_models::get(app, &p)?, crate::documents::ingestion_settings(app, &p)?))
+        })
+        .await?;
+    let mut v = serde_json::to_value(api::GeneralDoc::from(&g))?;
+    v["llmModels"] = api::models(&models);
+    v["ingestion"] = serde_json::to_value(ingestion)?;
+    Ok(axum::Json(v))
+}
+
+/// `PUT /settings`: the general settings' fields (as `PUT /settings/general`); the nested
+/// resources are changed through their own routes. Answers the merged resource.
+pub async fn put_merged(
+    State(app): State<Arc<App>>,
+    SessionCtx(ctx): SessionCtx,
+    Json(b): Json<api::GeneralBody>,
+) -> Result<impl IntoResponse> {
+    let patch = b.patch()?;
+    let p = ctx.p.clone();
+    app.blocking(move |app| general::update(app, &ctx.p, &ctx.actor(), patch)).await?;
+    merged(app, p).await
 }
 
 pub async fn get_general(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
