@@ -157,6 +157,22 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Anonymous visitors on the public link: concurrent sessions sending streamed messages with
+    /// the built-in answerer (messages/s, first-chunk latency, errors, memory), then idle event
+    /// streams held open (memory per stream).
+    PublicChat {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Visitors at once.
+        #[arg(long, default_value_t = 200)]
+        sessions: usize,
+        /// Streamed messages each visitor sends, one after another.
+        #[arg(long, default_value_t = 5)]
+        messages: usize,
+        /// Idle event streams held open at the end.
+        #[arg(long, default_value_t = 1000)]
+        idle_streams: usize,
+    },
     /// Sign-in and registration under a flood: 64 concurrent bogus registrations and 100
     /// concurrent wrong passwords from one address, with the server's memory.
     Auth,
@@ -555,6 +571,13 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
                 }
                 std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::PublicChat { cranfield, sessions, messages, idle_streams } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::public_chat::run(&c, sessions.max(1), messages.max(1), idle_streams))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Auth => {

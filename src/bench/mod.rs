@@ -7,6 +7,7 @@ pub mod cranfield;
 pub mod embed;
 pub mod knowledge;
 pub mod models;
+pub mod public_chat;
 pub mod server;
 pub mod tune;
 
