@@ -38,6 +38,7 @@ export const pages = [
   { path: "/app/settings/document-types", title: "Document types", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/document-types.js") },
   { path: "/app/settings/models", title: "Models & providers", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/models.js") },
   { path: "/app/settings/retrieval", title: "Retrieval defaults", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/retrieval.js") },
+  { path: "/app/settings/channels", title: "Public chat & widget", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/channels.js") },
   { path: "/app/settings/notifications", title: "Notifications", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/notifications.js") },
   { path: "/app/settings/deliveries", title: "Delivery log", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/deliveries.js") },
   { path: "/app/settings/usage", title: "Usage", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/usage.js") },

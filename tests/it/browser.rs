@@ -13,18 +13,18 @@ use crate::webdriver::{Browser, Driver, ENTER, ESCAPE, TAB};
 
 const AXE: &str = include_str!("../vendor/axe.min.js");
 
-fn shots() -> PathBuf {
+pub(crate) fn shots() -> PathBuf {
     let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("../dashboard-shots");
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
 
-fn tid(id: &str) -> String {
+pub(crate) fn tid(id: &str) -> String {
     format!("[data-testid={id}]")
 }
 
 /// Serious or critical axe-core violations on the current page, as `rule: targets`.
-async fn axe(b: &Browser) -> Vec<String> {
+pub(crate) async fn axe(b: &Browser) -> Vec<String> {
     if b.js("return typeof window.axe", json!([])).await != "object" {
         b.js(AXE, json!([])).await;
     }
@@ -44,7 +44,7 @@ async fn axe(b: &Browser) -> Vec<String> {
 
 /// CSP violations and script errors in the console since the last check. A resource the API
 /// answered with a 4xx on purpose is not an error of the page.
-async fn console_problems(b: &Browser) -> Vec<String> {
+pub(crate) async fn console_problems(b: &Browser) -> Vec<String> {
     b.console()
         .await
         .into_iter()
@@ -55,7 +55,7 @@ async fn console_problems(b: &Browser) -> Vec<String> {
 }
 
 /// Checks the page that is showing: axe, console, screenshot.
-async fn check_page(b: &Browser, name: &str, problems: &mut Vec<String>) {
+pub(crate) async fn check_page(b: &Browser, name: &str, problems: &mut Vec<String>) {
     b.until("document.getElementById('page-title') && !document.querySelector('[aria-busy=true]')").await;
     for v in axe(b).await {
         problems.push(format!("{name}: axe {v}"));
@@ -212,6 +212,7 @@ async fn dashboard_first_run_flow_in_a_real_browser() {
         ("quality", "/app/quality"),
         ("inbox", "/app/inbox"),
         ("notifications", "/app/settings/notifications"),
+        ("channels", "/app/settings/channels"),
         ("deliveries", "/app/settings/deliveries"),
         ("ingestion", "/app/settings/ingestion"),
         ("document-types", "/app/settings/document-types"),

@@ -9,6 +9,7 @@ mod support;
 mod accounts;
 mod agents;
 mod browser;
+mod channels_page;
 mod chat;
 mod delivery;
 mod documents;
