@@ -34,9 +34,27 @@ pub struct WorkspaceVectors {
 unsafe impl Send for WorkspaceVectors {}
 unsafe impl Sync for WorkspaceVectors {}
 
+/// Searches one index serves at once. usearch keeps a context per concurrent search and refuses
+/// a search when none is free ("Reserve capacity ahead of searches!"), so each index reserves
+/// this many and [`VectorIndex::search`] waits for a free one.
+const SEARCH_CONTEXTS: usize = 64;
+
 pub struct VectorIndex {
     dir: PathBuf,
     spaces: RwLock<HashMap<String, Arc<RwLock<WorkspaceVectors>>>>,
+    /// Searches running now (at most [`SEARCH_CONTEXTS`]).
+    searching: parking_lot::Mutex<usize>,
+    freed: parking_lot::Condvar,
+}
+
+/// A search slot, given back on drop.
+struct SearchSlot<'a>(&'a VectorIndex);
+
+impl Drop for SearchSlot<'_> {
+    fn drop(&mut self) {
+        *self.0.searching.lock() -= 1;
+        self.0.freed.notify_one();
+    }
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -58,15 +76,31 @@ impl VectorIndex {
             index
                 .load(path.to_str().ok_or("non-UTF-8 path")?)
                 .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
+            index.reserve_capacity_and_threads(index.capacity().max(index.size()), SEARCH_CONTEXTS).map_err(err)?;
             spaces.insert(ws, Arc::new(RwLock::new(WorkspaceVectors { index })));
         }
-        Ok(VectorIndex { dir: dir.to_path_buf(), spaces: RwLock::new(spaces) })
+        Ok(VectorIndex { spaces: RwLock::new(spaces), ..VectorIndex::open_empty(dir) })
     }
 
     /// An empty index set over `dir` (nothing loaded).
     pub fn open_empty(dir: &Path) -> VectorIndex {
         let _ = std::fs::create_dir_all(dir);
-        VectorIndex { dir: dir.to_path_buf(), spaces: RwLock::new(HashMap::new()) }
+        VectorIndex {
+            dir: dir.to_path_buf(),
+            spaces: RwLock::new(HashMap::new()),
+            searching: parking_lot::Mutex::new(0),
+            freed: parking_lot::Condvar::new(),
+        }
+    }
+
+    /// Waits for a free search context.
+    fn slot(&self) -> SearchSlot<'_> {
+        let mut n = self.searching.lock();
+        while *n >= SEARCH_CONTEXTS {
+            self.freed.wait(&mut n);
+        }
+        *n += 1;
+        SearchSlot(self)
     }
 
     fn space(&self, ws: &str) -> Result<Arc<RwLock<WorkspaceVectors>>, String> {
@@ -78,7 +112,7 @@ impl VectorIndex {
             return Ok(s.clone());
         }
         let index = Index::new(&options()).map_err(err)?;
-        index.reserve(1024).map_err(err)?;
+        index.reserve_capacity_and_threads(1024, SEARCH_CONTEXTS).map_err(err)?;
         let s = Arc::new(RwLock::new(WorkspaceVectors { index }));
         spaces.insert(ws.to_string(), s.clone());
         Ok(s)
@@ -92,7 +126,7 @@ impl VectorIndex {
         }
         if s.index.size() + 1 > s.index.capacity() {
             let cap = (s.index.capacity() * 2).max(1024);
-            s.index.reserve(cap).map_err(err)?;
+            s.index.reserve_capacity_and_threads(cap, SEARCH_CONTEXTS).map_err(err)?;
         }
         s.index.add(key, vector).map_err(err)
     }
@@ -126,6 +160,7 @@ impl VectorIndex {
         allowed: Option<&HashSet<u64>>,
     ) -> Result<Vec<(u64, f32)>, String> {
         let Some(space) = self.spaces.read().get(ws).cloned() else { return Ok(Vec::new()) };
+        let _slot = self.slot();
         let s = space.read();
         if s.index.size() == 0 || k == 0 {
             return Ok(Vec::new());
