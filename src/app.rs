@@ -68,7 +68,7 @@ impl Default for Options {
 
 /// Every job kind the product runs, with its handler: one line per area that has jobs.
 fn handlers() -> HashMap<&'static str, Handler> {
-    [crate::documents::jobs(), crate::delivery::jobs()].into_iter().flatten().collect()
+    [crate::documents::jobs(), crate::delivery::jobs(), crate::routines::jobs()].into_iter().flatten().collect()
 }
 
 impl App {
@@ -108,7 +108,7 @@ impl App {
             bus: Default::default(),
             public_secret: std::sync::OnceLock::new(),
             outbound: crate::delivery::Outbound::new(&config.delivery)?,
-            routine_pass: Box::new(crate::turn::routine::NoRoutines),
+            routine_pass: Box::new(crate::routines::runtime::Engine),
             config,
             db,
             clock: opts.clock,

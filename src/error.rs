@@ -55,6 +55,12 @@ error_codes! {
     PayloadTooLarge = "payload_too_large", 413;
     UnsupportedMediaType = "unsupported_media_type", 415;
     RevisionInvalid = "revision_invalid", 422;
+    /// A routine definition failed validation (`details.validation.diagnostics`).
+    RoutineInvalid = "routine_invalid", 422;
+    /// A routine markdown v1 cannot express.
+    RoutineNotPortable = "routine_not_portable", 422;
+    /// A decision that was already resolved.
+    AlreadyResolved = "already_resolved", 409;
     Unprocessable = "unprocessable", 422;
     RateLimitExceeded = "rate_limit_exceeded", 429;
     UsageLimitExceeded = "usage_limit_exceeded", 429;

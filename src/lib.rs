@@ -23,6 +23,7 @@ pub mod names;
 pub mod public_chat;
 pub mod ratelimit;
 pub mod readiness;
+pub mod routines;
 pub mod search;
 pub mod settings;
 pub mod storage;

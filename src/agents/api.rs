@@ -714,7 +714,7 @@ pub fn revision_detail(d: &RevisionDetail) -> Value {
         "settings": text_change("/settings"),
         "directives": diff_by_id(base, s, "directives", "id"),
         "skills": diff_by_id(base, s, "skills", "id"),
-        "routines": [],
+        "routines": diff_by_id(base, s, "routines", "id"),
         "contextVariableEnablements": diff_by_id(base, s, "contextVariableEnablements", "contextVariableId"),
     });
     let warnings: Vec<Value> = s["directives"]

@@ -93,7 +93,7 @@ pub fn snapshot(c: &Conn, a: &Agent) -> Result<Snapshot> {
         "greeting": {"instruction": a.settings.greeting_instruction, "proactive": a.settings.proactive_greeting_enabled, "exactWords": a.settings.greeting_exact_words},
         "settings": settings,
         "directives": directives::snapshot(c, &a.id)?,
-        "routines": [],
+        "routines": crate::routines::snapshot(c, &a.id)?,
         "skills": skills::snapshot(c, &a.id)?,
         "contextVariableEnablements": enablements.iter().map(EnablementView::snapshot).collect::<Vec<_>>(),
         "enabledContextVariableIds": enabled_vars,

@@ -112,6 +112,9 @@ pub struct Webhook<'a> {
     /// The URL is a credential (a Slack incoming webhook): it is sealed in the job, and the log
     /// shows only its origin.
     pub secret_url: bool,
+    /// Sign each attempt with this webhook destination's secret (`X-Service-Timestamp`,
+    /// `X-Service-Signature`); the destination is read at send time.
+    pub signed_by: Option<&'a str>,
 }
 
 /// An email to send.
@@ -172,6 +175,9 @@ pub fn enqueue_webhook(app: &App, tx: &Tx, now: &str, w: &Webhook) -> Result<Str
     };
     if store::insert(tx, &id, &d, "pending", None, now)? {
         let mut payload = json!({"deliveryId": id, "body": w.body, "key": w.key, "event": w.event});
+        if let Some(d) = w.signed_by {
+            payload["signedBy"] = json!({"destinationId": d, "workspaceId": w.workspace_id});
+        }
         if w.secret_url {
             payload["urlSealed"] = crate::crypto::seal_text(url_key(app), w.url, &format!("delivery:{id}"))?;
         } else {
@@ -184,6 +190,25 @@ pub fn enqueue_webhook(app: &App, tx: &Tx, now: &str, w: &Webhook) -> Result<Str
         let e = jobs::enqueue_tx(tx, app.clock.now_ms(), MAX_ATTEMPTS, &job)?;
         store::set_job(tx, &id, e.id)?;
     }
+    Ok(id)
+}
+
+/// Records a delivery that will not be attempted (`skipped`, with the reason) in the caller's
+/// transaction, so the log says why nothing was sent.
+#[allow(clippy::too_many_arguments)]
+pub fn record_skipped(
+    tx: &Tx,
+    workspace_id: &str,
+    event: &str,
+    target: &str,
+    conversation_id: Option<&str>,
+    key: &str,
+    reason: &str,
+    now: &str,
+) -> Result<String> {
+    let id = delivery_id("webhook", key, target);
+    let d = NewDelivery { workspace_id, channel: "webhook", event, target, conversation_id, idempotency_key: key };
+    store::insert(tx, &id, &d, "skipped", Some(reason), now)?;
     Ok(id)
 }
 
@@ -286,6 +311,15 @@ fn fail_unsent(app: &App, id: &str, reason: String) -> Outcome {
     Outcome::Fail(reason)
 }
 
+/// Ends a delivery that cannot be sent and should not be: `skipped` with the reason.
+fn skip_unsent(app: &App, id: &str, reason: &str) -> Outcome {
+    let v = Verdict { outcome: Outcome::Done, status_code: None, error: Some(reason.to_string()) };
+    if let Err(e) = log_attempt(app, id, "skipped", std::time::Instant::now(), &v) {
+        tracing::warn!(delivery = id, error = %e, "could not log a delivery attempt");
+    }
+    Outcome::Done
+}
+
 /// Runs one webhook attempt.
 fn webhook_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     let (Some(id), Some(key)) = (payload["deliveryId"].as_str(), payload["key"].as_str()) else {
@@ -307,12 +341,29 @@ fn webhook_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     }
     let body = payload["body"].to_string();
     let event = payload["event"].as_str().unwrap_or("webhook").to_string();
-    let headers =
-        [("Idempotency-Key", key.to_string()), ("X-Steward-Event", event), ("X-Steward-Delivery", id.to_string())];
+    let mut headers =
+        vec![("Idempotency-Key", key.to_string()), ("X-Steward-Event", event), ("X-Steward-Delivery", id.to_string())];
+    let signed_by = payload["signedBy"]["destinationId"].as_str();
+    if let Some(dest) = signed_by {
+        let ws = payload["signedBy"]["workspaceId"].as_str().unwrap_or_default();
+        match crate::routines::destinations::secret(app, ws, dest) {
+            Ok(Some(secret)) => {
+                let ts = app.clock.now().timestamp().to_string();
+                headers.push(("X-Service-Timestamp", ts.clone()));
+                headers.push(("X-Service-Signature", crate::routines::destinations::signature(&secret, &ts, &body)));
+            }
+            Ok(None) => return skip_unsent(app, id, "the webhook destination no longer exists"),
+            Err(e) => return fail_unsent(app, id, e.message),
+        }
+    }
+    let header_refs: Vec<(&str, String)> = headers.iter().map(|(k, v)| (*k, v.clone())).collect();
     let started = std::time::Instant::now();
-    let r = app.outbound.post_json(&url, body.as_bytes(), &headers);
+    let r = app.outbound.post_json(&url, body.as_bytes(), &header_refs);
     let v = classify(&r);
     let (status, outcome) = settle(ctx, v.clone_parts());
+    if let Some(dest) = signed_by {
+        crate::routines::destinations::record_delivery(app, dest, status);
+    }
     if let Err(e) = log_attempt(app, id, status, started, &v) {
         tracing::warn!(delivery = id, error = %e, "could not log a delivery attempt");
     }

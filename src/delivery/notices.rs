@@ -77,6 +77,7 @@ fn reason_text(reason: &str) -> &str {
     match reason {
         "retrieval_miss" => "the agent found nothing in your documents to answer with",
         "routine_handoff" => "a routine reached a handoff step",
+        "approval" => "a routine step needs approval (decide in the Inbox)",
         other => other,
     }
 }
@@ -87,7 +88,8 @@ pub(super) fn escape(s: &str) -> String {
 
 /// The handoff email: plain text and HTML, with the `Collected:` section and the dashboard link.
 pub fn handoff_email(agent_name: &str, notice: &super::WebhookBody) -> (String, String, String) {
-    let reason = notice["reason"].as_str().unwrap_or("handoff");
+    let approval = notice.get("handle").is_some_and(|h| h.is_string());
+    let reason = if approval { "approval" } else { notice["reason"].as_str().unwrap_or("handoff") };
     let collected: Vec<(String, String)> = notice["collected"]
         .as_object()
         .map(|m| {
@@ -97,11 +99,13 @@ pub fn handoff_email(agent_name: &str, notice: &super::WebhookBody) -> (String, 
         })
         .unwrap_or_default();
     let link = notice["dashboardUrl"].as_str();
-    let subject = format!("A visitor needs a person: {agent_name}");
-    let mut text = format!(
-        "A conversation with {agent_name} was handed to a person.\nReason: {}\n\nCollected:\n",
-        reason_text(reason)
-    );
+    let subject = if approval {
+        format!("Approval needed: {agent_name}")
+    } else {
+        format!("A visitor needs a person: {agent_name}")
+    };
+    let what = if approval { "is waiting for a person's decision" } else { "was handed to a person" };
+    let mut text = format!("A conversation with {agent_name} {what}.\nReason: {}\n\nCollected:\n", reason_text(reason));
     if collected.is_empty() {
         text.push_str("  (nothing)\n");
     }
@@ -115,7 +119,7 @@ pub fn handoff_email(agent_name: &str, notice: &super::WebhookBody) -> (String, 
         }
     }
     let mut html = format!(
-        "<p>A conversation with <strong>{}</strong> was handed to a person.<br>Reason: {}</p><p>Collected:</p><ul>",
+        "<p>A conversation with <strong>{}</strong> {what}.<br>Reason: {}</p><p>Collected:</p><ul>",
         escape(agent_name),
         escape(reason_text(reason))
     );
@@ -165,11 +169,12 @@ pub fn send_notice(
         return Ok(0);
     };
     let mail = handoff_email(&cfg.name, notice);
+    let event = if notice.get("handle").is_some_and(|h| h.is_string()) { "approval.request" } else { "handoff.notify" };
     queue(
         app,
         &Outgoing {
             ws,
-            event: "handoff.notify",
+            event,
             webhook_url: webhook_url.as_deref(),
             body: notice,
             emails: &emails,
@@ -208,6 +213,7 @@ fn queue(app: &App, o: &Outgoing) -> Result<usize> {
                 conversation_id: o.conversation_id,
                 key: o.key,
                 secret_url: false,
+                signed_by: None,
             };
             super::enqueue_webhook(app, tx, &now, &w)?;
             n += 1;
@@ -237,11 +243,16 @@ pub(super) fn handoff_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outc
     let (Some(ws), Some(agent)) = (payload["workspaceId"].as_str(), payload["agentId"].as_str()) else {
         return Outcome::Fail("malformed handoff notice".into());
     };
-    let notice = json!({
+    let mut notice = json!({
         "workspaceId": payload["workspaceId"], "agentId": payload["agentId"], "conversationId": payload["conversationId"],
         "reason": payload["reason"], "routine": payload["routine"], "collected": payload["collected"],
         "dashboardUrl": payload["dashboardUrl"], "requestId": payload["requestId"],
     });
+    // an approval notice carries the decision's handle instead of a reason
+    if let (Some(h), Some(n)) = (payload.get("handle").filter(|h| h.is_string()), notice.as_object_mut()) {
+        n.remove("reason");
+        n.insert("handle".into(), h.clone());
+    }
     match send_notice(app, &WorkspaceId(ws.to_string()), agent, &notice, &format!("handoff.notify:{}", ctx.id)) {
         Ok(_) => Outcome::Done,
         Err(e) if e.status() == 404 => Outcome::Fail(e.message),

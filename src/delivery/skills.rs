@@ -89,6 +89,7 @@ pub fn invoke(
                     conversation_id,
                     key,
                     secret_url: event == "skill.slack_post",
+                    signed_by: None,
                 },
             )
         })?;

@@ -46,6 +46,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .merge(inbox::routes())
         .merge(delivery::routes())
         .merge(public_chat::routes())
+        .merge(routines::routes())
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 

@@ -29,6 +29,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(6, "0006_hardening"),
     migration!(7, "0007_delivery_takeover"),
     migration!(8, "0008_public_chat"),
+    migration!(9, "0009_routines"),
 ];
 
 fn checksum(sql: &str) -> String {

@@ -43,6 +43,16 @@ pub struct EnablementSnap {
     pub enabled: bool,
 }
 
+/// A routine as the revision holds it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoutineSnap {
+    pub id: String,
+    pub name: String,
+    pub version: i64,
+    pub definition: crate::routines::definition::Definition,
+}
+
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     pub agent_id: String,
@@ -54,6 +64,7 @@ pub struct AgentConfig {
     pub directives: Vec<AuthoredDirective>,
     pub skills: Vec<SkillSnap>,
     pub context_variables: Vec<EnablementSnap>,
+    pub routines: Vec<RoutineSnap>,
 }
 
 impl AgentConfig {
@@ -82,7 +93,12 @@ impl AgentConfig {
             Some(v) if !v.is_null() => serde_json::from_value(v.clone()).map_err(|e| bad("context variables", e))?,
             _ => Vec::new(),
         };
+        let routines: Vec<RoutineSnap> = match snap.get("routines") {
+            Some(v) if !v.is_null() => serde_json::from_value(v.clone()).map_err(|e| bad("routines", e))?,
+            _ => Vec::new(),
+        };
         Ok(AgentConfig {
+            routines,
             agent_id: agent_id.to_string(),
             revision_id,
             version,
@@ -92,6 +108,10 @@ impl AgentConfig {
             skills,
             context_variables,
         })
+    }
+
+    pub fn routine(&self, id: &str) -> Option<&RoutineSnap> {
+        self.routines.iter().find(|r| r.id == id)
     }
 
     pub fn skill(&self, name: &str) -> Option<&SkillSnap> {

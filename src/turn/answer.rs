@@ -42,6 +42,7 @@ fn system_agent() -> AgentConfig {
         directives: vec![],
         skills: vec![],
         context_variables: vec![],
+        routines: vec![],
     }
 }
 
@@ -126,7 +127,7 @@ pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput
 }
 
 /// The decline when nothing was found, else the built-in answerer's or the chat model's answer.
-fn compose_answer(
+pub(crate) fn compose_answer(
     models: &TurnModels,
     cfg: &AgentConfig,
     query: &str,

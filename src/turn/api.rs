@@ -85,15 +85,31 @@ pub fn coverage(c: &AnswerCoverage) -> Value {
     })
 }
 
-/// The agent reply envelope (converse, MCP): `answer` is `{text, citations}`.
+/// The envelope's `routine`: `{name, status, pendingInput [{key, type, required, description}],
+/// toolName}`.
+pub fn routine(r: &super::routine::RoutineReport) -> Value {
+    let pending: Vec<Value> = r
+        .pending_input
+        .iter()
+        .map(|p| json!({"key": p.key, "type": p.slot_type, "required": p.required, "description": p.description}))
+        .collect();
+    json!({"name": r.name, "status": r.status, "pendingInput": pending, "toolName": r.tool_name})
+}
+
+/// The agent reply envelope (converse, MCP): `answer` is `{text, citations}`; `routine` when the
+/// turn touched one.
 pub fn envelope(r: &Reply) -> Value {
-    json!({
+    let mut v = json!({
         "conversationId": r.conversation_id,
         "answer": {"text": r.text, "citations": r.citations},
         "answerCoverage": coverage(&r.coverage),
         "ownership": {"state": r.ownership_state.as_str(), "suppressed": r.suppressed},
         "traceId": r.trace_id,
-    })
+    });
+    if let Some(x) = &r.routine {
+        v["routine"] = routine(x);
+    }
+    v
 }
 
 /// The REST chat shape: the envelope's fields with `answer` as the string and `citations` beside
@@ -113,6 +129,9 @@ pub fn rest(r: &Reply) -> Value {
         "suggestions": r.suggestions,
         "diagnostics": r.diagnostics,
     });
+    if let Some(x) = &r.routine {
+        v["routine"] = routine(x);
+    }
     if let Some(t) = &r.trace {
         v["debug"] = json!({"turnTrace": t});
     }
@@ -140,7 +159,7 @@ pub fn public(r: &Reply) -> Value {
             }
         })
         .collect();
-    json!({
+    let mut v = json!({
         "conversationId": r.conversation_id,
         "messageId": r.message_id,
         "agentId": r.agent_id,
@@ -151,7 +170,11 @@ pub fn public(r: &Reply) -> Value {
         "ownership": {"state": r.ownership_state.as_str(), "suppressed": r.suppressed},
         "traceId": r.trace_id,
         "suggestions": chips,
-    })
+    });
+    if let Some(x) = &r.routine {
+        v["routine"] = routine(x);
+    }
+    v
 }
 
 /// A stored turn as `GET /traces/{id}` (with its trace) and the quality report show it.

@@ -118,6 +118,8 @@ pub struct Reply {
     pub diagnostics: TraceJson,
     /// The turn's trace, when debug was asked for.
     pub trace: Option<TraceJson>,
+    /// Where the routine the turn touched stands.
+    pub routine: Option<routine::RoutineReport>,
 }
 
 /// Trace outputs and diagnostics: free-form JSON (ids, counts, decisions, timings).

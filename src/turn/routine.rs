@@ -1,9 +1,11 @@
-//! The routine pass: the stage where a workspace's routines may take a turn before the agent
-//! answers it. Routines (multi-step flows with slots, approvals and handoffs) plug in here by
-//! implementing [`RoutinePass`]; until they exist, [`NoRoutines`] lets every turn through.
+//! The routine pass: the stage where the agent's routines may take a turn before the agent
+//! answers it. The engine is `crate::routines::runtime::Engine` (`App::routine_pass`); tests may
+//! plug in another [`RoutinePass`].
+
+use serde_json::Value;
 
 use crate::app::App;
-use crate::conversations::Conversation;
+use crate::conversations::{Conversation, ConversationState};
 use crate::error::Result;
 
 use super::TurnInput;
@@ -14,11 +16,55 @@ pub struct RoutineTurn<'a> {
     pub conversation: &'a Conversation,
 }
 
+/// The envelope's `routine`: where the routine the turn touched stands.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoutineReport {
+    pub name: String,
+    /// `active`, `waiting_for_input`, `waiting_for_approval`, `completed` or `abandoned`.
+    pub status: &'static str,
+    pub pending_input: Vec<PendingInput>,
+    /// The tool the routine called this turn, if any.
+    pub tool_name: Option<String>,
+}
+
+/// A slot the routine still needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PendingInput {
+    pub key: String,
+    pub slot_type: &'static str,
+    pub required: bool,
+    pub description: Option<String>,
+}
+
+/// What a routine turn leaves behind, applied in the turn's own transaction.
+pub trait Effects: Send + Sync + std::fmt::Debug {
+    /// Writes the effects (ownership change, notices, exports, actions, decisions); returns
+    /// whether the conversation is now human-owned.
+    fn apply(&self, app: &App, tx: &crate::storage::Tx, input: &TurnInput, now: &str) -> Result<bool>;
+}
+
+/// A routine's answer to the turn.
+#[derive(Debug)]
+pub struct RoutineAnswer {
+    pub text: String,
+    pub report: RoutineReport,
+    /// The conversation's state after the turn.
+    pub state: ConversationState,
+    pub effects: Box<dyn Effects>,
+    /// What the routine did (for the trace).
+    pub trace: Value,
+}
+
 /// What the routine pass decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum RoutineDecision {
     /// No routine takes this turn; the agent answers it (`reason` goes in the trace).
     NotEngaged { reason: &'static str },
+    /// A routine answers the turn.
+    Answered(Box<RoutineAnswer>),
+    /// The visitor asked something else mid-routine: the agent answers normally, then the
+    /// routine asks again (`lead_back`).
+    Digression { lead_back: String, report: RoutineReport, trace: Value },
 }
 
 /// A routine engine, run once per turn after the ownership gate.

@@ -9,7 +9,15 @@ use super::agent::AgentConfig;
 use super::compose::{self, Composed, Suggestion};
 use super::interpret::{self, Route};
 use super::kinds::{Availability, Outcome, Phase, Progress, RouteKind, StageStatus, TraceStage};
-use super::routine::{RoutineDecision, RoutineTurn};
+use super::routine::{RoutineAnswer, RoutineDecision, RoutineReport, RoutineTurn};
+
+/// What the routine pass left for the rest of the turn.
+enum Routed {
+    NotEngaged,
+    Answered(Box<RoutineAnswer>),
+    /// Answer normally, then append the routine's lead-back.
+    Digression(String, RoutineReport),
+}
 use super::steering::{self, Steering};
 use super::supersede::{Slot, Superseded};
 use super::trace::{self, TraceBuilder, TurnRecord};
@@ -176,11 +184,27 @@ pub fn run(
     if g.conv.human_owned() {
         return t.suppressed(base, g.conv.operator_replied);
     }
-    t.routine_pass(&g)?;
+    let digression = match t.routine_pass(&g)? {
+        Routed::Answered(a) => return t.routine_reply(g, base, *a),
+        Routed::Digression(lead_back, report) => Some((lead_back, report)),
+        Routed::NotEngaged => None,
+    };
     let plan = t.interpret(&g)?;
     let evidence = t.retrieve(&g, &plan)?;
-    let composed = t.compose(&g, &plan, &evidence)?;
+    let mut composed = t.compose(&g, &plan, &evidence)?;
     let cover = t.cover(&plan, &evidence, &composed, &base);
+    let base = match digression {
+        // the question is answered, then the routine asks again
+        Some((lead_back, report)) => {
+            let tail = format!("\n\n{lead_back}");
+            if t.streaming {
+                t.events.chunk(&tail);
+            }
+            composed.text.push_str(&tail);
+            Reply { routine: Some(report), ..base }
+        }
+        None => base,
+    };
     t.persist(g, plan, evidence, composed, cover, base)
 }
 
@@ -267,20 +291,82 @@ impl Turn<'_> {
             grounding: None,
             diagnostics: Value::Null,
             trace: None,
+            routine: None,
         }
     }
 
-    /// The routine pass: the workspace's routines may take the turn (the seam the routines
-    /// issue fills in; today nothing engages).
+    /// The routine pass: the agent's routines may take the turn.
     #[tracing::instrument(name = "turn.routine_pass", skip_all)]
-    fn routine_pass(&mut self, g: &Gathered) -> Result<(), TurnError> {
+    fn routine_pass(&mut self, g: &Gathered) -> Result<Routed, TurnError> {
         let turn = RoutineTurn { input: self.input, conversation: &g.conv };
         match self.app.routine_pass.run(self.app, &turn)? {
             RoutineDecision::NotEngaged { reason } => {
                 self.stage(TraceStage::RoutinePass, StageStatus::Skipped, json!({"reason": reason}));
-                Ok(())
+                Ok(Routed::NotEngaged)
+            }
+            RoutineDecision::Answered(a) => {
+                self.stage(TraceStage::RoutinePass, StageStatus::Applied, a.trace.clone());
+                Ok(Routed::Answered(a))
+            }
+            RoutineDecision::Digression { lead_back, report, trace } => {
+                self.stage(TraceStage::RoutinePass, StageStatus::Applied, trace);
+                Ok(Routed::Digression(lead_back, report))
             }
         }
+    }
+
+    /// A routine answered the turn: its reply, the conversation's new state and the routine's
+    /// effects (handoff, decision, export, actions) in one transaction.
+    fn routine_reply(self, g: Gathered, base: Reply, a: RoutineAnswer) -> Result<Reply, TurnError> {
+        let (app, input) = (self.app, self.input);
+        self.phase(Phase::Persisting)?;
+        self.slot.pin().map_err(|s| self.superseded(s))?;
+        if self.streaming && !a.text.is_empty() {
+            self.events.chunk(&a.text);
+        }
+        let mut trace_json = self.tr.finish(app);
+        trace_json["outcome"] = json!(Outcome::Direct);
+        let report = super::api::routine(&a.report);
+        let saved = app.db.write(|tx| {
+            let now = rfc3339(app.clock.now());
+            let m = conversations::append_message(
+                tx,
+                &input.workspace.0,
+                &NewMessage {
+                    conversation_id: &input.conversation_id,
+                    role: Role::Assistant,
+                    source: Source::Agent,
+                    content: &a.text,
+                    citations: json!([]),
+                    metadata: json!({"outcome": Outcome::Direct, "turnId": input.turn_id, "routine": report}),
+                    trace_id: Some(&input.turn_id),
+                    request_id: input.request_id.as_deref(),
+                },
+                &now,
+            )?;
+            conversations::set_state(tx, &input.conversation_id, &a.state, &now)?;
+            let handed_off = a.effects.apply(app, tx, input, &now)?;
+            let record = TurnRecord {
+                user_message_id: Some(&g.user_msg.id),
+                message_id: Some(&m.id),
+                outcome: Outcome::Direct,
+                ..record_of(input, &trace_json)
+            };
+            trace::insert(tx, &record, &now)?;
+            Ok((m.id, if handed_off { OwnershipState::HumanOwned } else { OwnershipState::AiOwned }))
+        })?;
+        app.jobs.wake();
+        Ok(Reply {
+            message_id: Some(saved.0),
+            text: a.text,
+            ownership_state: saved.1,
+            outcome: Outcome::Direct,
+            diagnostics: json!({"route": "routine", "retrievalInvoked": false, "outcome": Outcome::Direct,
+                "durationMs": (self.tr.elapsed_ms() * 1000.0).round() / 1000.0}),
+            trace: input.include_debug.then_some(trace_json),
+            routine: Some(a.report),
+            ..base
+        })
     }
 
     /// Routes the turn, resolves its models and matches directives.

@@ -400,6 +400,7 @@ mod tests {
             directives: vec![],
             skills,
             context_variables: vec![],
+            routines: vec![],
         }
     }
 

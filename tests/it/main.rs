@@ -22,6 +22,7 @@ mod migrations;
 mod models;
 mod public_chat;
 mod readme;
+mod routines;
 mod recovery;
 mod search;
 mod takeover;

@@ -19,6 +19,8 @@ pub struct Hit {
     pub path: String,
     pub headers: HeaderMap,
     pub body: Value,
+    /// The body as sent (signatures are over these bytes).
+    pub raw: Vec<u8>,
     /// When the request had been read (the answer follows at once unless delayed).
     pub at: std::time::Instant,
 }
@@ -154,8 +156,9 @@ async fn record(s: &Shared, uri: Uri, headers: HeaderMap, body: Bytes) -> impl I
         tokio::time::sleep(std::time::Duration::from_millis(reply.delay_ms)).await;
     }
     let at = std::time::Instant::now();
+    let raw = body.to_vec();
     let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    s.hits.lock().unwrap().push(Hit { path: uri.path().to_string(), headers, body, at });
+    s.hits.lock().unwrap().push(Hit { path: uri.path().to_string(), headers, body, raw, at });
     s.notify.notify_waiters();
     let mut h = HeaderMap::new();
     for (k, v) in &reply.headers {

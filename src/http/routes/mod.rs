@@ -8,4 +8,5 @@ pub mod documents;
 pub mod inbox;
 pub mod ops;
 pub mod public_chat;
+pub mod routines;
 pub mod settings;

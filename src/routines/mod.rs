@@ -1,0 +1,255 @@
+//! Routines: multi-step flows an agent runs in a conversation (collect typed slots, branch, call
+//! skills, wait for an approval, hand off, export the result).
+//!
+//! - [`definition`]: the structured definition (the one stored shape).
+//! - [`markdown`]: portable routine markdown: parse with diagnostics, canonicalize, compile to a
+//!   definition, project a definition back to markdown.
+//! - [`validate`]: the definition's rules, with located findings.
+//! - this module: routines as an agent authors them. They are part of the agent's draft (every
+//!   write advances the draft generation) and travel in its candidates and published revisions,
+//!   so a running conversation keeps the routine version its revision holds.
+//!
+//! Typed records in and out; all SQL is in the private `store.rs`; wire shapes in `api.rs`.
+
+pub mod api;
+pub mod decisions;
+pub mod definition;
+pub mod destinations;
+pub mod effects;
+pub mod markdown;
+pub mod runtime;
+pub mod slots;
+mod store;
+pub mod tools;
+pub mod validate;
+
+use serde_json::json;
+
+use crate::app::App;
+use crate::audit::{self, Actor, Event};
+use crate::auth::{Perm, Principal};
+use crate::clock::rfc3339;
+use crate::crypto::SealedJson;
+use crate::error::{Error, ErrorCode, Result};
+use crate::storage::Conn;
+use definition::{Definition, Finding, GateOption};
+
+/// A routine as an agent authors it.
+#[derive(Debug, Clone)]
+pub struct RoutineRecord {
+    pub id: String,
+    pub agent_id: String,
+    pub workspace_id: String,
+    pub name: String,
+    pub version: i64,
+    pub definition: Definition,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A routine waiting for a person's decision.
+#[derive(Debug, Clone)]
+pub struct Decision {
+    pub handle: String,
+    pub workspace_id: String,
+    pub agent_id: String,
+    pub conversation_id: String,
+    pub routine_id: String,
+    pub step_id: String,
+    pub reason: String,
+    pub options: Vec<GateOption>,
+    pub content_hash: String,
+    pub deadline: Option<String>,
+    pub timeout_option: Option<String>,
+    pub resolved: bool,
+    pub chosen_option: Option<String>,
+    pub resolved_by: Option<String>,
+    pub resolved_at: Option<String>,
+    pub created_at: String,
+}
+
+/// Where a routine's result is exported (signed webhook).
+#[derive(Debug, Clone)]
+pub struct Destination {
+    pub id: String,
+    pub workspace_id: String,
+    pub name: String,
+    pub url: String,
+    /// The signing secret, sealed.
+    pub secret_sealed: SealedJson,
+    pub last_delivery_status: Option<String>,
+    pub last_delivery_at: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// A routine to write: the definition and the author's version (default 1).
+#[derive(Debug, Clone)]
+pub struct RoutineInput {
+    pub version: Option<i64>,
+    pub definition: Definition,
+}
+
+/// The job kinds routines run.
+pub fn jobs() -> Vec<(&'static str, crate::jobs::Handler)> {
+    vec![(effects::ACTION_JOB, effects::action_job)]
+}
+
+/// A definition that failed validation: 422 `routine_invalid` with the findings.
+pub fn invalid(findings: &[Finding]) -> Error {
+    Error::new(ErrorCode::RoutineInvalid, "Routine definition is invalid")
+        .with_details(json!({"validation": {"ok": false, "diagnostics": findings}}))
+}
+
+/// Validates a definition against the agent it belongs to.
+pub fn check(_c: &Conn, _ws: &str, _agent_id: &str, def: &Definition) -> Result<()> {
+    let mut findings = Vec::new();
+    let mut f = |code: &'static str, location: String, message: &str| {
+        findings.push(Finding { code, location, message: message.to_string() })
+    };
+    if def.name.trim().is_empty() || def.name.chars().count() > 200 {
+        f("invalid_name", "routine".into(), "name is 1 to 200 characters");
+    }
+    if def.steps.is_empty() {
+        f("missing_step", "routine".into(), "a routine has at least one step");
+    }
+    if def.terminals.is_empty() {
+        f("missing_terminal", "routine".into(), "a routine has at least one terminal");
+    }
+    for t in &def.transitions {
+        if def.step(&t.from_step).is_none() || (def.step(&t.to_ref).is_none() && def.terminal(&t.to_ref).is_none()) {
+            f(
+                "dangling_step_reference",
+                format!("transition:{}->{}", t.from_step, t.to_ref),
+                "a transition names a step or terminal that does not exist",
+            );
+        }
+    }
+    if findings.is_empty() { Ok(()) } else { Err(invalid(&findings)) }
+}
+
+pub fn list(app: &App, p: &Principal, agent_id: &str) -> Result<Vec<RoutineRecord>> {
+    p.require(Perm::AgentsRead)?;
+    app.db.read(|c| {
+        crate::agents::get_in(c, &p.workspace_id, agent_id)?;
+        store::of_agent(c, agent_id)
+    })
+}
+
+pub fn get(app: &App, p: &Principal, agent_id: &str, id: &str) -> Result<RoutineRecord> {
+    p.require(Perm::AgentsRead)?;
+    app.db.read(|c| {
+        crate::agents::get_in(c, &p.workspace_id, agent_id)?;
+        store::find(c, agent_id, id)?.ok_or_else(|| Error::not_found("routine"))
+    })
+}
+
+/// The routines of an agent's draft (for snapshots and the runtime of test chat).
+pub fn of_agent(c: &Conn, agent_id: &str) -> Result<Vec<RoutineRecord>> {
+    store::of_agent(c, agent_id)
+}
+
+fn check_version(v: Option<i64>) -> Result<i64> {
+    match v.unwrap_or(1) {
+        v if v >= 1 => Ok(v),
+        _ => Err(Error::invalid_field("version", "version is a whole number of at least 1")),
+    }
+}
+
+fn audit_event<'a>(p: &'a Principal, action: &'a str, id: &'a str, agent_id: &str) -> Event<'a> {
+    Event::new(action).workspace(&p.workspace_id).target("routine", id).meta(json!({"agentId": agent_id}))
+}
+
+/// Adds a routine to the agent's draft; 409 when one with the same name and version exists.
+pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, i: RoutineInput) -> Result<RoutineRecord> {
+    p.require(Perm::AgentsManage)?;
+    let version = check_version(i.version)?;
+    let now = rfc3339(app.clock.now());
+    app.db.write(|tx| {
+        crate::agents::get_in(tx, &p.workspace_id, agent_id)?;
+        let def = i.definition.clone();
+        if store::named(tx, agent_id, &def.name, version)?.is_some() {
+            return Err(Error::conflict(format!(
+                "the agent already has a routine `{}` at version {version}",
+                def.name
+            ))
+            .with_details(json!({"field": "name"})));
+        }
+        check(tx, &p.workspace_id.0, agent_id, &def)?;
+        let r = RoutineRecord {
+            id: crate::ids::new_id(),
+            agent_id: agent_id.to_string(),
+            workspace_id: p.workspace_id.0.clone(),
+            name: def.name.clone(),
+            version,
+            definition: def,
+            created_at: now.clone(),
+            updated_at: now.clone(),
+        };
+        store::insert(tx, &r)?;
+        crate::agents::touch(tx, agent_id, &now)?;
+        audit::record(tx, &now, actor, audit_event(p, "agent.routine.created", &r.id, agent_id))?;
+        Ok(r)
+    })
+}
+
+/// Replaces a routine's definition (and version, when given) in the agent's draft.
+pub fn update(
+    app: &App,
+    p: &Principal,
+    actor: &Actor,
+    agent_id: &str,
+    id: &str,
+    i: RoutineInput,
+) -> Result<RoutineRecord> {
+    p.require(Perm::AgentsManage)?;
+    let now = rfc3339(app.clock.now());
+    app.db.write(|tx| {
+        crate::agents::get_in(tx, &p.workspace_id, agent_id)?;
+        let cur = store::find(tx, agent_id, id)?.ok_or_else(|| Error::not_found("routine"))?;
+        let version = match i.version {
+            Some(v) => check_version(Some(v))?,
+            None => cur.version,
+        };
+        let def = i.definition.clone();
+        if (def.name != cur.name || version != cur.version)
+            && store::named(tx, agent_id, &def.name, version)?.is_some_and(|other| other != cur.id)
+        {
+            return Err(Error::conflict(format!(
+                "the agent already has a routine `{}` at version {version}",
+                def.name
+            )));
+        }
+        check(tx, &p.workspace_id.0, agent_id, &def)?;
+        let r = RoutineRecord { name: def.name.clone(), version, definition: def, updated_at: now.clone(), ..cur };
+        store::update(tx, &r)?;
+        crate::agents::touch(tx, agent_id, &now)?;
+        audit::record(tx, &now, actor, audit_event(p, "agent.routine.updated", id, agent_id))?;
+        Ok(r)
+    })
+}
+
+pub fn delete(app: &App, p: &Principal, actor: &Actor, agent_id: &str, id: &str) -> Result<()> {
+    p.require(Perm::AgentsManage)?;
+    let now = rfc3339(app.clock.now());
+    app.db.write(|tx| {
+        crate::agents::get_in(tx, &p.workspace_id, agent_id)?;
+        store::find(tx, agent_id, id)?.ok_or_else(|| Error::not_found("routine"))?;
+        store::delete(tx, id)?;
+        crate::agents::touch(tx, agent_id, &now)?;
+        audit::record(tx, &now, actor, audit_event(p, "agent.routine.deleted", id, agent_id))
+    })
+}
+
+/// The routines of a snapshot: `{id, name, version, definition}` (sorted by name and version).
+pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<serde_json::Value>> {
+    Ok(store::of_agent(c, agent_id)?
+        .into_iter()
+        .map(|r| json!({"id": r.id, "name": r.name, "version": r.version, "definition": r.definition}))
+        .collect())
+}
+
+/// Names of the workspace's routines whose completion export uses `destination`.
+pub fn exporting_to(c: &Conn, ws: &str, destination: &str) -> Result<Vec<String>> {
+    store::exporting_to(c, ws, destination)
+}

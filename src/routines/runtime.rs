@@ -1,0 +1,1024 @@
+//! The routine runtime: the turn's routine stage (`App::routine_pass`).
+//!
+//! Per turn: a routine that is running continues (a suspended one says it is waiting for review);
+//! otherwise the message may activate one (trigger similarity and priority, under the reentry
+//! rule). A running routine reads the visitor's message for the slots its current step collects
+//! (typed and checked; a bad value is asked again), then walks the graph: deterministic guards
+//! (field operators, tool outcomes, filled slots, bounded loops) before LLM guards, tool steps
+//! call the agent's skills, action steps queue an idempotent outbox action, approval steps
+//! suspend on a pending decision, and terminals complete the routine or hand the conversation to
+//! a person. An off-topic question mid-routine is answered normally and the pending step is asked
+//! again.
+//!
+//! **No model needed.** Slots are extracted deterministically (`slots.rs`). LLM guards and
+//! triggers are judged by similarity over the local embedding model: a trigger activates at
+//! cosine ≥ [`TRIGGER_THRESHOLD`], an LLM guard passes at ≥ [`GUARD_THRESHOLD`]. With an
+//! explicitly chosen chat model, the model judges guards and triggers (JSON output) and its
+//! decision is recorded in the trace.
+//!
+//! The conversation's `state.routine` holds the running routine (`Run`); `state.routinesDone`
+//! the routines completed in this conversation (for the reentry rule).
+
+use std::collections::BTreeMap;
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::definition::{Definition, FieldOp, GuardKind, SlotType, Step, StepKind, TerminalKind, Transition};
+use super::slots;
+use crate::app::App;
+use crate::error::Result;
+use crate::turn::TurnInput;
+use crate::turn::agent::{AgentConfig, RoutineSnap};
+use crate::turn::routine::{
+    Effects, PendingInput, RoutineAnswer, RoutineDecision, RoutinePass, RoutineReport, RoutineTurn,
+};
+
+/// Cosine similarity at which a message activates a routine's trigger.
+pub const TRIGGER_THRESHOLD: f32 = 0.45;
+/// Cosine similarity at which a message passes an LLM guard (its prose).
+pub const GUARD_THRESHOLD: f32 = 0.5;
+/// Steps one turn may walk through (a guard against cycles the validator missed).
+const MAX_MOVES: usize = 64;
+/// Asks of the same step in a row before the "exhausted" wording.
+const REASK_LIMIT: u32 = 3;
+
+/// A running routine, kept in the conversation's state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Run {
+    pub routine_id: String,
+    pub name: String,
+    pub version: i64,
+    pub execution_id: String,
+    /// The step the routine stands on.
+    pub step: String,
+    pub variables: Map<String, Value>,
+    /// Entries into each step.
+    pub attempts: BTreeMap<String, i64>,
+    /// `active`, `suspended` (waiting for a decision) or `completed`.
+    pub status: String,
+    pub reask_count: u32,
+    pub path: Vec<String>,
+    /// The last tool step's result: `{status, outputs}`.
+    #[serde(default)]
+    pub last_result: Option<Value>,
+    /// The pending decision's handle while suspended.
+    #[serde(default)]
+    pub decision: Option<String>,
+    /// Whether the current step has been said to the visitor (its reply was shown).
+    #[serde(default)]
+    pub asked: bool,
+}
+
+/// The engine.
+pub struct Engine;
+
+impl RoutinePass for Engine {
+    fn run(&self, app: &App, turn: &RoutineTurn) -> Result<RoutineDecision> {
+        let agent = &turn.input.agent;
+        let state = turn.conversation.state.clone();
+        let current: Option<Run> = state.get("routine").and_then(|v| serde_json::from_value(v.clone()).ok());
+        if let Some(run) = current.filter(|r| r.status != "completed")
+            && let Some(snap) = agent.routine(&run.routine_id)
+        {
+            return continue_run(app, turn.input, snap, run, state);
+        }
+        if agent.routines.iter().all(|r| !r.definition.enabled) {
+            return Ok(RoutineDecision::NotEngaged { reason: "no_routines" });
+        }
+        match activate(app, agent, &state, &turn.input.message)? {
+            Some((snap, score)) => start(app, turn.input, snap, state, score),
+            None => Ok(RoutineDecision::NotEngaged { reason: "no_trigger_matched" }),
+        }
+    }
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
+}
+
+/// Similarity of a message to each text (the local embedding model).
+fn similarities(app: &App, message: &str, texts: &[&str]) -> Result<Vec<f32>> {
+    let e = app.models.embedder()?;
+    let q = e.embed_query(message).map_err(|e| crate::Error::unavailable(format!("embedding failed: {e}")))?;
+    let mut out = Vec::with_capacity(texts.len());
+    for t in texts {
+        let v = e.embed_query(t).map_err(|e| crate::Error::unavailable(format!("embedding failed: {e}")))?;
+        out.push(cosine(&q, &v));
+    }
+    Ok(out)
+}
+
+fn done_ids(state: &Value) -> Vec<String> {
+    state["routinesDone"].as_array().into_iter().flatten().filter_map(|v| v.as_str().map(str::to_string)).collect()
+}
+
+/// The routine the message starts, if any: eligible (enabled; not completed here unless reentry
+/// allows it) and similar enough to its trigger; the best score wins, priority breaks near ties.
+fn activate<'a>(
+    app: &App,
+    agent: &'a AgentConfig,
+    state: &Value,
+    message: &str,
+) -> Result<Option<(&'a RoutineSnap, f32)>> {
+    let done = done_ids(state);
+    let eligible: Vec<&RoutineSnap> = agent
+        .routines
+        .iter()
+        .filter(|r| r.definition.enabled && r.definition.activation.gate_ref.is_none())
+        .filter(|r| {
+            !done.contains(&r.id)
+                || r.definition.activation.reentry_mode != super::definition::ReentryMode::OncePerConversation
+        })
+        .collect();
+    if eligible.is_empty() {
+        return Ok(None);
+    }
+    let triggers: Vec<&str> = eligible.iter().map(|r| r.definition.activation.trigger_description.as_str()).collect();
+    let scores = similarities(app, message, &triggers)?;
+    let mut best: Option<(&RoutineSnap, f32)> = None;
+    for (r, s) in eligible.into_iter().zip(scores) {
+        if s < TRIGGER_THRESHOLD {
+            continue;
+        }
+        best = match best {
+            None => Some((r, s)),
+            Some((b, bs)) => {
+                let near = (s - bs).abs() < 0.05;
+                let better = if near {
+                    r.definition.activation.priority > b.definition.activation.priority
+                        || (r.definition.activation.priority == b.definition.activation.priority && s > bs)
+                } else {
+                    s > bs
+                };
+                if better { Some((r, s)) } else { Some((b, bs)) }
+            }
+        };
+    }
+    Ok(best)
+}
+
+fn new_run(snap: &RoutineSnap) -> Option<Run> {
+    let root = snap.definition.root()?;
+    Some(Run {
+        routine_id: snap.id.clone(),
+        name: snap.name.clone(),
+        version: snap.version,
+        execution_id: crate::ids::new_id(),
+        step: root.stable_step_id.clone(),
+        variables: Map::new(),
+        attempts: BTreeMap::from([(root.stable_step_id.clone(), 1)]),
+        status: "active".into(),
+        reask_count: 0,
+        path: vec![root.stable_step_id.clone()],
+        last_result: None,
+        decision: None,
+        asked: false,
+    })
+}
+
+fn start(app: &App, input: &TurnInput, snap: &RoutineSnap, state: Value, score: f32) -> Result<RoutineDecision> {
+    let Some(run) = new_run(snap) else {
+        return Ok(RoutineDecision::NotEngaged { reason: "routine_without_steps" });
+    };
+    let mut w = Walk::new(app, input, snap, run);
+    w.trace.push(json!({"event": "activated", "routineId": snap.id, "score": score}));
+    w.walk(true)?;
+    Ok(w.finish(state))
+}
+
+fn continue_run(app: &App, input: &TurnInput, snap: &RoutineSnap, run: Run, state: Value) -> Result<RoutineDecision> {
+    let mut w = Walk::new(app, input, snap, run);
+    if w.run.status == "suspended" {
+        w.reply = Some(w.say_step(&w.run.step.clone()));
+        w.trace.push(json!({"event": "waiting_for_approval", "decision": w.run.decision}));
+        return Ok(w.finish(state));
+    }
+    // a digression: nothing for the pending step, and the visitor asked something else
+    let missing = w.missing_for(&w.run.step.clone());
+    let step_kind = w.def().step(&w.run.step).map(|s| s.kind);
+    if step_kind == Some(StepKind::Chat)
+        && !missing.is_empty()
+        && slots::is_question(&input.message)
+        && !w.message_gives_anything(&w.run.step.clone())
+        && !w.any_exit_fires(&w.run.step.clone())?
+    {
+        let lead_back = format!("To continue: {}", w.ask_text(&w.run.step.clone(), &missing));
+        let report = w.report();
+        let trace = json!({"routineId": snap.id, "event": "digression", "step": w.run.step});
+        return Ok(RoutineDecision::Digression { lead_back, report, trace });
+    }
+    w.walk(false)?;
+    Ok(w.finish(state))
+}
+
+/// One turn's walk through a routine.
+struct Walk<'a> {
+    app: &'a App,
+    input: &'a TurnInput,
+    snap: &'a RoutineSnap,
+    run: Run,
+    reply: Option<String>,
+    effects: RoutineEffects,
+    trace: Vec<Value>,
+    tool_name: Option<String>,
+    today: NaiveDate,
+    /// Steps that already read this message.
+    read: Vec<String>,
+}
+
+impl<'a> Walk<'a> {
+    fn new(app: &'a App, input: &'a TurnInput, snap: &'a RoutineSnap, run: Run) -> Walk<'a> {
+        let today = app.clock.now().date_naive();
+        Walk {
+            app,
+            input,
+            snap,
+            run,
+            reply: None,
+            effects: RoutineEffects::default(),
+            trace: vec![],
+            tool_name: None,
+            today,
+            read: vec![],
+        }
+    }
+
+    fn def(&self) -> &'a Definition {
+        &self.snap.definition
+    }
+
+    /// Slots a step collects: the slots its instruction names (`{{slot.x}}`), in declaration
+    /// order; a slot is collected by the first chat step that names it.
+    fn collected_by(&self, step_id: &str) -> Vec<&'a super::definition::Slot> {
+        let def = self.def();
+        let mut steps: Vec<&Step> = def.steps.iter().filter(|s| s.kind == StepKind::Chat).collect();
+        steps.sort_by_key(|s| s.ordinal);
+        let mut slots: Vec<&super::definition::Slot> = def.slots.iter().collect();
+        slots.sort_by_key(|s| s.ordinal);
+        slots
+            .into_iter()
+            .filter(|slot| {
+                let tag = format!("{{{{slot.{}}}}}", slot.key);
+                steps.iter().find(|s| s.instruction.contains(&tag)).is_some_and(|s| s.stable_step_id == step_id)
+            })
+            .collect()
+    }
+
+    /// The slots a step still needs: its required collected slots without a value (all of them
+    /// when it collects only optional ones).
+    fn missing_for(&self, step_id: &str) -> Vec<&'a super::definition::Slot> {
+        let collected = self.collected_by(step_id);
+        let all_optional = collected.iter().all(|s| !s.required);
+        collected
+            .into_iter()
+            .filter(|s| (s.required || all_optional) && !self.run.variables.contains_key(&s.key))
+            .collect()
+    }
+
+    fn message_gives_anything(&self, step_id: &str) -> bool {
+        self.collected_by(step_id).iter().any(|s| {
+            s.slot_type != SlotType::Text
+                && slots::extract(s.slot_type, &s.key, &self.input.message, self.today).is_some()
+                || s.slot_type == SlotType::Text && slots::find_named_text(&self.input.message, &s.key).is_some()
+        })
+    }
+
+    /// Reads the message for the step's slots; returns refusals `(key, type)` of values that did
+    /// not pass their check.
+    fn read_slots(&mut self, step_id: &str) -> Vec<(String, SlotType)> {
+        if self.read.iter().any(|s| s == step_id) {
+            return vec![];
+        }
+        self.read.push(step_id.to_string());
+        let msg = self.input.message.clone();
+        let collected = self.collected_by(step_id);
+        let missing_text: Vec<&&super::definition::Slot> = collected
+            .iter()
+            .filter(|s| s.slot_type == SlotType::Text && !self.run.variables.contains_key(&s.key))
+            .collect();
+        let lone_text = missing_text.len() == 1
+            && collected.iter().filter(|s| !self.run.variables.contains_key(&s.key)).count() == 1;
+        let mut refused = vec![];
+        let mut found = vec![];
+        for s in &collected {
+            let filled = self.run.variables.contains_key(&s.key);
+            if filled && !s.mutable {
+                continue;
+            }
+            let v = match s.slot_type {
+                // the whole message answers a lone text slot only when the step asked for it
+                SlotType::Text if !filled && lone_text && self.run.asked && !slots::is_question(&msg) => {
+                    slots::find_named_text(&msg, &s.key)
+                        .or_else(|| Some(msg.trim().chars().take(500).collect()))
+                        .map(Value::String)
+                }
+                t => slots::extract(t, &s.key, &msg, self.today),
+            };
+            // a mutable slot changes only when the message names it
+            if filled && (v.is_none() || !msg.to_lowercase().contains(&s.key.replace('_', " ").to_lowercase())) {
+                continue;
+            }
+            match v.map(|v| (slots::check(s.slot_type, &v), v)) {
+                Some((Ok(Some(ok)), _)) => found.push((s.key.clone(), ok)),
+                Some((Err(_), _)) => refused.push((s.key.clone(), s.slot_type)),
+                _ => {}
+            }
+        }
+        // a value that looks like an email or a date but is not a valid one is asked again
+        for s in self.missing_for(step_id) {
+            if found.iter().any(|(k, _)| *k == s.key) || refused.iter().any(|(k, _)| *k == s.key) {
+                continue;
+            }
+            let looks_like = match s.slot_type {
+                SlotType::Email => msg.contains('@'),
+                SlotType::Date => {
+                    found.is_empty() && msg.chars().any(|c| c.is_ascii_digit()) && !slots::is_question(&msg)
+                }
+                _ => false,
+            };
+            if looks_like {
+                refused.push((s.key.clone(), s.slot_type));
+            }
+        }
+        for (k, v) in found {
+            self.trace.push(json!({"event": "slot_filled", "slot": k}));
+            self.run.variables.insert(k, v);
+        }
+        refused
+    }
+
+    /// The value a guard refers to: the last tool result's outputs first (dotted paths), then the
+    /// routine's variables.
+    fn resolve_ref(&self, r: &str) -> Option<Value> {
+        let path = |root: &Value| -> Option<Value> {
+            let mut cur = root;
+            for part in r.split('.') {
+                cur = cur.get(part)?;
+            }
+            (!cur.is_null()).then(|| cur.clone())
+        };
+        if let Some(out) = self.run.last_result.as_ref().map(|l| &l["outputs"])
+            && let Some(v) = path(out)
+        {
+            return Some(v);
+        }
+        path(&Value::Object(self.run.variables.clone()))
+    }
+
+    fn field_holds(&self, t: &Transition) -> bool {
+        let Some(op) = t.field_op else { return false };
+        let r = t.field_ref.as_deref().unwrap_or_default();
+        let v = self.resolve_ref(r);
+        let num = |x: &Value| x.as_f64().or_else(|| x.as_str().and_then(|s| s.parse::<f64>().ok()));
+        let cmp = |f: fn(f64, f64) -> bool| match (v.as_ref().and_then(num), t.field_value.as_ref().and_then(num)) {
+            (Some(a), Some(b)) => f(a, b),
+            _ => false,
+        };
+        match op {
+            FieldOp::Equals => v.as_ref().zip(t.field_value.as_ref()).is_some_and(|(a, b)| loose_eq(a, b)),
+            FieldOp::NotEquals => !v.as_ref().zip(t.field_value.as_ref()).is_some_and(|(a, b)| loose_eq(a, b)),
+            FieldOp::In => v.as_ref().is_some_and(|a| t.field_values.iter().flatten().any(|b| loose_eq(a, b))),
+            FieldOp::Gt => cmp(|a, b| a > b),
+            FieldOp::Gte => cmp(|a, b| a >= b),
+            FieldOp::Lt => cmp(|a, b| a < b),
+            FieldOp::Lte => cmp(|a, b| a <= b),
+            FieldOp::IsTrue => v == Some(Value::Bool(true)),
+            FieldOp::IsFalse => v == Some(Value::Bool(false)),
+            FieldOp::IsPresent => v.is_some(),
+            FieldOp::IsAbsent => v.is_none(),
+            FieldOp::OlderThan | FieldOp::Within => {
+                let date =
+                    v.as_ref().and_then(Value::as_str).and_then(|s| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok());
+                let n = t.field_value.as_ref().and_then(num).unwrap_or(0.0) as i64;
+                let threshold = match t.field_unit {
+                    Some(super::definition::DateUnit::Days) | None => {
+                        self.today.checked_sub_signed(chrono::Duration::days(n))
+                    }
+                    Some(super::definition::DateUnit::Weeks) => {
+                        self.today.checked_sub_signed(chrono::Duration::weeks(n))
+                    }
+                    Some(super::definition::DateUnit::Months) => {
+                        self.today.checked_sub_months(chrono::Months::new(n as u32))
+                    }
+                    Some(super::definition::DateUnit::Years) => {
+                        self.today.checked_sub_months(chrono::Months::new(12 * n as u32))
+                    }
+                };
+                match (date, threshold) {
+                    (Some(d), Some(th)) if op == FieldOp::OlderThan => d < th,
+                    (Some(d), Some(th)) => d >= th,
+                    _ => false,
+                }
+            }
+        }
+    }
+
+    /// Whether a deterministic guard holds.
+    fn deterministic(&self, t: &Transition) -> bool {
+        match t.guard_kind {
+            GuardKind::Field => self.field_holds(t),
+            GuardKind::Outcome => self
+                .run
+                .last_result
+                .as_ref()
+                .and_then(|r| r["status"].as_str())
+                .is_some_and(|s| Some(s) == t.outcome_status.as_deref()),
+            GuardKind::SlotFilled => {
+                let text = t.guard_text.as_deref().unwrap_or_default();
+                let keys: Vec<&str> = text.split("{{slot.").skip(1).filter_map(|p| p.split("}}").next()).collect();
+                !keys.is_empty() && keys.iter().all(|k| self.run.variables.contains_key(*k))
+            }
+            GuardKind::Counter => {
+                self.run.attempts.get(&t.from_step).copied().unwrap_or(0) < t.counter_limit.unwrap_or(0)
+            }
+            GuardKind::Llm | GuardKind::Default => false,
+        }
+    }
+
+    /// The LLM edge the message passes, judged by similarity to each edge's prose.
+    fn llm_choice(&mut self, llm: &[&'a Transition]) -> Result<Option<&'a Transition>> {
+        let with_text: Vec<&&Transition> =
+            llm.iter().filter(|t| t.guard_text.as_deref().is_some_and(|g| !g.trim().is_empty())).collect();
+        if with_text.is_empty() {
+            return Ok(None);
+        }
+        let texts: Vec<&str> = with_text.iter().map(|t| t.guard_text.as_deref().unwrap_or_default()).collect();
+        let scores = similarities(self.app, &self.input.message, &texts)?;
+        let best = with_text
+            .iter()
+            .zip(scores.iter())
+            .filter(|(_, s)| **s >= GUARD_THRESHOLD)
+            .max_by(|a, b| a.1.partial_cmp(b.1).unwrap_or(std::cmp::Ordering::Equal));
+        self.trace.push(json!({"event": "llm_guards", "judge": "embedding_similarity", "threshold": GUARD_THRESHOLD,
+            "scores": texts.iter().zip(scores.iter()).map(|(t, s)| json!({"guard": t, "score": s})).collect::<Vec<_>>()}));
+        Ok(best.map(|(t, _)| **t))
+    }
+
+    /// Whether a non-default exit of the step fires for this message (used to tell a digression
+    /// from an exit like "the visitor wants a person").
+    fn any_exit_fires(&mut self, step_id: &str) -> Result<bool> {
+        let exits = self.def().exits(step_id);
+        if exits.iter().any(|t| {
+            t.guard_kind != GuardKind::Default
+                && t.guard_kind != GuardKind::Llm
+                && t.guard_kind != GuardKind::Counter
+                && self.deterministic(t)
+        }) {
+            return Ok(true);
+        }
+        let llm: Vec<&Transition> = exits.into_iter().filter(|t| t.guard_kind == GuardKind::Llm).collect();
+        Ok(self.llm_choice(&llm)?.is_some())
+    }
+
+    /// The exit to take from the current step, or none (stay).
+    fn choose(&mut self, step: &'a Step, fresh: bool) -> Result<Option<&'a Transition>> {
+        let exits = self.def().exits(&step.stable_step_id);
+        if step.kind == StepKind::Action {
+            return Ok(exits.first().copied());
+        }
+        // a step still waiting for its slots is not retried (a counter loop) before it is answered
+        let waiting = step.kind == StepKind::Chat && !self.missing_for(&step.stable_step_id).is_empty();
+        let conditioned: Vec<&Transition> = exits
+            .iter()
+            .copied()
+            .filter(|t| !matches!(t.guard_kind, GuardKind::Default | GuardKind::Llm))
+            .filter(|t| !(waiting && t.guard_kind == GuardKind::Counter))
+            .collect();
+        if let Some(t) = conditioned.iter().find(|t| self.deterministic(t)) {
+            return Ok(Some(t));
+        }
+        let llm: Vec<&Transition> = exits.iter().copied().filter(|t| t.guard_kind == GuardKind::Llm).collect();
+        // a chat step's LLM exits judge the visitor's answer to it, not the message that led here
+        if !(llm.is_empty() || step.kind == StepKind::Chat && fresh)
+            && let Some(t) = self.llm_choice(&llm)?
+        {
+            return Ok(Some(t));
+        }
+        Ok(exits.iter().copied().find(|t| t.guard_kind == GuardKind::Default))
+    }
+
+    /// Walks from the current step until the routine must wait for the visitor, a decision, or
+    /// ends. `activated`: this message started the routine.
+    fn walk(&mut self, activated: bool) -> Result<()> {
+        let mut fresh = activated;
+        for _ in 0..MAX_MOVES {
+            let id = self.run.step.clone();
+            let Some(step) = self.def().step(&id) else {
+                return self.end_at(&id);
+            };
+            match step.kind {
+                StepKind::Chat => {
+                    let refused = self.read_slots(&id);
+                    if let Some((key, t)) = refused.first() {
+                        self.run.reask_count += 1;
+                        self.reply = Some(self.reask_text(key, *t));
+                        self.run.asked = true;
+                        return Ok(());
+                    }
+                    let missing = self.missing_for(&id);
+                    let collects = !self.collected_by(&id).is_empty();
+                    // a step that only says something waits for the visitor once
+                    let say_only = !collects && !self.run.asked;
+                    if say_only && !self.def().exits(&id).iter().all(|t| t.guard_kind == GuardKind::Default) {
+                        self.reply = Some(self.say_step(&id));
+                        self.run.asked = true;
+                        return Ok(());
+                    }
+                    let exit = self.choose(step, fresh && !self.run.asked)?;
+                    match exit {
+                        Some(t) if missing.is_empty() || t.guard_kind != GuardKind::Default => {
+                            if say_only {
+                                // say the step on the way through
+                                self.push_said(&id);
+                            }
+                            self.move_to(t)?;
+                        }
+                        _ => {
+                            if !missing.is_empty() || !self.run.asked {
+                                self.run.reask_count = if self.run.asked { self.run.reask_count + 1 } else { 0 };
+                                self.reply = Some(if missing.is_empty() {
+                                    self.say_step(&id)
+                                } else {
+                                    self.ask_text(&id, &missing)
+                                });
+                            } else {
+                                self.reply = Some(self.say_step(&id));
+                            }
+                            self.run.asked = true;
+                            return Ok(());
+                        }
+                    }
+                }
+                StepKind::Tool => {
+                    self.run_tool(step)?;
+                    match self.choose(step, false)? {
+                        Some(t) => self.move_to(t)?,
+                        None => {
+                            self.reply = Some(self.say_step(&id));
+                            return Ok(());
+                        }
+                    }
+                }
+                StepKind::Action => {
+                    let action_type = step.action_type.clone().unwrap_or_else(|| step.instruction.clone());
+                    let attempt = self.run.attempts.get(&id).copied().unwrap_or(1);
+                    self.effects.actions.push(ActionEffect {
+                        action_type: action_type.clone(),
+                        payload: self.run.variables.clone(),
+                        key: format!("routine-action:{}:{}:{attempt}", self.run.execution_id, id),
+                    });
+                    self.trace.push(json!({"event": "action", "step": id, "actionType": action_type}));
+                    match self.choose(step, false)? {
+                        Some(t) => self.move_to(t)?,
+                        None => return self.end_at("__none__"),
+                    }
+                }
+                StepKind::Approval => {
+                    if let Some(chosen) = self.chosen(step) {
+                        // resumed after a decision: follow the chosen option
+                        let t = self.def().exits(&id).into_iter().find(|t| {
+                            self.deterministic(t)
+                                || (t.guard_kind == GuardKind::Field
+                                    && t.field_value.as_ref().and_then(Value::as_str) == Some(chosen.as_str())
+                                    && t.field_ref
+                                        .as_deref()
+                                        .is_some_and(|r| r.starts_with(step.capture_key.as_deref().unwrap_or("\u{0}"))))
+                        });
+                        match t {
+                            Some(t) => self.move_to(t)?,
+                            None => return self.end_at("__none__"),
+                        }
+                        continue;
+                    }
+                    self.suspend(step);
+                    return Ok(());
+                }
+            }
+            fresh = false;
+            if self.run.status == "completed" {
+                return Ok(());
+            }
+        }
+        self.trace.push(json!({"event": "move_limit"}));
+        Ok(())
+    }
+
+    fn chosen(&self, step: &Step) -> Option<String> {
+        let key = step.capture_key.as_deref()?;
+        self.run.variables.get(key).and_then(|v| v["id"].as_str()).map(str::to_string)
+    }
+
+    fn push_said(&mut self, id: &str) {
+        let said = self.say_step(id);
+        self.effects.said.push(said);
+    }
+
+    /// Moves along `t` (to a step or a terminal).
+    fn move_to(&mut self, t: &Transition) -> Result<()> {
+        self.trace.push(json!({"event": "transition", "from": t.from_step, "to": t.to_ref, "guard": t.guard_kind}));
+        if self.def().step(&t.to_ref).is_some() {
+            // a bounded loop back into a step asks its slots again
+            if t.guard_kind == GuardKind::Counter {
+                for s in self.collected_by(&t.to_ref) {
+                    self.run.variables.remove(&s.key);
+                }
+            }
+            self.run.step = t.to_ref.clone();
+            *self.run.attempts.entry(t.to_ref.clone()).or_insert(0) += 1;
+            self.run.path.push(t.to_ref.clone());
+            self.run.asked = false;
+            self.run.reask_count = 0;
+            Ok(())
+        } else {
+            self.end_at(&t.to_ref)
+        }
+    }
+
+    /// Reaches a terminal: completes the routine; a handoff terminal hands the conversation to a
+    /// person; the completion export fires for the terminal's kind.
+    fn end_at(&mut self, terminal_id: &str) -> Result<()> {
+        let def = self.def();
+        let terminal =
+            def.terminal(terminal_id).or_else(|| def.terminals.iter().find(|t| t.kind == TerminalKind::Complete));
+        self.run.status = "completed".into();
+        self.run.asked = false;
+        let (kind, tid, message) = match terminal {
+            Some(t) => (t.kind, t.stable_step_id.clone(), t.instruction.clone()),
+            None => (TerminalKind::Complete, terminal_id.to_string(), None),
+        };
+        self.trace.push(json!({"event": "terminal", "terminal": tid, "kind": kind}));
+        let collected = self.collected();
+        if kind == TerminalKind::Handoff {
+            self.effects.handoff = Some(HandoffEffect {
+                routine_id: self.run.routine_id.clone(),
+                routine_name: self.run.name.clone(),
+                collected: collected.clone(),
+            });
+        }
+        if let Some(x) = def.completion_export.as_ref().filter(|x| x.enabled && x.trigger_kinds.contains(&kind)) {
+            self.effects.export = Some(ExportEffect {
+                destination_ref: x.destination_ref.clone(),
+                body: json!({
+                    "destinationRef": x.destination_ref,
+                    "source": {"routineId": self.run.routine_id, "routineName": self.run.name, "executionId": self.run.execution_id,
+                               "stepId": tid, "terminalKind": kind, "status": "completed"},
+                    "data": collected,
+                }),
+                key: format!("routine-export:{}:{}", self.run.execution_id, tid),
+            });
+        }
+        let text = message.map(|m| self.render(&m)).unwrap_or_else(|| match kind {
+            TerminalKind::Handoff => "Bringing in a teammate.".to_string(),
+            TerminalKind::Complete => "All done, thank you!".to_string(),
+        });
+        self.reply = Some(text);
+        Ok(())
+    }
+
+    /// Declared slot values in declaration order (strings, numbers and booleans only).
+    fn collected(&self) -> Map<String, Value> {
+        let mut slots: Vec<&super::definition::Slot> = self.def().slots.iter().collect();
+        slots.sort_by_key(|s| s.ordinal);
+        slots
+            .iter()
+            .filter_map(|s| {
+                let v = self.run.variables.get(&s.key)?;
+                matches!(v, Value::String(_) | Value::Number(_) | Value::Bool(_)).then(|| (s.key.clone(), v.clone()))
+            })
+            .collect()
+    }
+
+    /// Lands on an approval step: the routine suspends on a new pending decision.
+    fn suspend(&mut self, step: &Step) {
+        let handle = format!("pd_{}", crate::ids::new_id());
+        let capture = step.capture_key.clone().unwrap_or_default();
+        let options: Vec<Value> = step.options.iter().map(|o| json!({"id": o.id, "label": o.label})).collect();
+        let hash = content_hash(&self.run.routine_id, &step.stable_step_id, &capture, &options);
+        self.effects.decision = Some(DecisionEffect {
+            handle: handle.clone(),
+            routine_id: self.run.routine_id.clone(),
+            routine_name: self.run.name.clone(),
+            step_id: step.stable_step_id.clone(),
+            reason: self.render(&step.instruction),
+            options: step.options.clone(),
+            content_hash: hash,
+            collected: self.collected(),
+        });
+        self.run.status = "suspended".into();
+        self.run.decision = Some(handle);
+        self.run.asked = true;
+        self.reply = Some(self.say_step(&step.stable_step_id));
+        self.trace.push(json!({"event": "approval_requested", "step": step.stable_step_id}));
+    }
+
+    /// Calls a tool step's skill with its bound inputs and assigns its outputs.
+    fn run_tool(&mut self, step: &Step) -> Result<()> {
+        let name = step.tool_ref.clone().unwrap_or_default();
+        self.tool_name = Some(name.clone());
+        let mut inputs = Map::new();
+        for b in &step.metadata.input_bindings {
+            match b {
+                super::definition::InputBinding::Literal { name, value } => {
+                    inputs.insert(name.clone(), value.clone());
+                }
+                super::definition::InputBinding::VariableRef { name, variable } => {
+                    if let Some(v) = self.run.variables.get(variable) {
+                        inputs.insert(name.clone(), v.clone());
+                    }
+                }
+                super::definition::InputBinding::ContextVariableRef { name, context_variable } => {
+                    if let Some(v) =
+                        self.input.test_values.iter().find(|(k, _)| k == context_variable).map(|(_, v)| v.clone())
+                    {
+                        inputs.insert(name.clone(), v);
+                    }
+                }
+            }
+        }
+        let attempt = self.run.attempts.get(&step.stable_step_id).copied().unwrap_or(1);
+        let key = format!("routine-tool:{}:{}:{attempt}", self.run.execution_id, step.stable_step_id);
+        let result = super::tools::call(self.app, self.input, &name, &inputs, &key)?;
+        for a in &step.metadata.output_assignments {
+            if let Some(v) = result["outputs"].get(&a.output).filter(|v| !v.is_null()) {
+                self.run.variables.insert(a.variable.clone(), v.clone());
+            }
+        }
+        self.trace
+            .push(json!({"event": "tool", "step": step.stable_step_id, "skill": name, "status": result["status"]}));
+        self.run.last_result = Some(result);
+        Ok(())
+    }
+
+    /// `{{slot.x}}` → the value when given, else the slot's name in words.
+    fn render(&self, text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(i) = rest.find("{{slot.") {
+            out.push_str(&rest[..i]);
+            let after = &rest[i + 7..];
+            match after.find("}}") {
+                Some(j) => {
+                    let key = &after[..j];
+                    match self.run.variables.get(key) {
+                        Some(Value::String(s)) => out.push_str(s),
+                        Some(v) if !v.is_object() => out.push_str(&v.to_string()),
+                        _ => out.push_str(&key.replace('_', " ")),
+                    }
+                    rest = &after[j + 2..];
+                }
+                None => {
+                    out.push_str(&rest[i..]);
+                    rest = "";
+                }
+            }
+        }
+        out.push_str(rest);
+        out.trim().to_string()
+    }
+
+    /// What a step says to the visitor (its instruction, slots filled in).
+    fn say_step(&self, id: &str) -> String {
+        match self.def().step(id) {
+            Some(s) => self.render(&s.instruction),
+            None => String::new(),
+        }
+    }
+
+    /// Asks for the slots a step still needs: the step's own words, then the fields named with
+    /// the form they take.
+    fn ask_text(&self, id: &str, missing: &[&super::definition::Slot]) -> String {
+        let hint = |s: &super::definition::Slot| {
+            let name = s
+                .description
+                .clone()
+                .filter(|d| !d.is_empty() && d != &s.key)
+                .unwrap_or_else(|| s.key.replace('_', " "));
+            match s.slot_type {
+                SlotType::Email => format!("{name} (an email address)"),
+                SlotType::Date => format!("{name} (a date like 2026-03-01)"),
+                SlotType::Number => format!("{name} (a number)"),
+                SlotType::Boolean => format!("{name} (yes or no)"),
+                SlotType::Text => name,
+            }
+        };
+        let fields: Vec<String> = missing.iter().map(|s| hint(s)).collect();
+        let lead = if self.run.reask_count >= REASK_LIMIT { "I still need" } else { "Please tell me" };
+        let step = self.say_step(id);
+        if self.run.asked || step.is_empty() {
+            format!("{lead}: {}.", fields.join(", "))
+        } else {
+            format!("{step}\n{lead}: {}.", fields.join(", "))
+        }
+    }
+
+    fn reask_text(&self, key: &str, t: SlotType) -> String {
+        let name = key.replace('_', " ");
+        let form = match t {
+            SlotType::Email => "an email address like name@example.com",
+            SlotType::Date => "a date like 2026-03-01",
+            SlotType::Number => "a number",
+            SlotType::Boolean => "yes or no",
+            SlotType::Text => "some text",
+        };
+        if self.run.reask_count > REASK_LIMIT {
+            format!("I still could not read the {name}. Please send it as {form}.")
+        } else {
+            format!("That does not look like a valid {name}. Please send it as {form}.")
+        }
+    }
+
+    /// The envelope's `routine`.
+    fn report(&self) -> RoutineReport {
+        let status = match self.run.status.as_str() {
+            "completed" => "completed",
+            "suspended" => "waiting_for_approval",
+            _ if self.def().step(&self.run.step).is_some_and(|s| s.kind == StepKind::Chat)
+                && !self.missing_for(&self.run.step).is_empty() =>
+            {
+                "waiting_for_input"
+            }
+            _ => "active",
+        };
+        let pending_input = if status == "completed" {
+            vec![]
+        } else {
+            let current: Vec<String> = self.collected_by(&self.run.step).iter().map(|s| s.key.clone()).collect();
+            let mut slots: Vec<&super::definition::Slot> = self.def().slots.iter().collect();
+            slots.sort_by_key(|s| s.ordinal);
+            slots
+                .into_iter()
+                .filter(|s| !self.run.variables.contains_key(&s.key) && (s.required || current.contains(&s.key)))
+                .map(|s| PendingInput {
+                    key: s.key.clone(),
+                    slot_type: s.slot_type.as_str(),
+                    required: s.required,
+                    description: s.description.clone(),
+                })
+                .collect()
+        };
+        RoutineReport { name: self.run.name.clone(), status, pending_input, tool_name: self.tool_name.clone() }
+    }
+
+    fn finish(mut self, mut state: Value) -> RoutineDecision {
+        let report = self.report();
+        if self.run.status == "completed" {
+            let mut done = done_ids(&state);
+            if !done.contains(&self.run.routine_id) {
+                done.push(self.run.routine_id.clone());
+            }
+            state["routinesDone"] = json!(done);
+        }
+        if !state.is_object() {
+            state = json!({});
+        }
+        state["routine"] = serde_json::to_value(&self.run).unwrap_or(Value::Null);
+        let mut text = std::mem::take(&mut self.effects.said).join("\n\n");
+        if let Some(r) = self.reply.take() {
+            if !text.is_empty() {
+                text.push_str("\n\n");
+            }
+            text.push_str(&r);
+        }
+        let trace = json!({"routineId": self.run.routine_id, "version": self.run.version, "executionId": self.run.execution_id,
+            "step": self.run.step, "status": report.status, "events": self.trace});
+        RoutineDecision::Answered(Box::new(RoutineAnswer {
+            text,
+            report,
+            state,
+            effects: Box::new(self.effects),
+            trace,
+        }))
+    }
+}
+
+fn loose_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(o), _) => o.get("id").is_some_and(|id| loose_eq(id, b)),
+        _ => a == b,
+    }
+}
+
+/// Lowercase hex SHA-256 of the canonical JSON (keys sorted, no spaces) of
+/// `{routineId, stepId, captureKey, options: [{id, label}]}`.
+pub fn content_hash(routine_id: &str, step_id: &str, capture_key: &str, options: &[Value]) -> String {
+    use sha2::{Digest, Sha256};
+    // serde_json's map is ordered by key (no preserve_order feature), so this is canonical
+    let v = json!({"routineId": routine_id, "stepId": step_id, "captureKey": capture_key, "options": options});
+    hex::encode(Sha256::digest(v.to_string().as_bytes()))
+}
+
+// ---- effects ----
+
+#[derive(Debug, Clone)]
+struct HandoffEffect {
+    routine_id: String,
+    routine_name: String,
+    collected: Map<String, Value>,
+}
+
+#[derive(Debug, Clone)]
+struct ExportEffect {
+    destination_ref: String,
+    body: Value,
+    key: String,
+}
+
+#[derive(Debug, Clone)]
+struct ActionEffect {
+    action_type: String,
+    payload: Map<String, Value>,
+    key: String,
+}
+
+#[derive(Debug, Clone)]
+struct DecisionEffect {
+    handle: String,
+    routine_id: String,
+    routine_name: String,
+    step_id: String,
+    reason: String,
+    options: Vec<super::definition::GateOption>,
+    content_hash: String,
+    collected: Map<String, Value>,
+}
+
+/// What a routine turn writes in the turn's transaction.
+#[derive(Debug, Default)]
+struct RoutineEffects {
+    handoff: Option<HandoffEffect>,
+    export: Option<ExportEffect>,
+    actions: Vec<ActionEffect>,
+    decision: Option<DecisionEffect>,
+    /// Steps said on the way through (before the reply).
+    said: Vec<String>,
+}
+
+impl Effects for RoutineEffects {
+    fn apply(&self, app: &App, tx: &crate::storage::Tx, input: &TurnInput, now: &str) -> Result<bool> {
+        let ws = &input.workspace;
+        let cid = &input.conversation_id;
+        let test = input.surface == crate::turn::Surface::Test;
+        for a in &self.actions {
+            super::effects::queue_action(app, tx, ws, cid, &a.action_type, &a.payload, &a.key, test)?;
+        }
+        if let Some(x) = &self.export {
+            super::effects::queue_export(
+                app,
+                tx,
+                ws,
+                &input.agent.agent_id,
+                cid,
+                &x.destination_ref,
+                &x.body,
+                &x.key,
+                test,
+            )?;
+        }
+        if let Some(d) = &self.decision {
+            super::effects::open_decision(
+                app,
+                tx,
+                input,
+                &super::effects::NewDecision {
+                    handle: &d.handle,
+                    routine_id: &d.routine_id,
+                    routine_name: &d.routine_name,
+                    step_id: &d.step_id,
+                    reason: &d.reason,
+                    options: &d.options,
+                    content_hash: &d.content_hash,
+                    collected: &d.collected,
+                },
+                now,
+            )?;
+        }
+        if let Some(h) = &self.handoff {
+            if test {
+                return Ok(false);
+            }
+            super::effects::hand_off(app, tx, input, &h.routine_id, &h.routine_name, &h.collected, now)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+}
+
+/// Resumes a routine after its decision (the chosen option is in `run.variables`): walks on from
+/// the gate and answers what the routine says next.
+pub fn resume(app: &App, input: &TurnInput, snap: &RoutineSnap, run: Run, state: Value) -> Result<RoutineAnswer> {
+    let mut w = Walk::new(app, input, snap, run);
+    w.walk(false)?;
+    match w.finish(state) {
+        RoutineDecision::Answered(a) => Ok(*a),
+        _ => Err(crate::Error::internal_msg("a resumed routine did not answer")),
+    }
+}

@@ -1,0 +1,75 @@
+//! Tool steps: a routine step that calls one of the agent's skills by name. Retrieval skills
+//! answer from the workspace's documents; `notify` and `webhook_call` deliver through the outbox
+//! (idempotent per routine execution and step entry); other capabilities report `failed` with the
+//! reason `no_executor` until their connectors exist. The result is `{status, outputs}`.
+
+use serde_json::{Map, Value, json};
+
+use crate::app::App;
+use crate::error::Result;
+use crate::models::chat::Cancel;
+use crate::turn::{TurnInput, TurnModels, retrieval};
+
+fn failed(skill: &str, reason: &str) -> Value {
+    json!({"status": "failed", "outputs": {"skill": skill, "reason": reason}})
+}
+
+/// Calls skill `name` with `inputs`; `key` makes its deliveries idempotent.
+pub fn call(app: &App, input: &TurnInput, name: &str, inputs: &Map<String, Value>, key: &str) -> Result<Value> {
+    let Some(skill) = input.agent.skill(name).filter(|s| s.enabled) else {
+        return Ok(failed(name, "unknown_skill"));
+    };
+    match skill.capability.as_str() {
+        "retrieve" => retrieve(app, input, name, inputs),
+        "notify" | "webhook_call" | "email" | "slack_post" => {
+            if input.surface == crate::turn::Surface::Test {
+                return Ok(json!({"status": "completed", "outputs": {"skill": name, "simulated": true}}));
+            }
+            let s = crate::agents::skills::Skill {
+                id: skill.id.clone(),
+                agent_id: input.agent.agent_id.clone(),
+                name: skill.name.clone(),
+                capability: skill.capability.clone(),
+                target: skill.target.clone(),
+                config: skill.config.clone(),
+                invocation_mode: skill.invocation_mode.clone(),
+                enabled: skill.enabled,
+                created_at: String::new(),
+                updated_at: String::new(),
+            };
+            let r = crate::delivery::skills::invoke(
+                app,
+                &input.workspace.0,
+                &s,
+                inputs,
+                Some(&input.conversation_id),
+                key,
+            )?;
+            let status = match r.outcome {
+                "delivered" | "sent" | "posted" | "drafted" => "completed",
+                _ => "failed",
+            };
+            Ok(json!({"status": status, "outputs": {"skill": name, "outcome": r.outcome, "deliveryIds": r.delivery_ids,
+                       "missingInputs": r.missing_inputs, "reason": r.reason}}))
+        }
+        _ => Ok(failed(name, "no_executor")),
+    }
+}
+
+/// A retrieval skill: answers `query` (the input of that name, else the visitor's message) from
+/// the documents; outputs `answer`, `resultCount`, `topTitle`.
+fn retrieve(app: &App, input: &TurnInput, name: &str, inputs: &Map<String, Value>) -> Result<Value> {
+    let query =
+        inputs.get("query").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| input.message.clone());
+    let settings = retrieval::Settings::for_agent(&input.agent);
+    let models = TurnModels::resolve(app, &input.workspace, &input.agent)?;
+    let cancel = Cancel::new();
+    let r = retrieval::run(app, &input.workspace, &settings, &models.helpers, &query, &[], None, &cancel)?;
+    if r.hits.is_empty() {
+        return Ok(json!({"status": "completed", "outputs": {"skill": name, "answer": null, "resultCount": 0}}));
+    }
+    let composed = crate::turn::answer::compose_answer(&models, &input.agent, &query, &r.hits, &cancel)?;
+    Ok(json!({"status": "completed", "outputs": {
+        "skill": name, "answer": composed.text, "resultCount": r.hits.len(), "topTitle": r.hits[0].title,
+    }}))
+}

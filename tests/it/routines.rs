@@ -1,0 +1,369 @@
+//! Routines through the API with the built-in answerer (no chat model): structured routines in
+//! the agent's draft and revisions, the runtime end to end through REST chat (typed slots,
+//! re-asks, digressions, tool steps, bounded loops, handoffs, approvals), decisions and webhook
+//! destinations.
+
+use serde_json::{Value, json};
+
+use crate::chat::corpus;
+use crate::support::{Auth, TestApp};
+
+async fn chat(t: &TestApp, a: &Auth, message: &str, cid: Option<&str>) -> Value {
+    let mut body = json!({"message": message});
+    if let Some(c) = cid {
+        body["conversationId"] = json!(c);
+    }
+    let r = t.post("/api/v1/chat", a, body).await;
+    r.assert_status(200);
+    r.json()
+}
+
+fn slot(key: &str, t: &str, required: bool, ordinal: i64) -> Value {
+    json!({"stableSlotId": key, "key": key, "type": t, "required": required, "ordinal": ordinal})
+}
+
+fn edge(from: &str, to: &str, kind: &str, ordinal: i64, extra: Value) -> Value {
+    let mut v = json!({"fromStep": from, "toRef": to, "guardKind": kind, "ordinal": ordinal});
+    for (k, x) in extra.as_object().unwrap() {
+        v[k] = x.clone();
+    }
+    v
+}
+
+/// A return flow: order reference, email and purchase date; too old → a refusal terminal; a
+/// visitor who wants a person → handoff.
+fn returns_routine() -> Value {
+    json!({
+        "name": "Returns",
+        "activation": {"triggerDescription": "customer wants to return an item they bought and get a refund", "priority": 5},
+        "slots": [slot("order_ref", "text", true, 1), slot("email", "email", true, 2), slot("purchase_date", "date", true, 3)],
+        "steps": [
+            {"stableStepId": "collect", "kind": "chat", "ordinal": 1,
+             "instruction": "To start your return I need the {{slot.order_ref}}, your {{slot.email}} and the {{slot.purchase_date}}."},
+        ],
+        "transitions": [
+            edge("collect", "handoff", "llm", 1, json!({"guardText": "I want to talk to a human person"})),
+            edge("collect", "too_old", "field", 2, json!({"fieldRef": "purchase_date", "fieldOp": "older_than", "fieldValue": 1, "fieldUnit": "years"})),
+            edge("collect", "done", "default", 3, json!({})),
+        ],
+        "terminals": [
+            {"stableStepId": "done", "kind": "complete", "ordinal": 1,
+             "instruction": "Your return for {{slot.order_ref}} is registered; we will write to {{slot.email}}."},
+            {"stableStepId": "too_old", "kind": "complete", "ordinal": 2, "instruction": "Sorry, returns are possible for one year only."},
+            {"stableStepId": "handoff", "kind": "handoff", "ordinal": 3},
+        ],
+    })
+}
+
+async fn setup() -> (TestApp, Auth, String) {
+    let t = TestApp::new();
+    let owner = t.owner().await;
+    corpus(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
+    (t, owner, agent)
+}
+
+async fn add_routine(t: &TestApp, owner: &Auth, agent: &str, def: Value) -> String {
+    let r = t.post(&format!("/api/v1/agents/{agent}/routines"), owner, json!({"definition": def})).await;
+    r.assert_status(201);
+    let id = r.json()["id"].as_str().unwrap().to_string();
+    t.publish(owner, agent).await;
+    id
+}
+
+#[tokio::test]
+async fn routines_live_in_the_draft_and_travel_in_revisions() {
+    let (t, owner, agent) = setup().await;
+    let before = t.get(&format!("/api/v1/agents/{agent}"), &owner).await.json()["draftGeneration"].as_i64().unwrap();
+    let r = t.post(&format!("/api/v1/agents/{agent}/routines"), &owner, json!({"definition": returns_routine()})).await;
+    r.assert_status(201);
+    let v = r.json();
+    assert_eq!(
+        (v["name"].as_str(), v["version"].as_i64(), v["enabled"].as_bool()),
+        (Some("Returns"), Some(1), Some(true))
+    );
+    let after = t.get(&format!("/api/v1/agents/{agent}"), &owner).await.json()["draftGeneration"].as_i64().unwrap();
+    assert!(after > before, "a routine write advances the draft");
+    // the same name and version again: 409
+    t.post(&format!("/api/v1/agents/{agent}/routines"), &owner, json!({"definition": returns_routine()}))
+        .await
+        .assert_status(409);
+    t.post(&format!("/api/v1/agents/{agent}/routines"), &owner, json!({"version": 2, "definition": returns_routine()}))
+        .await
+        .assert_status(201);
+    // an invalid definition is a located 422
+    let mut bad = returns_routine();
+    bad["transitions"][0]["toRef"] = json!("nowhere");
+    bad["name"] = json!("Bad");
+    let r = t.post(&format!("/api/v1/agents/{agent}/routines"), &owner, json!({"definition": bad})).await;
+    r.assert_status(422);
+    assert_eq!(r.code(), "routine_invalid");
+    assert!(r.text().contains("transition:collect->nowhere"), "{}", r.text());
+    let list = t.get(&format!("/api/v1/agents/{agent}/routines"), &owner).await.json();
+    assert_eq!(list["routines"].as_array().unwrap().len(), 2);
+    // a published revision carries them
+    t.publish(&owner, &agent).await;
+    let a = t.get(&format!("/api/v1/agents/{agent}"), &owner).await.json();
+    let rev = a["publishedRevisionId"].as_str().unwrap();
+    let snap = t.get(&format!("/api/v1/agents/{agent}/revisions/{rev}"), &owner).await.json();
+    assert_eq!(snap["snapshot"]["routines"].as_array().unwrap().len(), 2, "{snap}");
+}
+
+#[tokio::test]
+async fn a_return_flow_collects_typed_slots_reasks_answers_a_digression_and_completes() {
+    let (t, owner, agent) = setup().await;
+    add_routine(&t, &owner, &agent, returns_routine()).await;
+
+    let v = chat(&t, &owner, "Hi, I would like to return an item I bought and get my money back", None).await;
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    assert_eq!(v["routine"]["name"], "Returns", "{v}");
+    assert_eq!(v["routine"]["status"], "waiting_for_input");
+    let pending: Vec<&str> =
+        v["routine"]["pendingInput"].as_array().unwrap().iter().map(|p| p["key"].as_str().unwrap()).collect();
+    assert_eq!(pending, ["order_ref", "email", "purchase_date"]);
+    assert!(v["answer"].as_str().unwrap().contains("order ref"), "{v}");
+
+    // a bad email is asked again; the order reference is kept
+    let v = chat(&t, &owner, "my order ref is A-123 and my email is bob@example", Some(&cid)).await;
+    assert!(v["answer"].as_str().unwrap().contains("valid email"), "{v}");
+    let pending: Vec<&str> =
+        v["routine"]["pendingInput"].as_array().unwrap().iter().map(|p| p["key"].as_str().unwrap()).collect();
+    assert_eq!(pending, ["email", "purchase_date"]);
+
+    // a digression is answered from the documents, then the same slots are asked again
+    let v = chat(&t, &owner, "How long does standard shipping take?", Some(&cid)).await;
+    let answer = v["answer"].as_str().unwrap();
+    assert!(answer.contains("two to four"), "{answer}");
+    assert!(answer.contains("To continue"), "{answer}");
+    assert_eq!(v["routine"]["status"], "waiting_for_input");
+
+    // the rest in one message: the routine completes with the values in its words
+    let recent = (chrono::Utc::now() - chrono::Duration::days(20)).format("%Y-%m-%d").to_string();
+    let v = chat(&t, &owner, &format!("bob@example.com, bought on {recent}"), Some(&cid)).await;
+    assert_eq!(v["routine"]["status"], "completed", "{v}");
+    assert_eq!(v["routine"]["pendingInput"], json!([]));
+    assert_eq!(v["answer"], "Your return for A-123 is registered; we will write to bob@example.com.");
+    // completed once per conversation: the same request is answered normally now
+    let v = chat(&t, &owner, "I want to return an item I bought and get a refund", Some(&cid)).await;
+    assert!(v.get("routine").is_none(), "{v}");
+}
+
+#[tokio::test]
+async fn a_field_guard_ends_early_and_a_visitor_can_ask_for_a_person() {
+    let (t, owner, agent) = setup().await;
+    add_routine(&t, &owner, &agent, returns_routine()).await;
+    let v = chat(
+        &t,
+        &owner,
+        "I want to return an item I bought and get a refund. Order ref Z-9, me@shop.example.com, bought 2020-01-05",
+        None,
+    )
+    .await;
+    assert_eq!(v["routine"]["status"], "completed", "{v}");
+    assert_eq!(v["answer"], "Sorry, returns are possible for one year only.");
+
+    let v = chat(&t, &owner, "I want to return an item I bought and get a refund", None).await;
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    let v = chat(&t, &owner, "I want to talk to a human person please", Some(&cid)).await;
+    assert_eq!(v["routine"]["status"], "completed", "{v}");
+    assert_eq!(v["ownership"]["state"], "human_owned");
+    assert_eq!(v["answer"], "Bringing in a teammate.");
+    // the handoff notice carries the routine and what was collected
+    let jobs = t.app.db.read(|c| {
+        Ok(c.query_row("SELECT payload FROM jobs WHERE kind = 'handoff.notify' ORDER BY id DESC LIMIT 1", [], |r| {
+            r.get::<_, String>(0)
+        })?)
+    });
+    let payload: Value = serde_json::from_str(&jobs.unwrap()).unwrap();
+    assert_eq!(payload["reason"], "routine_handoff");
+    assert_eq!(payload["routine"]["name"], "Returns");
+}
+
+/// A refund flow: amount and email; below 50 pays at once, otherwise a manager approves or
+/// declines; the completion is exported to a webhook destination.
+fn refund_routine(destination: &str) -> Value {
+    json!({
+        "name": "Refund",
+        "activation": {"triggerDescription": "shopper asks for a refund of money on an order"},
+        "slots": [slot("amount", "number", true, 1), slot("contact", "email", true, 2)],
+        "steps": [
+            {"stableStepId": "collect", "kind": "chat", "ordinal": 1,
+             "instruction": "Tell me the refund {{slot.amount}} and a {{slot.contact}} address."},
+            {"stableStepId": "review", "kind": "approval", "ordinal": 2, "captureKey": "refund_call",
+             "instruction": "A manager must check this refund; you will hear back here.",
+             "options": [{"id": "approve", "label": "Approve refund"}, {"id": "deny", "label": "Decline"}]},
+            {"stableStepId": "pay", "kind": "action", "ordinal": 3, "actionType": "refund.pay", "instruction": "Pay"},
+        ],
+        "transitions": [
+            edge("collect", "pay", "field", 1, json!({"fieldRef": "amount", "fieldOp": "lt", "fieldValue": 50})),
+            edge("collect", "review", "default", 2, json!({})),
+            edge("review", "pay", "field", 1, json!({"fieldRef": "refund_call.id", "fieldOp": "equals", "fieldValue": "approve"})),
+            edge("review", "declined", "field", 2, json!({"fieldRef": "refund_call.id", "fieldOp": "equals", "fieldValue": "deny"})),
+            edge("pay", "done", "default", 1, json!({})),
+        ],
+        "terminals": [
+            {"stableStepId": "done", "kind": "complete", "ordinal": 1, "instruction": "Your refund of {{slot.amount}} is on its way."},
+            {"stableStepId": "declined", "kind": "complete", "ordinal": 2, "instruction": "We could not approve this refund."},
+        ],
+        "completionExport": {"enabled": true, "triggerKinds": ["complete"], "destinationRef": destination},
+    })
+}
+
+async fn run_jobs(app: &std::sync::Arc<steward::app::App>) -> usize {
+    let app = app.clone();
+    tokio::task::spawn_blocking(move || steward::jobs::run_until_idle(&app).unwrap()).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approvals_gate_a_refund_and_the_completion_export_is_signed() {
+    let r = crate::receiver::Receiver::start().await;
+    let t = TestApp::with_config(|c| {
+        c.delivery.allow = vec!["127.0.0.1/32".into()];
+        c.delivery.ca_file = Some(r.ca_file.clone());
+        c.encryption_key = Some(steward::config::Secret::new([7u8; 32]));
+    });
+    let owner = t.owner().await;
+    let agent = t.default_agent(&owner).await;
+    t.put(&format!("/api/v1/agents/{agent}"), &owner, json!({"webhookExportsEnabled": true})).await.assert_status(200);
+    let d = t
+        .post(
+            "/api/v1/settings/webhook-destinations",
+            &owner,
+            json!({"name": "Books", "url": format!("{}/hooks/refunds", r.base)}),
+        )
+        .await;
+    d.assert_status(201);
+    let dest = d.json();
+    let secret = dest["secret"].as_str().unwrap().to_string();
+    let dest_id = dest["id"].as_str().unwrap().to_string();
+    assert!(t.get("/api/v1/settings/webhook-destinations", &owner).await.text().find(&secret).is_none(), "shown once");
+    add_routine(&t, &owner, &agent, refund_routine(&dest_id)).await;
+    // the destination is in use: it cannot be deleted
+    let del = t.delete(&format!("/api/v1/settings/webhook-destinations/{dest_id}"), &owner).await;
+    del.assert_status(409);
+    assert!(del.text().contains("Refund"), "{}", del.text());
+
+    // a small refund pays at once and exports
+    let v = chat(&t, &owner, "I want a refund of 20 for my order, contact me at ann@example.com", None).await;
+    assert_eq!(v["routine"]["status"], "completed", "{v}");
+    assert_eq!(v["answer"], "Your refund of 20 is on its way.");
+    run_jobs(&t.app).await;
+    r.wait_for(1).await;
+    let hit = r.hits().into_iter().find(|h| h.path == "/hooks/refunds").unwrap();
+    assert_eq!(hit.body["data"], json!({"amount": 20, "contact": "ann@example.com"}));
+    assert_eq!(hit.body["source"]["terminalKind"], "complete");
+    let ts = hit.headers["x-service-timestamp"].to_str().unwrap().to_string();
+    let sig = hit.headers["x-service-signature"].to_str().unwrap().to_string();
+    {
+        use hmac::{KeyInit, Mac};
+        let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+        mac.update(format!("{ts}.").as_bytes());
+        mac.update(&hit.raw);
+        assert_eq!(
+            sig,
+            format!("sha256={}", hex::encode(mac.finalize().into_bytes())),
+            "the receiver verifies the signature"
+        );
+    }
+    assert!(hit.headers.get("idempotency-key").is_some());
+    let dests = t.get("/api/v1/settings/webhook-destinations", &owner).await.json();
+    assert_eq!(dests["destinations"][0]["lastDeliveryStatus"], "success");
+
+    // a large refund waits for a decision
+    let v = chat(&t, &owner, "I want a refund of 120 please, my email is bo@example.com", None).await;
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    assert_eq!(v["routine"]["status"], "waiting_for_approval", "{v}");
+    assert_eq!(v["answer"], "A manager must check this refund; you will hear back here.");
+    assert_eq!(v["ownership"]["state"], "ai_owned");
+    let open = t.get("/api/v1/decisions", &owner).await.json();
+    let d = &open["decisions"][0];
+    let handle = d["handle"].as_str().unwrap().to_string();
+    let hash = d["contentHash"].as_str().unwrap().to_string();
+    assert!(handle.starts_with("pd_"));
+    assert_eq!(d["options"].as_array().unwrap().len(), 2);
+    // while waiting, the visitor is told so
+    let w = chat(&t, &owner, "any news?", Some(&cid)).await;
+    assert_eq!(w["routine"]["status"], "waiting_for_approval");
+    // the checks in order
+    let resolve = |h: &str, body: Value| {
+        let path = format!("/api/v1/agents/{agent}/decisions/{h}/resolve");
+        let (t, owner) = (&t, &owner);
+        async move { t.post(&path, owner, body).await }
+    };
+    resolve("pd_nope", json!({"optionId": "approve", "contentHash": hash})).await.assert_status(404);
+    let r409 = resolve(&handle, json!({"optionId": "approve", "contentHash": "0".repeat(64)})).await;
+    r409.assert_status(409);
+    assert!(r409.text().contains("stale_proposal"));
+    let r422 = resolve(&handle, json!({"optionId": "maybe", "contentHash": hash})).await;
+    r422.assert_status(422);
+    assert!(r422.text().contains("invalid_option"));
+    let ok = resolve(&handle, json!({"optionId": "approve", "contentHash": hash})).await;
+    ok.assert_status(200);
+    assert_eq!(ok.json()["resumed"], true);
+    resolve(&handle, json!({"optionId": "approve", "contentHash": hash})).await.assert_status(409);
+    let h = t.get(&format!("/api/v1/history/chat/{cid}"), &owner).await.json();
+    let last = h["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["text"], "Your refund of 120 is on its way.", "{h}");
+    assert_eq!(t.get("/api/v1/decisions", &owner).await.json()["decisions"], json!([]));
+    // the gated action ran once, as an outbox action
+    run_jobs(&t.app).await;
+    let audit = t.get("/api/v1/audit-events?action=routine.action", &owner).await.json();
+    assert_eq!(audit["events"].as_array().map(|a| a.len()).unwrap_or(0), 2, "{audit}");
+
+    // rejected: the rejection branch
+    let v = chat(&t, &owner, "I need a refund of 300, email cy@example.com", None).await;
+    assert_eq!(v["routine"]["status"], "waiting_for_approval");
+    let d = t.get("/api/v1/decisions", &owner).await.json()["decisions"][0].clone();
+    let ok = resolve(d["handle"].as_str().unwrap(), json!({"optionId": "deny", "contentHash": d["contentHash"]})).await;
+    ok.assert_status(200);
+    let cid = v["conversationId"].as_str().unwrap();
+    let h = t.get(&format!("/api/v1/history/chat/{cid}"), &owner).await.json();
+    assert_eq!(h["messages"].as_array().unwrap().last().unwrap()["text"], "We could not approve this refund.");
+}
+
+#[tokio::test]
+async fn a_tool_step_writes_an_output_slot_and_a_bounded_loop_gives_up() {
+    let (t, owner, agent) = setup().await;
+    // a retrieval skill the routine calls by name
+    t.post(
+        &format!("/api/v1/agents/{agent}/skills"),
+        &owner,
+        json!({"name": "policy_lookup", "capability": "retrieve", "invocationMode": "routine_named"}),
+    )
+    .await
+    .assert_status(201);
+    let def = json!({
+        "name": "Shipping check",
+        "activation": {"triggerDescription": "customer asks to check the shipping policy for their parcel"},
+        "slots": [slot("code", "text", true, 1)],
+        "steps": [
+            {"stableStepId": "lookup", "kind": "tool", "ordinal": 1, "instruction": "Look it up", "toolRef": "policy_lookup",
+             "metadata": {"inputBindings": [{"kind": "literal", "name": "query", "value": "How long does standard shipping take?"}],
+                          "outputAssignments": [{"output": "answer", "variable": "policy"}]}},
+            {"stableStepId": "verify", "kind": "chat", "ordinal": 2, "instruction": "Policy: {{slot.policy}} Now send the six letter {{slot.code}}."},
+        ],
+        "transitions": [
+            edge("lookup", "verify", "default", 1, json!({})),
+            edge("verify", "done", "field", 1, json!({"fieldRef": "code", "fieldOp": "equals", "fieldValue": "ABCDEF"})),
+            edge("verify", "verify", "counter", 2, json!({"counterLimit": 2})),
+            edge("verify", "handoff", "default", 3, json!({})),
+        ],
+        "terminals": [
+            {"stableStepId": "done", "kind": "complete", "ordinal": 1, "instruction": "Verified."},
+            {"stableStepId": "handoff", "kind": "handoff", "ordinal": 2},
+        ],
+    });
+    let r = t.post(&format!("/api/v1/agents/{agent}/routines"), &owner, json!({"definition": def})).await;
+    assert!(r.status.as_u16() == 201, "{}", r.text());
+    t.publish(&owner, &agent).await;
+    let v = chat(&t, &owner, "Please check the shipping policy for my parcel", None).await;
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    assert_eq!(v["routine"]["toolName"], "policy_lookup", "{v}");
+    assert!(v["answer"].as_str().unwrap().contains("two to four"), "the tool's output fills the slot: {v}");
+    // wrong codes loop back at most twice, then the default exit hands off
+    let v = chat(&t, &owner, "code XXXXXX", Some(&cid)).await;
+    assert_eq!(v["routine"]["status"], "waiting_for_input", "{v}");
+    let v = chat(&t, &owner, "code YYYYYY", Some(&cid)).await;
+    assert_eq!(v["routine"]["status"], "completed", "{v}");
+    assert_eq!(v["ownership"]["state"], "human_owned");
+}
