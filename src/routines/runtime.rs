@@ -88,7 +88,7 @@ impl RoutinePass for Engine {
         if agent.routines.iter().all(|r| !r.definition.enabled) {
             return Ok(RoutineDecision::NotEngaged { reason: "no_routines" });
         }
-        match activate(app, agent, &state, &turn.input.message)? {
+        match activate(app, turn.input, &state)? {
             Some((snap, score)) => start(app, turn.input, snap, state, score),
             None => Ok(RoutineDecision::NotEngaged { reason: "no_trigger_matched" }),
         }
@@ -103,6 +103,53 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
         nb += y * y;
     }
     if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
+}
+
+/// How a set of conditions was judged against a message.
+struct Judged {
+    scores: Vec<f32>,
+    /// `chat_model` or `embedding_similarity`.
+    judge: &'static str,
+    threshold: f32,
+}
+
+/// Scores each condition against the message: the chosen chat model's confidence (JSON output)
+/// when one is configured explicitly, else the local embedding model's cosine (`threshold`). A
+/// model that fails falls back to the embeddings.
+fn judge(app: &App, input: &TurnInput, message: &str, conditions: &[&str], threshold: f32) -> Result<Judged> {
+    use crate::models::chat::{Cancel, ChatRequest, Message, OutputSchema, chat_json};
+    let models = crate::turn::TurnModels::resolve(app, &input.workspace, &input.agent)?;
+    if let Some(m) = crate::turn::as_model(&models.matcher) {
+        let listing: String = conditions.iter().enumerate().map(|(i, c)| format!("{i}: {c}\n")).collect();
+        let schema = json!({"type": "object", "required": ["scores"], "properties": {"scores": {"type": "array",
+            "items": {"type": "object", "required": ["index", "confidence"],
+                      "properties": {"index": {"type": "integer"}, "confidence": {"type": "number", "minimum": 0, "maximum": 1}}}}}});
+        let req = ChatRequest::new(vec![
+            Message::system("For each numbered condition, judge whether the visitor's message meets it. Return every condition's index with a confidence from 0 to 1."),
+            Message::user(format!("Conditions:\n{listing}\nVisitor's message: {message}")),
+        ])
+        .max_tokens(300);
+        match chat_json(
+            m,
+            ChatRequest { temperature: 0.0, ..req },
+            OutputSchema { name: "routine_conditions".into(), schema },
+            &Cancel::new(),
+        ) {
+            Ok((v, _)) => {
+                let mut scores = vec![0.0f32; conditions.len()];
+                for x in v["scores"].as_array().into_iter().flatten() {
+                    if let (Some(i), Some(c)) = (x["index"].as_u64(), x["confidence"].as_f64())
+                        && let Some(slot) = scores.get_mut(i as usize)
+                    {
+                        *slot = c as f32;
+                    }
+                }
+                return Ok(Judged { scores, judge: "chat_model", threshold: 0.5 });
+            }
+            Err(e) => tracing::warn!(error = %e.message, "routine conditions: the model failed; using the embeddings"),
+        }
+    }
+    Ok(Judged { scores: similarities(app, message, conditions)?, judge: "embedding_similarity", threshold })
 }
 
 /// Similarity of a message to each text (the local embedding model).
@@ -123,12 +170,8 @@ fn done_ids(state: &Value) -> Vec<String> {
 
 /// The routine the message starts, if any: eligible (enabled; not completed here unless reentry
 /// allows it) and similar enough to its trigger; the best score wins, priority breaks near ties.
-fn activate<'a>(
-    app: &App,
-    agent: &'a AgentConfig,
-    state: &Value,
-    message: &str,
-) -> Result<Option<(&'a RoutineSnap, f32)>> {
+fn activate<'a>(app: &App, input: &'a TurnInput, state: &Value) -> Result<Option<(&'a RoutineSnap, f32)>> {
+    let agent: &'a AgentConfig = &input.agent;
     let done = done_ids(state);
     let eligible: Vec<&RoutineSnap> = agent
         .routines
@@ -143,10 +186,10 @@ fn activate<'a>(
         return Ok(None);
     }
     let triggers: Vec<&str> = eligible.iter().map(|r| r.definition.activation.trigger_description.as_str()).collect();
-    let scores = similarities(app, message, &triggers)?;
+    let judged = judge(app, input, &input.message, &triggers, TRIGGER_THRESHOLD)?;
     let mut best: Option<(&RoutineSnap, f32)> = None;
-    for (r, s) in eligible.into_iter().zip(scores) {
-        if s < TRIGGER_THRESHOLD {
+    for (r, s) in eligible.into_iter().zip(judged.scores) {
+        if s < judged.threshold {
             continue;
         }
         best = match best {
@@ -452,13 +495,14 @@ impl<'a> Walk<'a> {
             return Ok(None);
         }
         let texts: Vec<&str> = with_text.iter().map(|t| t.guard_text.as_deref().unwrap_or_default()).collect();
-        let scores = similarities(self.app, &self.input.message, &texts)?;
+        let j = judge(self.app, self.input, &self.input.message, &texts, GUARD_THRESHOLD)?;
+        let scores = &j.scores;
         let best = with_text
             .iter()
             .zip(scores.iter())
-            .filter(|(_, s)| **s >= GUARD_THRESHOLD)
+            .filter(|(_, s)| **s >= j.threshold)
             .max_by(|a, b| a.1.partial_cmp(b.1).unwrap_or(std::cmp::Ordering::Equal));
-        self.trace.push(json!({"event": "llm_guards", "judge": "embedding_similarity", "threshold": GUARD_THRESHOLD,
+        self.trace.push(json!({"event": "llm_guards", "judge": j.judge, "threshold": j.threshold,
             "scores": texts.iter().zip(scores.iter()).map(|(t, s)| json!({"guard": t, "score": s})).collect::<Vec<_>>()}));
         Ok(best.map(|(t, _)| **t))
     }

@@ -46,7 +46,7 @@ pub(crate) struct TurnModels {
     /// The workspace chat model (no agent override): no-context decline, waiting line.
     pub workspace_chat: Resolved,
     /// Judges contextual directives: the workspace chat model unless it serves only by default.
-    matcher: Resolved,
+    pub(crate) matcher: Resolved,
     /// Writes follow-up suggestions: the answer's model unless it serves only by default.
     suggest: Resolved,
     pub helpers: retrieval::Helpers,

@@ -367,3 +367,33 @@ async fn a_tool_step_writes_an_output_slot_and_a_bounded_loop_gives_up() {
     assert_eq!(v["routine"]["status"], "completed", "{v}");
     assert_eq!(v["ownership"]["state"], "human_owned");
 }
+
+#[tokio::test]
+async fn with_a_chat_model_the_model_judges_triggers_and_its_decision_is_traced() {
+    use crate::fake_llm::{FakeProvider, openai_stream};
+    let fake = FakeProvider::start(|r| {
+        let system = r.body["messages"][0]["content"].as_str().unwrap_or("").to_string();
+        if system.contains("numbered condition") {
+            // the visitor's wording shares nothing with the trigger; the model still sees it
+            return openai_stream("{\"scores\": [{\"index\": 0, \"confidence\": 0.93}]}");
+        }
+        openai_stream("COVERAGE: answered sufficient_evidence\nFine.")
+    });
+    let t = crate::chat::with_model(&fake);
+    let owner = t.owner().await;
+    let agent = t.default_agent(&owner).await;
+    add_routine(&t, &owner, &agent, returns_routine()).await;
+    let r = t
+        .post(
+            "/api/v1/chat",
+            &owner,
+            json!({"message": "this jacket is the wrong size, send it back", "includeDebug": true}),
+        )
+        .await;
+    r.assert_status(200);
+    let v = r.json();
+    assert_eq!(v["routine"]["name"], "Returns", "{v}");
+    let trace = v["debug"]["turnTrace"].to_string();
+    assert!(trace.contains("\"activated\""), "{trace}");
+    assert!(fake.requests.lock().iter().any(|q| q.body.to_string().contains("numbered condition")));
+}
