@@ -101,30 +101,36 @@ pub fn invalid(findings: &[Finding]) -> Error {
         .with_details(json!({"validation": {"ok": false, "diagnostics": findings}}))
 }
 
+/// What validation knows of the agent and workspace: the agent's enabled skills (with the inputs
+/// each capability takes) and the workspace's webhook destinations.
+fn context(c: &Conn, ws: &str, agent_id: &str) -> Result<validate::ValidationContext> {
+    use validate::{InputType, SkillInfo, SkillInput};
+    let input = |name: &str, input_type: InputType| SkillInput { name: name.into(), input_type, required: false };
+    let skills = crate::agents::skills::of_agent(c, agent_id)?
+        .into_iter()
+        .filter(|s| s.enabled)
+        .map(|s| {
+            let inputs = match s.capability.as_str() {
+                "retrieve" => vec![input("query", InputType::Text)],
+                "notify" | "email" => {
+                    vec![input("message", InputType::Text), input("name", InputType::Text), input("email", InputType::Email), input("subject", InputType::Text)]
+                }
+                "webhook_call" | "slack_post" => vec![input("payload", InputType::Text), input("message", InputType::Text)],
+                _ => vec![],
+            };
+            SkillInfo { name: s.name, inputs, outputs: None }
+        })
+        .collect();
+    Ok(validate::ValidationContext {
+        skills: Some(skills),
+        context_variables: None,
+        destinations: Some(destinations::ids(c, ws)?),
+    })
+}
+
 /// Validates a definition against the agent it belongs to.
-pub fn check(_c: &Conn, _ws: &str, _agent_id: &str, def: &Definition) -> Result<()> {
-    let mut findings = Vec::new();
-    let mut f = |code: &'static str, location: String, message: &str| {
-        findings.push(Finding { code, location, message: message.to_string() })
-    };
-    if def.name.trim().is_empty() || def.name.chars().count() > 200 {
-        f("invalid_name", "routine".into(), "name is 1 to 200 characters");
-    }
-    if def.steps.is_empty() {
-        f("missing_step", "routine".into(), "a routine has at least one step");
-    }
-    if def.terminals.is_empty() {
-        f("missing_terminal", "routine".into(), "a routine has at least one terminal");
-    }
-    for t in &def.transitions {
-        if def.step(&t.from_step).is_none() || (def.step(&t.to_ref).is_none() && def.terminal(&t.to_ref).is_none()) {
-            f(
-                "dangling_step_reference",
-                format!("transition:{}->{}", t.from_step, t.to_ref),
-                "a transition names a step or terminal that does not exist",
-            );
-        }
-    }
+pub fn check(c: &Conn, ws: &str, agent_id: &str, def: &Definition) -> Result<()> {
+    let findings = validate::validate(def, &context(c, ws, agent_id)?);
     if findings.is_empty() { Ok(()) } else { Err(invalid(&findings)) }
 }
 
@@ -252,4 +258,62 @@ pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<serde_json::Value>> {
 /// Names of the workspace's routines whose completion export uses `destination`.
 pub fn exporting_to(c: &Conn, ws: &str, destination: &str) -> Result<Vec<String>> {
     store::exporting_to(c, ws, destination)
+}
+
+// ---- portable markdown ----
+
+/// A markdown document that did not parse: 400 with every diagnostic `{line, code, message}`.
+pub fn diagnostics_error(d: &[markdown::Diagnostic]) -> Error {
+    Error::invalid("the routine markdown has errors").with_details(json!({"diagnostics": d}))
+}
+
+fn parsed(grammar_version: i64, content: &str) -> Result<markdown::Document> {
+    markdown::check_grammar_version(grammar_version).map_err(|d| diagnostics_error(&[d]))?;
+    markdown::parse(content).map_err(|d| diagnostics_error(&d))
+}
+
+/// `POST /routines/portable/canonicalize`: grammar and formatting only.
+pub fn canonicalize(p: &Principal, grammar_version: i64, content: &str) -> Result<String> {
+    p.require(Perm::AgentsManage)?;
+    markdown::check_grammar_version(grammar_version).map_err(|d| diagnostics_error(&[d]))?;
+    markdown::canonicalize(content).map_err(|d| diagnostics_error(&d))
+}
+
+/// A routine as canonical markdown; 422 `routine_not_portable` for what markdown v1 cannot say.
+pub fn portable(r: &RoutineRecord) -> Result<String> {
+    markdown::project(&r.definition).map_err(|e| {
+        Error::new(ErrorCode::RoutineNotPortable, e.to_string()).with_details(json!({"diagnostics": [e.diagnostic()]}))
+    })
+}
+
+/// `POST /agents/{id}/routines/portable`: parse, compile, validate and create (version 1).
+pub fn create_portable(
+    app: &App,
+    p: &Principal,
+    actor: &Actor,
+    agent_id: &str,
+    grammar_version: i64,
+    content: &str,
+) -> Result<RoutineRecord> {
+    p.require(Perm::AgentsManage)?;
+    let doc = parsed(grammar_version, content)?;
+    create(app, p, actor, agent_id, RoutineInput { version: None, definition: markdown::compile(&doc) })
+}
+
+/// `PUT /agents/{id}/routines/{routineId}/portable`: the document onto the routine, keeping what
+/// the document does not say (its completion export, terminals, activation gate).
+pub fn update_portable(
+    app: &App,
+    p: &Principal,
+    actor: &Actor,
+    agent_id: &str,
+    id: &str,
+    grammar_version: i64,
+    content: &str,
+) -> Result<RoutineRecord> {
+    let cur = get(app, p, agent_id, id)?;
+    p.require(Perm::AgentsManage)?;
+    let doc = parsed(grammar_version, content)?;
+    let definition = markdown::compile_onto(&cur.definition, &doc);
+    update(app, p, actor, agent_id, id, RoutineInput { version: Some(cur.version), definition })
 }

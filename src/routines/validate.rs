@@ -483,11 +483,13 @@ impl Check<'_> {
             let at = step_at(&s.stable_step_id);
             let skill = s.tool_ref.as_deref().and_then(|t| ctx.skills.as_ref()?.iter().find(|k| k.name == t));
             for o in &s.metadata.output_assignments {
-                if d.slot(&o.variable).is_some() {
+                // a tool may fill an optional slot (that is how its output reaches the visitor's
+                // words); a required slot is the visitor's to give, so a tool writing it collides
+                if d.slot(&o.variable).is_some_and(|slot| slot.required) {
                     self.push(
                         "variable_name_collision",
                         at.clone(),
-                        format!("output `{}` is assigned to `{}`, which is also a slot", o.output, o.variable),
+                        format!("output `{}` is assigned to `{}`, which is a required slot", o.output, o.variable),
                     );
                 }
                 if targets.get(o.variable.as_str()).is_some_and(|n| *n > 1) {

@@ -335,7 +335,7 @@ async fn a_tool_step_writes_an_output_slot_and_a_bounded_loop_gives_up() {
     let def = json!({
         "name": "Shipping check",
         "activation": {"triggerDescription": "customer asks to check the shipping policy for their parcel"},
-        "slots": [slot("code", "text", true, 1)],
+        "slots": [slot("code", "text", true, 1), slot("policy", "text", false, 2)],
         "steps": [
             {"stableStepId": "lookup", "kind": "tool", "ordinal": 1, "instruction": "Look it up", "toolRef": "policy_lookup",
              "metadata": {"inputBindings": [{"kind": "literal", "name": "query", "value": "How long does standard shipping take?"}],
@@ -396,4 +396,100 @@ async fn with_a_chat_model_the_model_judges_triggers_and_its_decision_is_traced(
     let trace = v["debug"]["turnTrace"].to_string();
     assert!(trace.contains("\"activated\""), "{trace}");
     assert!(fake.requests.lock().iter().any(|q| q.body.to_string().contains("numbered condition")));
+}
+
+const REFUND_MD: &str = "---
+name: Refund over threshold
+vars: order_ref:text:mutable, amount:number, contact:email
+trigger: shopper asks for money back on an order
+end: done (\"Your refund request is closed.\")
+reentry: always
+---
+# Collect
+Ask for the @order_ref, the refund @amount and a @contact address.
+[if amount < 50]-> step:pay
+# Review
+Say a manager must check the refund. [decision refund_call: approve=\"Approve refund\", deny=\"Decline\" (\"Explain why\")]
+[if refund_call = approve] -> step:pay
+[if refund_call = deny] -> end:declined (\"We could not approve this refund.\")
+# Pay
+[action \"contact.send\"]
+";
+
+const REFUND_CANONICAL: &str = "---
+grammar: 1
+name: Refund over threshold
+trigger: shopper asks for money back on an order
+reentry: always
+end: done (\"Your refund request is closed.\")
+vars: order_ref:text:mutable, amount:number, contact:email
+---
+# Collect
+Ask for the @order_ref, the refund @amount and a @contact address.
+[if amount < 50] -> step:pay
+# Review
+Say a manager must check the refund. [decision refund_call: approve=\"Approve refund\", deny=\"Decline\" (\"Explain why\")]
+[if refund_call = approve] -> step:pay
+[if refund_call = deny] -> end:declined (\"We could not approve this refund.\")
+# Pay
+[action contact.send]
+";
+
+#[tokio::test]
+async fn portable_markdown_creates_exports_updates_and_canonicalizes() {
+    let (t, owner, agent) = setup().await;
+    // canonicalize: grammar and formatting only
+    let r = t.post("/api/v1/routines/portable/canonicalize", &owner, json!({"grammarVersion": 1, "content": REFUND_MD})).await;
+    r.assert_status(200);
+    assert_eq!(r.json()["content"], REFUND_CANONICAL);
+    let r = t.post("/api/v1/routines/portable/canonicalize", &owner, json!({"grammarVersion": 2, "content": REFUND_MD})).await;
+    r.assert_status(400);
+    assert_eq!(r.json()["error"]["details"]["diagnostics"][0]["code"], "unsupported_grammar_version");
+    let r = t
+        .post("/api/v1/routines/portable/canonicalize", &owner, json!({"grammarVersion": 1, "content": "---\nname: x\n---\nsee [FAQ]\n"}))
+        .await;
+    r.assert_status(400);
+    let d = &r.json()["error"]["details"]["diagnostics"][0];
+    assert_eq!((d["line"].as_i64(), d["code"].as_str()), (Some(4), Some("unknown_bracket_token")));
+    t.post("/api/v1/routines/portable/canonicalize", &owner, json!({"grammarVersion": 1, "content": "x", "extra": 1}))
+        .await
+        .assert_status(400);
+
+    // create → GET portable returns the canonical document byte for byte
+    let r = t.post(&format!("/api/v1/agents/{agent}/routines/portable"), &owner, json!({"grammarVersion": 1, "content": REFUND_MD})).await;
+    r.assert_status(201);
+    let rid = r.json()["routineId"].as_str().unwrap().to_string();
+    let g = t.get(&format!("/api/v1/agents/{agent}/routines/{rid}/portable"), &owner).await;
+    g.assert_status(200);
+    assert_eq!(g.json()["content"], REFUND_CANONICAL);
+    // the same name and version again: 409
+    t.post(&format!("/api/v1/agents/{agent}/routines/portable"), &owner, json!({"grammarVersion": 1, "content": REFUND_MD}))
+        .await
+        .assert_status(409);
+    // the structured form is the compiled one
+    let s = t.get(&format!("/api/v1/agents/{agent}/routines/{rid}"), &owner).await.json();
+    let steps: Vec<(&str, &str)> = s["definition"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["stableStepId"].as_str().unwrap(), x["kind"].as_str().unwrap()))
+        .collect();
+    assert_eq!(steps, [("collect", "chat"), ("review", "approval"), ("pay", "action")]);
+    // PUT: a new trigger; the end terminal's message is kept when the document omits `end`
+    let edited = REFUND_CANONICAL.replace("trigger: shopper asks for money back on an order\n", "trigger: shopper wants a refund\n").replace("end: done (\"Your refund request is closed.\")\n", "");
+    let r = t.put(&format!("/api/v1/agents/{agent}/routines/{rid}/portable"), &owner, json!({"grammarVersion": 1, "content": edited})).await;
+    r.assert_status(200);
+    let content = r.json()["content"].as_str().unwrap().to_string();
+    assert!(content.contains("trigger: shopper wants a refund") && content.contains("end: done (\"Your refund request is closed.\")"), "{content}");
+    // a routine markdown cannot express: 422 routine_not_portable
+    let mut def = returns_routine();
+    def["name"] = json!("Gated");
+    def["activation"]["gateRef"] = json!("some_gate");
+    let r = t.post(&format!("/api/v1/agents/{agent}/routines"), &owner, json!({"definition": def})).await;
+    if r.status.as_u16() == 201 {
+        let gid = r.json()["id"].as_str().unwrap().to_string();
+        let g = t.get(&format!("/api/v1/agents/{agent}/routines/{gid}/portable"), &owner).await;
+        g.assert_status(422);
+        assert_eq!(g.code(), "routine_not_portable");
+    }
 }

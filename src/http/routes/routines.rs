@@ -21,6 +21,9 @@ pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/api/v1/agents/{id}/routines", routing::get(list).post(create))
         .route("/api/v1/agents/{id}/routines/{rid}", routing::get(get).put(update).delete(delete))
+        .route("/api/v1/agents/{id}/routines/portable", routing::post(create_portable))
+        .route("/api/v1/agents/{id}/routines/{rid}/portable", routing::get(get_portable).put(put_portable))
+        .route("/api/v1/routines/portable/canonicalize", routing::post(canonicalize))
         .route("/api/v1/decisions", routing::get(open_decisions))
         .route("/api/v1/agents/{id}/decisions/{handle}/resolve", routing::post(resolve))
         .route("/api/v1/settings/webhook-destinations", routing::get(list_destinations).post(create_destination))
@@ -29,6 +32,62 @@ pub fn routes() -> Router<Arc<App>> {
             routing::get(get_destination).put(update_destination).delete(delete_destination),
         )
         .route("/api/v1/settings/webhook-destinations/{did}/rotate-secret", routing::post(rotate_destination))
+}
+
+// ---- portable markdown ----
+
+/// The portable envelope `{grammarVersion, content}` (strict).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Envelope {
+    grammar_version: i64,
+    content: String,
+}
+
+async fn canonicalize(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<Envelope>) -> Result<impl IntoResponse> {
+    let content = app.blocking(move |_| routines::canonicalize(&ctx.p, b.grammar_version, &b.content)).await?;
+    Ok(axum::Json(json!({"grammarVersion": 1, "content": content})))
+}
+
+async fn create_portable(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path(id): Path<String>,
+    Json(b): Json<Envelope>,
+) -> Result<impl IntoResponse> {
+    let (r, content) = app
+        .blocking(move |app| {
+            let r = routines::create_portable(app, &ctx.p, &ctx.actor(), &id, b.grammar_version, &b.content)?;
+            let content = routines::portable(&r).ok();
+            Ok((r, content))
+        })
+        .await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({"routineId": r.id, "grammarVersion": 1, "content": content}))))
+}
+
+async fn get_portable(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, rid)): Path<(String, String)>,
+) -> Result<impl IntoResponse> {
+    let content = app.blocking(move |app| routines::portable(&routines::get(app, &ctx.p, &id, &rid)?)).await?;
+    Ok(axum::Json(json!({"grammarVersion": 1, "content": content})))
+}
+
+async fn put_portable(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, rid)): Path<(String, String)>,
+    Json(b): Json<Envelope>,
+) -> Result<impl IntoResponse> {
+    let (r, content) = app
+        .blocking(move |app| {
+            let r = routines::update_portable(app, &ctx.p, &ctx.actor(), &id, &rid, b.grammar_version, &b.content)?;
+            let content = routines::portable(&r).ok();
+            Ok((r, content))
+        })
+        .await?;
+    Ok(axum::Json(json!({"routineId": r.id, "grammarVersion": 1, "content": content})))
 }
 
 // ---- decisions ----

@@ -8,7 +8,8 @@ use crate::routines::definition::{ReentryMode, SlotType, TerminalKind};
 
 /// Reads `content` into a [`Document`], or returns all its diagnostics (by line).
 pub fn parse(content: &str) -> Result<Document, Vec<Diagnostic>> {
-    let text = content.replace("\r\n", "\n");
+    // `\r\n` is a line break; so is a lone `\r` (printed before a `\n` it would read back as one).
+    let text = content.replace("\r\n", "\n").replace('\r', "\n");
     let lines: Vec<&str> = text.split('\n').collect();
     let mut doc = Document::default();
     let mut diags = Vec::new();

@@ -87,9 +87,19 @@ fn arrow(rest: &str, line: usize, diags: &mut Vec<Diagnostic>) -> Option<Lexed> 
     Some(Lexed::Text(len))
 }
 
-/// End of line or whitespace.
+/// What may follow a target: end of line, whitespace, or the next arrow (so the space the
+/// printer puts before an arrow never turns prose into a target).
 fn delimited(s: &str) -> bool {
-    s.chars().next().is_none_or(char::is_whitespace)
+    s.chars().next().is_none_or(char::is_whitespace) || s.starts_with("->")
+}
+
+/// A target's id: an identifier, without a final `-` that begins the next arrow.
+fn target_id(s: &str) -> &str {
+    let id = ident_prefix(s);
+    match id.strip_suffix('-') {
+        Some(short) if !short.is_empty() && s[id.len()..].starts_with('>') => short,
+        _ => id,
+    }
 }
 
 /// A target written as the grammar reads it (`-> ` with one space).
@@ -98,7 +108,7 @@ fn target(rest: &str) -> Option<(Segment, usize)> {
     let head = rest.len() - r.len();
     if let Some(after_end) = r.strip_prefix("end") {
         if let Some(named) = after_end.strip_prefix(':') {
-            let id = ident_prefix(named);
+            let id = target_id(named);
             if !id.is_empty() {
                 let after_id = &named[id.len()..];
                 let used = head + 4 + id.len();
@@ -127,12 +137,12 @@ fn target(rest: &str) -> Option<(Segment, usize)> {
         return Some((Segment::Handoff, head + 7));
     }
     let named = r.strip_prefix("step:")?;
-    let id = ident_prefix(named);
+    let id = target_id(named);
     if id.is_empty() {
         return None;
     }
     let after_id = &named[id.len()..];
-    let step_delim = |s: &str| s.chars().next().is_none_or(|c| c.is_whitespace() || c == '(');
+    let step_delim = |s: &str| delimited(s) || s.starts_with('(');
     if let Some((max, after)) = max_suffix(after_id)
         && step_delim(after)
     {
@@ -171,7 +181,9 @@ fn max_suffix(s: &str) -> Option<(i64, &str)> {
 fn bad_target(rest: &str) -> Option<usize> {
     let r = rest.strip_prefix("->")?.trim_start();
     let head = rest.len() - r.len();
-    let tail_of = |s: &str| s.char_indices().find(|&(_, c)| c.is_whitespace() || c == '(').map_or(s.len(), |(i, _)| i);
+    let tail_of = |s: &str| {
+        s.char_indices().find(|&(i, c)| c.is_whitespace() || c == '(' || s[i..].starts_with("->")).map_or(s.len(), |(i, _)| i)
+    };
     if let Some(after) = r.strip_prefix("end") {
         let named = after.strip_prefix(':')?;
         let n = tail_of(named);

@@ -29,8 +29,9 @@
 //! between lines (the first one wins); literal `{{slot.x}}` prose (printed `@x`).
 //!
 //! Where this grammar departs from the product it was read from (each keeps canonicalize
-//! idempotent, which the product was not in every case): a document whose body is empty
-//! canonicalizes without a trailing blank line; `export` kinds are de-duplicated; an operator
+//! idempotent, which the product was not in every case): a lone `\r` is a line break, as
+//! `\r\n` is; a document whose body is empty canonicalizes without a trailing blank line; a
+//! target may be followed by the next `->` (and a target id does not swallow its `-`); `export` kinds are de-duplicated; an operator
 //! of no value (`is true`, `is present`, …) followed by more text, a `@`/`ctx.` binding that is
 //! not a key, and a binding key given twice are errors; an unclosed `[` before a `->` no longer
 //! hides a bad target; `(max N)` takes any whitespace after `max`; a ref with a dot (`[if
