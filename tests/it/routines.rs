@@ -280,6 +280,10 @@ async fn approvals_gate_a_refund_and_the_completion_export_is_signed() {
     let handle = d["handle"].as_str().unwrap().to_string();
     let hash = d["contentHash"].as_str().unwrap().to_string();
     assert!(handle.starts_with("pd_"));
+    let inbox = t.get("/api/v1/inbox", &owner).await.json();
+    assert_eq!(inbox["approvals"], 1, "{inbox}");
+    assert_eq!(inbox["items"][0]["kind"], "approval");
+    assert_eq!(inbox["items"][0]["decision"]["handle"], handle.as_str());
     assert_eq!(d["options"].as_array().unwrap().len(), 2);
     // while waiting, the visitor is told so
     let w = chat(&t, &owner, "any news?", Some(&cid)).await;

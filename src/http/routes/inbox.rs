@@ -141,9 +141,19 @@ async fn resolve(State(app): State<Arc<App>>, ctx: Ctx, Path(mid): Path<String>)
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// `GET /inbox`: open handoffs, then approvals waiting for a decision, then unhelpful answers.
 async fn inbox(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
-    let items = app.blocking(move |app| feedback::inbox(app, &ctx.p)).await?;
-    let items: Vec<Value> = items
+    let (items, decisions) = app
+        .blocking(move |app| Ok((feedback::inbox(app, &ctx.p)?, crate::routines::decisions::open(app, &ctx.p)?)))
+        .await?;
+    let mut approvals: Vec<Value> = decisions
+        .iter()
+        .map(|d| {
+            json!({"kind": "approval", "conversationId": d.conversation_id, "decision": crate::routines::decisions::view(d),
+                   "updatedAt": d.created_at})
+        })
+        .collect();
+    let mut items: Vec<Value> = items
         .iter()
         .map(|i| match i {
             InboxItem::Handoff { conversation, held_by, last_message } => json!({
@@ -165,7 +175,12 @@ async fn inbox(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoRespons
         })
         .collect();
     let handoffs = items.iter().filter(|i| i["kind"] == "handoff").count();
-    Ok(axum::Json(json!({"items": items, "handoffs": handoffs, "feedback": items.len() - handoffs})))
+    let feedback = items.len() - handoffs;
+    let approval_count = approvals.len();
+    let rest = items.split_off(handoffs);
+    items.append(&mut approvals);
+    items.extend(rest);
+    Ok(axum::Json(json!({"items": items, "handoffs": handoffs, "approvals": approval_count, "feedback": feedback})))
 }
 
 /// `GET /events`: the workspace's conversation events as server-sent events — `ready` first,

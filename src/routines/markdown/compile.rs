@@ -166,25 +166,9 @@ fn build(doc: &Document, complete: End, handoff: End) -> Definition {
         named: Vec::new(),
         decision_keys,
     };
-    let mut used: HashSet<String> = HashSet::new();
     for line in &doc.lines {
-        let segs = &line.segments;
-        let text = prose(segs);
-        used.extend(slot_refs(&text).into_iter().map(str::to_string));
-        for seg in segs {
-            match seg {
-                Segment::If(c) if !b.decision_keys.contains(&c.field) => {
-                    used.insert(c.field.clone());
-                }
-                Segment::Filled(keys) => used.extend(keys.iter().cloned()),
-                Segment::Skill(s) => used.extend(s.inputs.iter().filter_map(|(_, b)| match b {
-                    Binding::Slot(n) => Some(n.clone()),
-                    _ => None,
-                })),
-                _ => {}
-            }
-        }
-        b.line(line.heading, segs, text.trim());
+        let text = prose(&line.segments);
+        b.line(line.heading, &line.segments, text.trim());
     }
     b.flush_titled();
     if let Some(last) = b.last
@@ -202,6 +186,7 @@ fn build(doc: &Document, complete: End, handoff: End) -> Definition {
         let ordinal = terminals.len() as i64;
         terminals.push(terminal(end, TerminalKind::Complete, ordinal));
     }
+    let used = read_variables(&b.steps, &b.edges, &terminals);
     let slots = doc
         .variables()
         .into_iter()
@@ -237,6 +222,25 @@ fn build(doc: &Document, complete: End, handoff: End) -> Definition {
         }),
         exposure: None,
     }
+}
+
+/// The variables a compiled routine reads: `{{slot.x}}` in instructions, guard texts and
+/// terminal messages, field guards and input bindings. Only these become slots, so a token the
+/// compiler dropped (a guard on a line that is not a branch) declares nothing.
+fn read_variables(steps: &[Step], edges: &[Transition], terminals: &[Terminal]) -> HashSet<String> {
+    let texts = steps
+        .iter()
+        .map(|s| s.instruction.as_str())
+        .chain(edges.iter().filter_map(|e| e.guard_text.as_deref()))
+        .chain(terminals.iter().filter_map(|t| t.instruction.as_deref()));
+    let mut used: HashSet<String> = texts.flat_map(slot_refs).map(str::to_string).collect();
+    used.extend(edges.iter().filter(|e| e.guard_kind == GuardKind::Field).filter_map(|e| e.field_ref.clone()));
+    for b in steps.iter().flat_map(|s| &s.metadata.input_bindings) {
+        if let InputBinding::VariableRef { variable, .. } = b {
+            used.insert(variable.clone());
+        }
+    }
+    used
 }
 
 fn terminal(end: &End, kind: TerminalKind, ordinal: i64) -> Terminal {

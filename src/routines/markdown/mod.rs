@@ -35,8 +35,10 @@
 //! of no value (`is true`, `is present`, …) followed by more text, a `@`/`ctx.` binding that is
 //! not a key, and a binding key given twice are errors; an unclosed `[` before a `->` no longer
 //! hides a bad target; `(max N)` takes any whitespace after `max`; a ref with a dot (`[if
-//! out.status = ok]`, a skill output path) is not a slot; an untitled line with both a skill
-//! and an action chip is an action step (the skill is dropped). At most [`MAX_DIAGNOSTICS`]
+//! out.status = ok]`, a skill output path) is not a variable; a variable becomes a slot when
+//! the compiled routine reads it (an instruction, a guard, an input binding), so a token the
+//! compiler drops (a guard on a line without a target, a bare `[if ref]`) declares nothing; an
+//! untitled line with both a skill and an action chip is an action step (the skill is dropped). At most [`MAX_DIAGNOSTICS`]
 //! diagnostics are returned.
 
 mod compile;

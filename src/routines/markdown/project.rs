@@ -92,6 +92,12 @@ fn render(def: &Definition) -> R<Document> {
     }
     let mut steps: Vec<&Step> = def.steps.iter().collect();
     steps.sort_by_key(|s| s.ordinal);
+    let mut ids = HashSet::new();
+    for id in steps.iter().map(|s| &s.stable_step_id).chain(def.terminals.iter().map(|t| &t.stable_step_id)) {
+        if !ids.insert(id.as_str()) {
+            return Err(np(format!("the id `{}`, which names two steps or terminals", clip(id))));
+        }
+    }
     if let Some(e) = def.transitions.iter().find(|e| !steps.iter().any(|s| s.stable_step_id == e.from_step)) {
         return Err(np(format!("a branch from `{}`, which is not a step", clip(&e.from_step))));
     }

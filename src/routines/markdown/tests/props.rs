@@ -483,3 +483,22 @@ fn routine_markdown_timing() {
         text.len()
     );
 }
+
+#[test]
+#[ignore]
+fn tmp_reasons() {
+    let mut r = Rng::new(1);
+    let mut hist: std::collections::BTreeMap<String, (u32, String)> = Default::default();
+    for _ in 0..20000 {
+        let text = match r.below(3) { 0 => soup_doc(&mut r), 1 => mutated_example(&mut r), _ => normal_doc(&mut r) };
+        if let Ok(doc) = parse(&text) {
+            if let Err(e) = project(&compile(&doc)) {
+                let key: String = e.reason.split('`').next().unwrap_or("").to_string();
+                let ent = hist.entry(key).or_insert((0, String::new()));
+                ent.0 += 1;
+                if ent.1.is_empty() || text.len() < ent.1.len() { ent.1 = format!("{}\n>>> {}", text, e.reason); }
+            }
+        }
+    }
+    for (k, (n, ex)) in hist { println!("== {n} {k}\n{ex}\n"); }
+}
