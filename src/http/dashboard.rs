@@ -113,6 +113,7 @@ async fn loader(d: Arc<Dashboard>, h: HeaderMap) -> Response {
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
     secure(&mut resp);
     resp.headers_mut().insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
+    resp.headers_mut().insert("timing-allow-origin", HeaderValue::from_static("*"));
     resp
 }
 
@@ -197,8 +198,9 @@ async fn file(d: Arc<Dashboard>, Path((build, path)): Path<(String, String)>, h:
     resp.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static(cache));
     secure(&mut resp);
     if path.starts_with("widget/") {
-        // the widget's files load into other sites' pages
+        // the widget's files load into other sites' pages (which may time them)
         resp.headers_mut().insert("cross-origin-resource-policy", HeaderValue::from_static("cross-origin"));
+        resp.headers_mut().insert("timing-allow-origin", HeaderValue::from_static("*"));
     }
     resp
 }

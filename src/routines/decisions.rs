@@ -139,6 +139,7 @@ pub fn resolve(app: &App, p: &Principal, agent_id: &str, handle: &str, r: Resolv
         test_values: Vec::new(),
     };
     let a = runtime::resume(app, &input, &snap, run, conv.state.clone())?;
+    crash_point("decision.before_commit");
     let by = p.user_id.as_ref().map(|u| u.0.clone());
     let now = rfc3339(app.clock.now());
     let report = crate::turn::api::routine(&a.report);
@@ -181,6 +182,16 @@ pub fn resolve(app: &App, p: &Principal, agent_id: &str, handle: &str, r: Resolv
     app.bus.publish(&ws.0, Some(&conv.id), BusKind::MessageCreated);
     app.bus.publish(&ws.0, Some(&conv.id), BusKind::InboxChanged);
     Ok(Resolved { decision: d, option_id: r.option_id, resumed: true, message_id: mid })
+}
+
+/// A test hook for crash safety: with `STEWARD_TEST_FAILPOINT` set to `name`, the process aborts
+/// here, as a `kill -9` would (the crash tests use it to stop between a resolve's work and its
+/// commit). Without the variable it does nothing.
+fn crash_point(name: &str) {
+    if std::env::var("STEWARD_TEST_FAILPOINT").is_ok_and(|v| v == name) {
+        tracing::error!(failpoint = name, "test failpoint: aborting");
+        std::process::abort();
+    }
 }
 
 fn commit_flip_only(app: &App, p: &Principal, d: Decision, option: &str) -> Result<Resolved> {

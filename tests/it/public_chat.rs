@@ -345,6 +345,7 @@ async fn visitors_chat_read_back_only_their_own_conversations_and_rate_answers()
     let m = &tail["messages"][0];
     assert_eq!((m["source"].as_str(), m["text"].as_str()), (Some("human_agent"), Some("Hello, a person here.")));
     assert!(m["operatorDisplayName"].is_string());
+    assert!(!m["operatorDisplayName"].as_str().unwrap().contains('@'), "never an operator's email: {m}");
     assert!(!tail.to_string().contains("ownerAccountId"));
     let h = v.call(&t, Method::GET, &format!("/history/{cid}"), None).await.json();
     assert_eq!(h["ownership"], json!({"state": "human_owned"}));

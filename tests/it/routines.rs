@@ -497,3 +497,87 @@ async fn portable_markdown_creates_exports_updates_and_canonicalizes() {
         assert_eq!(g.code(), "routine_not_portable");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_resolves_of_one_decision_one_wins() {
+    let t = TestApp::with_config(|c| c.encryption_key = Some(steward::config::Secret::new([7u8; 32])));
+    let owner = t.owner().await;
+    let agent = t.default_agent(&owner).await;
+    let mut def = refund_routine("unused");
+    def.as_object_mut().unwrap().remove("completionExport");
+    add_routine(&t, &owner, &agent, def).await;
+    let v = chat(&t, &owner, "I want a refund of 500, email dee@example.com", None).await;
+    assert_eq!(v["routine"]["status"], "waiting_for_approval", "{v}");
+    let d = t.get("/api/v1/decisions", &owner).await.json()["decisions"][0].clone();
+    let path = format!("/api/v1/agents/{agent}/decisions/{}/resolve", d["handle"].as_str().unwrap());
+    let body = json!({"optionId": "approve", "contentHash": d["contentHash"]});
+    let (a, b) = tokio::join!(t.post(&path, &owner, body.clone()), t.post(&path, &owner, body.clone()));
+    let mut statuses = [a.status.as_u16(), b.status.as_u16()];
+    statuses.sort();
+    assert_eq!(statuses, [200, 409], "{} / {}", a.text(), b.text());
+    // one resumed turn: the routine's closing line is in the conversation once
+    let cid = v["conversationId"].as_str().unwrap();
+    let h = t.get(&format!("/api/v1/history/chat/{cid}"), &owner).await.json();
+    let closing = h["messages"].as_array().unwrap().iter().filter(|m| m["text"] == "Your refund of 500 is on its way.").count();
+    assert_eq!(closing, 1);
+}
+
+/// kill -9 between a resolve's work and its commit, then the resolve again: the gated action
+/// runs once and the decision resolves once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_before_the_resolve_commits_leaves_it_pending_and_the_retry_acts_once() {
+    use reqwest::Method;
+    let dir = tempfile::tempdir().unwrap();
+    let token = crate::e2e::bootstrap(dir.path());
+    let key = "11".repeat(32);
+    let env = [("CONNECTOR_ENCRYPTION_KEY", key.as_str())];
+    let server = crate::e2e::Server::start(dir.path(), &env);
+    let api = crate::e2e::Api::new(&server.base, &token);
+    let agents = api.call(Method::GET, "/api/v1/agents", None).await;
+    let agent = agents["agents"][0]["id"].as_str().unwrap().to_string();
+    let mut def = refund_routine("unused");
+    def.as_object_mut().unwrap().remove("completionExport");
+    api.call(Method::POST, &format!("/api/v1/agents/{agent}/routines"), Some(json!({"definition": def}))).await;
+    api.configure_default_agent(json!({})).await;
+    let v = api.call(Method::POST, "/api/v1/chat", Some(json!({"message": "I want a refund of 900, email eve@example.com"}))).await;
+    assert_eq!(v["routine"]["status"], "waiting_for_approval", "{v}");
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    let d = api.call(Method::GET, "/api/v1/decisions", None).await["decisions"][0].clone();
+    let path = format!("/api/v1/agents/{agent}/decisions/{}/resolve", d["handle"].as_str().unwrap());
+    let body = json!({"optionId": "approve", "contentHash": d["contentHash"]});
+    server.terminate();
+
+    // the process dies after the resume's work, before its commit
+    let crashing = crate::e2e::Server::start(dir.path(), &[env[0], ("STEWARD_TEST_FAILPOINT", "decision.before_commit")]);
+    let r = reqwest::Client::new()
+        .post(format!("{}{path}", crashing.base))
+        .bearer_auth(&token)
+        .json(&body)
+        .send()
+        .await;
+    assert!(r.is_err(), "the connection dies with the process");
+    let mut child = crashing.child;
+    let _ = child.wait();
+
+    let server = crate::e2e::Server::start(dir.path(), &env);
+    let api = crate::e2e::Api::new(&server.base, &token);
+    let pending = api.call(Method::GET, "/api/v1/decisions", None).await;
+    assert_eq!(pending["decisions"].as_array().unwrap().len(), 1, "still pending after the crash");
+    let r = api.call(Method::POST, &path, Some(body.clone())).await;
+    assert_eq!(r["resumed"], true);
+    // the action job is queued once, and runs once
+    let h = api.call(Method::GET, &format!("/api/v1/history/chat/{cid}"), None).await;
+    let closing = h["messages"].as_array().unwrap().iter().filter(|m| m["text"] == "Your refund of 900 is on its way.").count();
+    assert_eq!(closing, 1, "{h}");
+    let mut actions = 0;
+    for _ in 0..200 {
+        let audit = api.call(Method::GET, "/api/v1/audit-events?action=routine.action", None).await;
+        actions = audit["events"].as_array().map(|a| a.len()).unwrap_or(0);
+        if actions > 0 {
+            break;
+        }
+        api.call(Method::GET, "/api/v1/document/progress?waitMs=50", None).await;
+    }
+    assert_eq!(actions, 1, "the gated action ran exactly once");
+    assert!(server.terminate().success());
+}

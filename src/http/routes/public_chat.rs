@@ -331,8 +331,12 @@ fn message(m: &crate::conversations::Message) -> Value {
             v["suggestions"] = x.clone();
         }
     }
-    if let Some(name) = m.metadata.pointer("/operator/displayName") {
-        v["operatorDisplayName"] = name.clone();
+    // an operator's name, never their email address (an account without a name is "Team")
+    if let Some(name) = m.metadata.pointer("/operator/displayName").and_then(Value::as_str) {
+        v["operatorDisplayName"] = json!(if name.contains('@') { "Team" } else { name });
+    }
+    if m.metadata.get("greeting").is_some_and(|g| g.is_object()) {
+        v["greeting"] = json!(true);
     }
     v
 }

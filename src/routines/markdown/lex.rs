@@ -182,7 +182,9 @@ fn bad_target(rest: &str) -> Option<usize> {
     let r = rest.strip_prefix("->")?.trim_start();
     let head = rest.len() - r.len();
     let tail_of = |s: &str| {
-        s.char_indices().find(|&(i, c)| c.is_whitespace() || c == '(' || s[i..].starts_with("->")).map_or(s.len(), |(i, _)| i)
+        s.char_indices()
+            .find(|&(i, c)| c.is_whitespace() || c == '(' || s[i..].starts_with("->"))
+            .map_or(s.len(), |(i, _)| i)
     };
     if let Some(after) = r.strip_prefix("end") {
         let named = after.strip_prefix(':')?;

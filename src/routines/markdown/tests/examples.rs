@@ -374,11 +374,12 @@ fn compile_rules() {
     let d = compiled(&doc("A\n[if out.status = ok] -> handoff -> step:a\n"));
     assert_eq!(edges(&d)[0], e("step_1", "a", GuardKind::Field));
     assert!(d.slots.is_empty());
-    // A bare `[if ref]` is an LLM guard on the line's prose; the ref becomes a slot.
-    let d = compiled(&doc("A\nIf they @mention a refund [if wants_refund] -> handoff\n"));
-    let t = &d.transitions[0];
+    // A bare `[if ref]` is an LLM guard on the line's prose; the routine never reads the ref, so it
+    // is no slot (nor is a guard on a line without a target).
+    let d = compiled(&doc("A\n[if stray = 1] here\nIf they @mention a refund [if wants_refund] -> handoff\n"));
+    let t = &d.transitions[1];
     assert_eq!((t.guard_kind, t.guard_text.as_deref()), (GuardKind::Llm, Some("If they {{slot.mention}} a refund")));
-    assert_eq!(d.slots.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(), ["mention", "wants_refund"]);
+    assert_eq!(d.slots.iter().map(|s| s.key.as_str()).collect::<Vec<_>>(), ["mention"]);
 }
 
 fn existing() -> Definition {

@@ -39,11 +39,16 @@ impl Rng {
 }
 
 const WORDS: [&str; 16] = [
-    "ask", "the", "customer", "for", "their", "order", "please", "then", "check", "refund", "today", "number", "kindly",
-    "confirm", "name", "address",
+    "ask", "the", "customer", "for", "their", "order", "please", "then", "check", "refund", "today", "number",
+    "kindly", "confirm", "name", "address",
 ];
-const DECLARED: [(&str, &str); 5] =
-    [("v1", "date"), ("v2", "number"), ("v3", "text:optional"), ("v4", "boolean:mutable"), ("v5", "email:optional:mutable")];
+const DECLARED: [(&str, &str); 5] = [
+    ("v1", "date"),
+    ("v2", "number"),
+    ("v3", "text:optional"),
+    ("v4", "boolean:mutable"),
+    ("v5", "email:optional:mutable"),
+];
 const PLAIN: [&str; 3] = ["u1", "u2", "u3"];
 const NAMED_ENDS: [(&str, Option<&str>); 2] = [("bye", Some("See you \\\"soon\\\".")), ("lapsed", None)];
 
@@ -153,7 +158,8 @@ pub fn normal_doc(r: &mut Rng) -> String {
     let mut vars: Vec<&str> = declared.iter().map(|(k, _)| *k).collect();
     vars.extend(PLAIN);
     let untitled = 1 + r.below(3);
-    let titles: Vec<String> = (0..r.below(4)).map(|i| format!("{} {}", r.pick(&["Check", "Ask", "Send", "Wrap up"]), i + 2)).collect();
+    let titles: Vec<String> =
+        (0..r.below(4)).map(|i| format!("{} {}", r.pick(&["Check", "Ask", "Send", "Wrap up"]), i + 2)).collect();
     let mut steps: Vec<String> = (1..=untitled).map(|i| format!("step_{i}")).collect();
     steps.extend(titles.iter().map(|t| super::super::compile::slug(t)));
     let mut handoff = false;
@@ -238,7 +244,10 @@ pub fn normal_doc(r: &mut Rng) -> String {
         _ => {}
     }
     if handoff && r.chance(50) {
-        front.push(r.pick(&["handoff: desk", "handoff: desk (\"The desk calls.\")", "handoff: handoff (\"Hold on.\")"]).to_string());
+        front.push(
+            r.pick(&["handoff: desk", "handoff: desk (\"The desk calls.\")", "handoff: handoff (\"Hold on.\")"])
+                .to_string(),
+        );
     }
     if !declared.is_empty() {
         let decls: Vec<String> = declared.iter().map(|(k, t)| format!("{k}:{t}")).collect();
@@ -249,16 +258,66 @@ pub fn normal_doc(r: &mut Rng) -> String {
 }
 
 const SOUP: [&str; 44] = [
-    "ask", "the order", " ", "  ", ".", ",", "@v1", "@v2.", "@x[", "#lookup", "#s[in a=@v1; out b=@c]", "#s[mode untyped]",
-    "#s[]", "#s[in a=", "[if v1 = 2]", "[if v2 in a, b]", "[if d older than 2 years]", "[if v1]", "[outcome failed]",
-    "[filled @v1, v2]", "[action x.y]", "[action \"a \\\" b\"]", "[decision k: a=\"A\", b=\"B\" (\"d\")]",
-    "[approval k: a=\"A\" -> end, b=\"B\" -> step:x]", "-> end", "-> end:named (\"m\")", "-> handoff", "-> step:x",
-    "-> step:x (max 2)", "->end", "-> handoffs", "[FAQ]", "\"", "[", "]", "(", "):", "# ", "\t", "İ", "e\u{301}", "👩\u{200d}💻",
-    "\u{a0}", "名前",
+    "ask",
+    "the order",
+    " ",
+    "  ",
+    ".",
+    ",",
+    "@v1",
+    "@v2.",
+    "@x[",
+    "#lookup",
+    "#s[in a=@v1; out b=@c]",
+    "#s[mode untyped]",
+    "#s[]",
+    "#s[in a=",
+    "[if v1 = 2]",
+    "[if v2 in a, b]",
+    "[if d older than 2 years]",
+    "[if v1]",
+    "[outcome failed]",
+    "[filled @v1, v2]",
+    "[action x.y]",
+    "[action \"a \\\" b\"]",
+    "[decision k: a=\"A\", b=\"B\" (\"d\")]",
+    "[approval k: a=\"A\" -> end, b=\"B\" -> step:x]",
+    "-> end",
+    "-> end:named (\"m\")",
+    "-> handoff",
+    "-> step:x",
+    "-> step:x (max 2)",
+    "->end",
+    "-> handoffs",
+    "[FAQ]",
+    "\"",
+    "[",
+    "]",
+    "(",
+    "):",
+    "# ",
+    "\t",
+    "İ",
+    "e\u{301}",
+    "👩\u{200d}💻",
+    "\u{a0}",
+    "名前",
 ];
 const FRONT: [&str; 14] = [
-    "name: Soup", "trigger: whenever", "reentry: always", "reentry: nope", "priority: 2", "priority: x", "export: complete -> d",
-    "export: x", "end: fin (\"bye\")", "end: (", "handoff: desk", "vars: v1:number, v2:text:optional", "vars: bad", "grammar: 1",
+    "name: Soup",
+    "trigger: whenever",
+    "reentry: always",
+    "reentry: nope",
+    "priority: 2",
+    "priority: x",
+    "export: complete -> d",
+    "export: x",
+    "end: fin (\"bye\")",
+    "end: (",
+    "handoff: desk",
+    "vars: v1:number, v2:text:optional",
+    "vars: bad",
+    "grammar: 1",
 ];
 
 /// Frontmatter and lines of tokens, broken tokens and odd characters.
@@ -283,7 +342,8 @@ pub fn soup_doc(r: &mut Rng) -> String {
             out.push_str("# ");
         }
         for _ in 0..r.below(7) {
-            out.push_str(*r.pick(&SOUP));
+            let token = SOUP[r.below(SOUP.len())];
+            out.push_str(token);
             if r.chance(60) {
                 out.push(' ');
             }
@@ -304,7 +364,10 @@ pub fn mutated_example(r: &mut Rng) -> String {
         let b = bounds[r.below(bounds.len())];
         let (a, b) = (a.min(b), a.max(b));
         match r.below(4) {
-            0 => text.insert_str(a, *r.pick(&SOUP)),
+            0 => {
+                let token = SOUP[r.below(SOUP.len())];
+                text.insert_str(a, token);
+            }
             1 => {
                 let end = bounds.iter().copied().filter(|&x| x >= a && x <= b && x <= a + 12).max().unwrap_or(a);
                 text.replace_range(a..end, "");
@@ -338,7 +401,11 @@ pub struct Outcome {
 /// Everything on one input; `Err` names a broken property. Panics propagate (the caller catches them).
 pub fn check_all(text: &str) -> Result<Outcome, String> {
     let structure = ValidationContext::default();
-    let bare_agent = ValidationContext { skills: Some(Vec::new()), context_variables: Some(Vec::new()), destinations: Some(Vec::new()) };
+    let bare_agent = ValidationContext {
+        skills: Some(Vec::new()),
+        context_variables: Some(Vec::new()),
+        destinations: Some(Vec::new()),
+    };
     if let Ok(doc) = parse(text) {
         let canonical = serialize(&doc);
         match parse(&canonical) {
@@ -482,23 +549,4 @@ fn routine_markdown_timing() {
         "routine markdown, 200 lines ({} bytes): parse {parse_us:.1} µs, canonicalize (parse + print) {canonical_us:.1} µs (median of 200)",
         text.len()
     );
-}
-
-#[test]
-#[ignore]
-fn tmp_reasons() {
-    let mut r = Rng::new(1);
-    let mut hist: std::collections::BTreeMap<String, (u32, String)> = Default::default();
-    for _ in 0..20000 {
-        let text = match r.below(3) { 0 => soup_doc(&mut r), 1 => mutated_example(&mut r), _ => normal_doc(&mut r) };
-        if let Ok(doc) = parse(&text) {
-            if let Err(e) = project(&compile(&doc)) {
-                let key: String = e.reason.split('`').next().unwrap_or("").to_string();
-                let ent = hist.entry(key).or_insert((0, String::new()));
-                ent.0 += 1;
-                if ent.1.is_empty() || text.len() < ent.1.len() { ent.1 = format!("{}\n>>> {}", text, e.reason); }
-            }
-        }
-    }
-    for (k, (n, ex)) in hist { println!("== {n} {k}\n{ex}\n"); }
 }
