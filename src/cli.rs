@@ -173,6 +173,13 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         idle_streams: usize,
     },
+    /// What routines add to a turn with the built-in answerer: plain turns without routines,
+    /// plain turns with a routine published, and routine turns (server time p50/p95).
+    Routines {
+        /// Turns of each kind.
+        #[arg(long, default_value_t = 60)]
+        turns: usize,
+    },
     /// Sign-in and registration under a flood: 64 concurrent bogus registrations and 100
     /// concurrent wrong passwords from one address, with the server's memory.
     Auth,
@@ -577,6 +584,12 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let c = bench::cranfield::Collection::load(&cranfield)?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let report = rt.block_on(bench::public_chat::run(&c, sessions.max(1), messages.max(1), idle_streams))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Routines { turns } => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::routines::run(turns.max(3)))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }

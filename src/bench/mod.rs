@@ -8,6 +8,7 @@ pub mod embed;
 pub mod knowledge;
 pub mod models;
 pub mod public_chat;
+pub mod routines;
 pub mod server;
 pub mod tune;
 

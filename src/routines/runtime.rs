@@ -152,13 +152,34 @@ fn judge(app: &App, input: &TurnInput, message: &str, conditions: &[&str], thres
     Ok(Judged { scores: similarities(app, message, conditions)?, judge: "embedding_similarity", threshold })
 }
 
+/// Vectors of authored texts (triggers, guard prose): they change only when a routine does, so
+/// they are embedded once per process (at most [`CONDITION_CACHE`] texts; then the cache starts
+/// over).
+static CONDITIONS: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashMap<String, Vec<f32>>>> =
+    std::sync::OnceLock::new();
+const CONDITION_CACHE: usize = 4096;
+
 /// Similarity of a message to each text (the local embedding model).
 fn similarities(app: &App, message: &str, texts: &[&str]) -> Result<Vec<f32>> {
     let e = app.models.embedder()?;
-    let q = e.embed_query(message).map_err(|e| crate::Error::unavailable(format!("embedding failed: {e}")))?;
+    let failed = |e: crate::models::embed::EmbedError| crate::Error::unavailable(format!("embedding failed: {e}"));
+    let q = e.embed_query(message).map_err(failed)?;
+    let cache = CONDITIONS.get_or_init(Default::default);
     let mut out = Vec::with_capacity(texts.len());
     for t in texts {
-        let v = e.embed_query(t).map_err(|e| crate::Error::unavailable(format!("embedding failed: {e}")))?;
+        let known = cache.lock().get(*t).cloned();
+        let v = match known {
+            Some(v) => v,
+            None => {
+                let v = e.embed_query(t).map_err(failed)?;
+                let mut c = cache.lock();
+                if c.len() >= CONDITION_CACHE {
+                    c.clear();
+                }
+                c.insert(t.to_string(), v.clone());
+                v
+            }
+        };
         out.push(cosine(&q, &v));
     }
     Ok(out)

@@ -192,23 +192,23 @@ fn context_refs(text: &str) -> Vec<&str> {
 }
 
 impl Check<'_> {
-    fn push(&mut self, code: &'static str, location: String, message: impl Into<String>) {
-        self.out.push(Finding { code, location, message: message.into() });
+    fn push(&mut self, code: &'static str, location: impl Into<String>, message: impl Into<String>) {
+        self.out.push(Finding { code, location: location.into(), message: message.into() });
     }
 
     fn schema(&mut self) {
         let d = self.def;
         if !fits(&d.name, 1, 200) {
-            self.push("invalid_name", "routine".into(), "the name is 1 to 200 characters");
+            self.push("invalid_name", "routine", "the name is 1 to 200 characters");
         }
         if !fits(&d.activation.trigger_description, 1, 2000) {
-            self.push("invalid_trigger", "routine".into(), "the trigger description is 1 to 2000 characters");
+            self.push("invalid_trigger", "routine", "the trigger is 1 to 2000 characters");
         }
         if d.activation.gate_ref.as_deref().is_some_and(|g| !fits(g, 1, 300)) {
-            self.push("invalid_identifier", "routine".into(), "the activation gate reference is 1 to 300 characters");
+            self.push("invalid_identifier", "routine", "the activation gate reference is 1 to 300 characters");
         }
         if d.steps.is_empty() {
-            self.push("missing_step", "routine".into(), "a routine needs at least one step");
+            self.push("missing_step", "routine", "a routine needs at least one step");
         }
         for s in &d.steps {
             self.step_schema(s);
@@ -218,14 +218,10 @@ impl Check<'_> {
         for s in &d.slots {
             let at = format!("slot:{}", s.key);
             if !is_key(&s.key) || !is_id(&s.stable_slot_id) {
-                self.push(
-                    "invalid_identifier",
-                    at.clone(),
-                    "a slot key is `[A-Za-z_][A-Za-z0-9_]*` and its id an identifier, up to 120 characters",
-                );
+                self.push("invalid_identifier", &at, "a slot key is `[A-Za-z_][A-Za-z0-9_]*`, its id an identifier");
             }
             if s.description.as_deref().is_some_and(|t| !fits(t, 1, 1000)) {
-                self.push("invalid_text_length", at.clone(), "a slot description is 1 to 1000 characters");
+                self.push("invalid_text_length", &at, "a slot description is 1 to 1000 characters");
             }
             if !keys.insert(s.key.as_str()) || !ids.insert(s.stable_slot_id.as_str()) {
                 self.push("duplicate_slot_key", at, format!("slot `{}` is declared more than once", s.key));
@@ -234,7 +230,7 @@ impl Check<'_> {
         for e in &d.transitions {
             let at = edge_at(e);
             if !is_id(&e.from_step) || !is_id(&e.to_ref) {
-                self.push("invalid_identifier", at.clone(), "transition ends are identifiers of up to 120 characters");
+                self.push("invalid_identifier", &at, "transition ends are identifiers of up to 120 characters");
             }
             let long = e.guard_text.as_deref().is_some_and(|t| t.chars().count() > 2000)
                 || e.outcome_status.as_deref().is_some_and(|t| t.chars().count() > MAX_ID)
@@ -244,73 +240,49 @@ impl Check<'_> {
                     .chain(e.field_values.iter().flatten())
                     .any(|v| v.as_str().is_some_and(|t| !fits(t, 1, 500)));
             if long {
-                self.push(
-                    "invalid_text_length",
-                    at,
-                    "guard text is at most 2000 characters, a field ref 200, an outcome 120, a field value 1 to 500",
-                );
+                self.push("invalid_text_length", at, "a guard text, field, outcome or value is empty or too long");
             }
         }
         for t in &d.terminals {
             if !is_id(&t.stable_step_id) {
-                self.push(
-                    "invalid_identifier",
-                    step_at(&t.stable_step_id),
-                    "a terminal id is an identifier of up to 120 characters",
-                );
+                self.push("invalid_identifier", step_at(&t.stable_step_id), "a terminal id is an identifier");
             }
             if t.instruction.as_deref().is_some_and(|i| !fits(i, 1, 4000)) {
-                self.push(
-                    "invalid_instruction",
-                    step_at(&t.stable_step_id),
-                    "a terminal message is 1 to 4000 characters",
-                );
+                self.push("invalid_instruction", step_at(&t.stable_step_id), "a message is 1 to 4000 characters");
             }
         }
         if let Some(x) = d.completion_export.as_ref().filter(|x| x.enabled) {
             if x.trigger_kinds.is_empty() {
                 self.push(
                     "completion_export_missing_trigger",
-                    "routine".into(),
-                    "an enabled completion export names `complete`, `handoff` or both",
+                    "routine",
+                    "an export names `complete`, `handoff` or both",
                 );
             }
             let dest = x.destination_ref.trim();
             if dest.is_empty() {
-                self.push(
-                    "completion_export_missing_destination",
-                    "routine".into(),
-                    "an enabled completion export names a webhook destination",
-                );
+                self.push("completion_export_missing_destination", "routine", "an export names a webhook destination");
             } else if dest.chars().count() > 300 {
-                self.push("invalid_identifier", "routine".into(), "a destination reference is at most 300 characters");
+                self.push("invalid_identifier", "routine", "a destination reference is at most 300 characters");
             } else if self.ctx.destinations.as_ref().is_some_and(|all| !all.iter().any(|d| d == dest)) {
                 self.push(
                     "completion_export_missing_destination",
-                    "routine".into(),
-                    format!("webhook destination `{dest}` does not exist"),
+                    "routine",
+                    format!("no webhook destination `{dest}`"),
                 );
             }
         }
         if let Some(x) = d.exposure.as_ref().filter(|x| x.enabled) {
             if !is_tool_name(&x.tool_name) {
-                self.push(
-                    "exposure_tool_name_invalid",
-                    "routine".into(),
-                    "a tool name is 2 to 63 lowercase letters, digits and `_`, starting with a letter",
-                );
+                self.push("exposure_tool_name_invalid", "routine", "a tool name is `[a-z][a-z0-9_]{1,62}`");
             } else if RESERVED_TOOL_NAMES.contains(&x.tool_name.as_str()) {
-                self.push(
-                    "exposure_tool_name_reserved",
-                    "routine".into(),
-                    format!("`{}` is one of the agent surface's own tools", x.tool_name),
-                );
+                self.push("exposure_tool_name_reserved", "routine", format!("`{}` is a built-in tool", x.tool_name));
             }
             if d.activation.gate_ref.is_some() {
                 self.push(
                     "exposure_requires_ungated_activation",
-                    "routine".into(),
-                    "an exposed routine cannot have an activation gate (a tool call would bypass it)",
+                    "routine",
+                    "a tool call would bypass the activation gate",
                 );
             }
         }
@@ -319,17 +291,13 @@ impl Check<'_> {
     fn step_schema(&mut self, s: &Step) {
         let at = step_at(&s.stable_step_id);
         if !is_id(&s.stable_step_id) {
-            self.push(
-                "invalid_identifier",
-                at.clone(),
-                "a step id is `[A-Za-z_][A-Za-z0-9_.-]*`, up to 120 characters",
-            );
+            self.push("invalid_identifier", &at, "a step id is an identifier");
         }
         if !fits(&s.instruction, 1, 4000) {
-            self.push("invalid_instruction", at.clone(), "an instruction is 1 to 4000 characters");
+            self.push("invalid_instruction", &at, "an instruction is 1 to 4000 characters");
         }
         if s.tool_ref.iter().chain(&s.action_type).any(|n| !fits(n, 1, 300)) {
-            self.push("invalid_identifier", at.clone(), "a skill or action name is 1 to 300 characters");
+            self.push("invalid_identifier", &at, "a skill or action name is 1 to 300 characters");
         }
         let m = &s.metadata;
         let names_ok = m.input_bindings.iter().all(|b| match b {
@@ -341,8 +309,8 @@ impl Check<'_> {
         if !names_ok {
             self.push(
                 "invalid_identifier",
-                at.clone(),
-                "binding names, slots and context variables are `[A-Za-z_][A-Za-z0-9_]*`; the mode is typed or untyped",
+                &at,
+                "a binding, slot or variable name is not a key, or the mode is unknown",
             );
         }
         if s.kind != StepKind::Approval {
@@ -366,7 +334,7 @@ impl Check<'_> {
             problems.push("no skill or action");
         }
         if !problems.is_empty() {
-            self.push("invalid_approval_step", at.clone(), format!("an approval step needs {}", problems.join(", ")));
+            self.push("invalid_approval_step", &at, format!("an approval step needs {}", problems.join(", ")));
         }
         if s.options
             .iter()
@@ -386,7 +354,7 @@ impl Check<'_> {
             }
         }
         if d.terminals.is_empty() {
-            self.push("missing_terminal", "routine".into(), "a routine needs at least one terminal");
+            self.push("missing_terminal", "routine", "a routine needs at least one terminal");
         }
         for s in sorted(d) {
             let at = step_at(&s.stable_step_id);
@@ -411,7 +379,7 @@ impl Check<'_> {
                         self.push(
                             "unknown_context_variable",
                             step_at(&s.stable_step_id),
-                            format!("the agent has no context variable `{name}`"),
+                            format!("no context variable `{name}`"),
                         );
                     }
                 }
@@ -421,7 +389,7 @@ impl Check<'_> {
                 self.push(
                     "missing_action_follow_up",
                     step_at(&s.stable_step_id),
-                    "an action step needs a branch to a step or terminal",
+                    "an action step needs a branch onward",
                 );
             }
         }
@@ -433,11 +401,7 @@ impl Check<'_> {
         let decision_ref = format!("{key}.id");
         let exits: Vec<&Transition> = self.def.transitions.iter().filter(|e| e.from_step == s.stable_step_id).collect();
         if exits.iter().any(|e| e.guard_kind == GuardKind::Llm) {
-            self.push(
-                "approval_step_llm_edge",
-                at.clone(),
-                "an approval step branches on the decision only, not on a model's reading",
-            );
+            self.push("approval_step_llm_edge", &at, "an approval branches on its decision only");
         }
         let decisions: Vec<&&Transition> = exits
             .iter()
@@ -448,11 +412,7 @@ impl Check<'_> {
             })
             .collect();
         if decisions.is_empty() {
-            self.push(
-                "approval_step_no_decision_edge",
-                at.clone(),
-                format!("an approval step branches on `{decision_ref}`"),
-            );
+            self.push("approval_step_no_decision_edge", &at, format!("an approval step branches on `{decision_ref}`"));
         }
         for e in &decisions {
             let value = e.field_value.as_ref().and_then(Value::as_str);
@@ -460,13 +420,13 @@ impl Check<'_> {
                 self.push(
                     "approval_step_unknown_option",
                     edge_at(e),
-                    format!("`{}` is not an option of `{}`", value.unwrap_or("?"), s.stable_step_id),
+                    format!("`{}` is not an option", value.unwrap_or("?")),
                 );
             }
         }
         for o in &s.options {
             if !decisions.iter().any(|e| e.field_value.as_ref().and_then(Value::as_str) == Some(o.id.as_str())) {
-                self.push("approval_step_unreachable_option", at.clone(), format!("option `{}` has no branch", o.id));
+                self.push("approval_step_unreachable_option", &at, format!("option `{}` has no branch", o.id));
             }
         }
     }
@@ -486,27 +446,15 @@ impl Check<'_> {
                 // a tool may fill an optional slot (that is how its output reaches the visitor's
                 // words); a required slot is the visitor's to give, so a tool writing it collides
                 if d.slot(&o.variable).is_some_and(|slot| slot.required) {
-                    self.push(
-                        "variable_name_collision",
-                        at.clone(),
-                        format!("output `{}` is assigned to `{}`, which is a required slot", o.output, o.variable),
-                    );
+                    self.push("variable_name_collision", &at, format!("a tool writes required slot `{}`", o.variable));
                 }
                 if targets.get(o.variable.as_str()).is_some_and(|n| *n > 1) {
-                    self.push(
-                        "variable_name_collision",
-                        at.clone(),
-                        format!("`{}` is assigned by more than one skill output", o.variable),
-                    );
+                    self.push("variable_name_collision", &at, format!("`{}` is assigned by two outputs", o.variable));
                 }
                 if let Some(outputs) = skill.and_then(|k| k.outputs.as_ref())
                     && !outputs.contains(&o.output)
                 {
-                    self.push(
-                        "unknown_output_assignment",
-                        at.clone(),
-                        format!("skill `{}` returns no output `{}`", s.tool_ref.as_deref().unwrap_or(""), o.output),
-                    );
+                    self.push("unknown_output_assignment", &at, format!("the skill returns no output `{}`", o.output));
                 }
             }
             for b in &s.metadata.input_bindings {
@@ -518,11 +466,7 @@ impl Check<'_> {
                     }
                 };
                 if skill.is_some() && input.is_none() {
-                    self.push(
-                        "unknown_input_binding",
-                        at.clone(),
-                        format!("skill `{}` has no input `{name}`", s.tool_ref.as_deref().unwrap_or("")),
-                    );
+                    self.push("unknown_input_binding", &at, format!("the skill has no input `{name}`"));
                 }
                 let mismatch = match b {
                     InputBinding::Literal { value, .. } => input.is_some_and(|i| !literal_fits(value, &i.input_type)),
@@ -530,10 +474,8 @@ impl Check<'_> {
                         if !variables.contains(variable.as_str()) {
                             self.push(
                                 "unknown_variable_ref",
-                                at.clone(),
-                                format!(
-                                    "input `{name}` reads `{variable}`, which is neither a slot nor a skill output"
-                                ),
+                                &at,
+                                format!("input `{name}`: `{variable}` is no slot or output"),
                             );
                         }
                         match (d.slot(variable), input) {
@@ -545,7 +487,7 @@ impl Check<'_> {
                         match ctx.context_variables.as_ref().map(|all| all.iter().find(|v| v.name == *context_variable))
                         {
                             Some(None) => {
-                                self.push("unknown_context_variable", at.clone(), format!("input `{name}` reads context variable `{context_variable}`, which the agent does not have"));
+                                self.push("unknown_context_variable", &at, format!("input `{name}` reads context variable `{context_variable}`, which the agent does not have"));
                                 false
                             }
                             Some(Some(v)) => input.is_some_and(|i| {
@@ -556,11 +498,7 @@ impl Check<'_> {
                     }
                 };
                 if mismatch {
-                    self.push(
-                        "input_type_mismatch",
-                        at.clone(),
-                        format!("input `{name}` gets a value of the wrong type"),
-                    );
+                    self.push("input_type_mismatch", &at, format!("input `{name}` gets a value of the wrong type"));
                 }
             }
             let Some(skill) = skill else { continue };
@@ -579,7 +517,7 @@ impl Check<'_> {
                     _ => None,
                 };
                 if let Some(why) = why {
-                    self.push("unsatisfiable_required_input", at.clone(), format!("required input `{}` {why}", i.name));
+                    self.push("unsatisfiable_required_input", &at, format!("required input `{}` {why}", i.name));
                 }
             }
         }
@@ -593,26 +531,22 @@ impl Check<'_> {
             let at = edge_at(e);
             let from = d.step(&e.from_step);
             if from.is_none() {
-                self.push("dangling_step_reference", at.clone(), format!("`{}` is not a step", e.from_step));
+                self.push("dangling_step_reference", &at, format!("`{}` is not a step", e.from_step));
             }
             if !is_node(d, &e.to_ref) {
-                self.push("dangling_step_reference", at.clone(), format!("`{}` is not a step or terminal", e.to_ref));
+                self.push("dangling_step_reference", &at, format!("`{}` is not a step or terminal", e.to_ref));
             }
             if let (Some(f), Some(t)) = (order.get(e.from_step.as_str()), order.get(e.to_ref.as_str()))
                 && t <= f
                 && e.guard_kind != GuardKind::Counter
             {
-                self.push(
-                    "unbounded_back_edge",
-                    at.clone(),
-                    "a branch back to an earlier (or the same) step needs `(max N)`",
-                );
+                self.push("unbounded_back_edge", &at, "a branch back to an earlier (or the same) step needs `(max N)`");
             }
             let missing = |what: &str| format!("a {} guard needs {what}", e.guard_kind);
             match e.guard_kind {
                 GuardKind::Outcome => {
                     if from.is_some_and(|s| s.kind != StepKind::Tool) {
-                        self.push("outcome_guard_on_non_tool_step", at.clone(), "an outcome guard leaves a tool step");
+                        self.push("outcome_guard_on_non_tool_step", &at, "an outcome guard leaves a tool step");
                     }
                     if e.outcome_status.as_deref().or(e.guard_text.as_deref()).is_none_or(|s| s.trim().is_empty()) {
                         self.push("structured_guard_missing_parameter", at, missing("a status"));
@@ -625,7 +559,7 @@ impl Check<'_> {
                         self.push(
                             "attempt_limit_without_fallback",
                             at,
-                            "a bounded loop needs a way out: its step's default branch to a terminal",
+                            "a bounded loop needs a default branch to a terminal",
                         );
                     }
                 }
@@ -652,7 +586,7 @@ impl Check<'_> {
             _ => e.field_value.as_ref().is_none_or(Value::is_null).then_some("a value"),
         };
         if let Some(what) = missing {
-            self.push("structured_guard_missing_parameter", at.clone(), format!("`{op}` needs {what}"));
+            self.push("structured_guard_missing_parameter", &at, format!("`{op}` needs {what}"));
         }
         let decision = from
             .and_then(|s| s.capture_key.as_deref().filter(|_| s.kind == StepKind::Approval))
@@ -682,11 +616,7 @@ impl Check<'_> {
                 );
             }
         } else if !variables.contains(r) && !decision && !tool_output {
-            self.push(
-                "field_guard_unknown_reference",
-                at,
-                format!("`{r}` is not a slot, a skill output or this approval's decision"),
-            );
+            self.push("field_guard_unknown_reference", at, format!("`{r}` is no slot, output or decision"));
         }
     }
 
@@ -721,11 +651,7 @@ impl Check<'_> {
         };
         for s in &d.slots {
             if !referenced.contains(&s.key.as_str()) && !read_elsewhere(&s.key) {
-                self.push(
-                    "declared_unused_slot",
-                    format!("slot:{}", s.key),
-                    format!("slot `{}` is declared but nothing asks for or reads it", s.key),
-                );
+                self.push("declared_unused_slot", format!("slot:{}", s.key), "nothing asks for or reads this slot");
             }
         }
     }
@@ -744,15 +670,11 @@ impl Check<'_> {
         }
         for s in &steps {
             if !seen.contains(s.stable_step_id.as_str()) {
-                self.push(
-                    "unreachable_step",
-                    step_at(&s.stable_step_id),
-                    "no path from the first step reaches this step",
-                );
+                self.push("unreachable_step", step_at(&s.stable_step_id), "no path from the first step leads here");
             }
         }
         if !d.terminals.is_empty() && !d.terminals.iter().any(|t| seen.contains(t.stable_step_id.as_str())) {
-            self.push("missing_terminal", "routine".into(), "no terminal can be reached from the first step");
+            self.push("missing_terminal", "routine", "no terminal can be reached from the first step");
         }
     }
 }
