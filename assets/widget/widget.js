@@ -11,7 +11,8 @@
  *   unavailable, handoff, newMessages ("{n}" = count), error, retry, sources, feedbackUp,
  *   feedbackDown, feedbackThanks, poweredBy; and tooMany ("{s}" = seconds), feedbackComment,
  *   feedbackSend, team ("{name}" = the operator's display name), messages (the log's label),
- *   privacy, dismiss.
+ *   privacy, dismiss, approvalWait (a routine waits for a person's review), needed ("{fields}" =
+ *   what a routine still needs).
  *
  * Rules this file keeps: text from visitors, agents, operators and settings is only ever set as
  * textContent (no innerHTML); no inline style (constructed stylesheets and CSSOM custom
@@ -41,6 +42,8 @@
     feedbackThanks: 'Thanks for your feedback.',
     poweredBy: 'Powered by Steward',
     tooMany: 'Too many messages, try again in {s} s.',
+    approvalWait: 'Your request is waiting for a review. The answer will appear here.',
+    needed: 'Still needed: {fields}',
     feedbackComment: 'What was missing? (optional)',
     feedbackSend: 'Send feedback',
     team: '{name} (team)',
@@ -756,6 +759,20 @@ svg{width:20px;height:20px;fill:currentColor;flex:none}
       notice.hidden = !on || S.state === 'unavailable';
     }
 
+    // where a routine stands, when no person has the conversation: waiting for a review, or
+    // the fields it still needs
+    function routineNotice(r) {
+      if (!r || notice.textContent) return;
+      let text = '';
+      if (r.status === 'waiting_for_approval') text = copy.approvalWait;
+      else if (r.status === 'waiting_for_input' && Array.isArray(r.pendingInput) && r.pendingInput.length) {
+        const fields = r.pendingInput.map((p) => String(p.description || p.key).replace(/_/g, ' ')).join(', ');
+        text = fill(copy.needed, 'fields', fields);
+      }
+      notice.textContent = text;
+      notice.hidden = !text || S.state === 'unavailable';
+    }
+
     function errorRow(e, retry) {
       let text = copy.error;
       if (e && e.status === 429) {
@@ -882,6 +899,7 @@ svg{width:20px;height:20px;fill:currentColor;flex:none}
         }
       }
       handoff(own.state === 'human_owned');
+      routineNotice(reply.routine);
       scrollEnd(true);
     }
 

@@ -673,3 +673,52 @@ async fn widget_figures() {
     b.quit().await;
     s.stop();
 }
+
+/// A routine in the widget: the visitor is told what is still needed, and that an approval is
+/// pending.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_widget_shows_what_a_routine_still_needs_and_an_approval_wait() {
+    let s = Setup::start().await;
+    let agents = s.api.call(Method::GET, "/api/v1/agents", None).await;
+    let agent = agents["agents"][0]["id"].as_str().unwrap().to_string();
+    let slot =
+        |k: &str, t: &str, o: i64| json!({"stableSlotId": k, "key": k, "type": t, "required": true, "ordinal": o});
+    let def = json!({
+        "name": "Refund",
+        "activation": {"triggerDescription": "shopper asks for a refund of money on an order"},
+        "slots": [slot("amount", "number", 1), slot("contact", "email", 2)],
+        "steps": [
+            {"stableStepId": "collect", "kind": "chat", "ordinal": 1, "instruction": "Tell me the refund {{slot.amount}} and a {{slot.contact}} address."},
+            {"stableStepId": "review", "kind": "approval", "ordinal": 2, "captureKey": "call",
+             "instruction": "A manager must check this refund.", "options": [{"id": "ok", "label": "Approve"}, {"id": "no", "label": "Decline"}]},
+        ],
+        "transitions": [
+            {"fromStep": "collect", "toRef": "review", "guardKind": "default", "ordinal": 1},
+            {"fromStep": "review", "toRef": "done", "guardKind": "field", "fieldRef": "call.id", "fieldOp": "equals", "fieldValue": "ok", "ordinal": 1},
+            {"fromStep": "review", "toRef": "done", "guardKind": "field", "fieldRef": "call.id", "fieldOp": "equals", "fieldValue": "no", "ordinal": 2},
+        ],
+        "terminals": [{"stableStepId": "done", "kind": "complete", "ordinal": 1}],
+    });
+    s.api.call(Method::POST, &format!("/api/v1/agents/{agent}/routines"), Some(json!({"definition": def}))).await;
+    s.api.configure_default_agent(json!({})).await;
+    let driver = Driver::start();
+    let b = driver.session().await;
+    b.go(&s.shop.page(&s.embed, "")).await;
+    launcher(&b).await;
+    open(&b).await;
+    say(&b, "I would like a refund of money on my order").await;
+    answer(&b, 1).await;
+    let notice = wt("steward-handoff");
+    b.until(&format!("{notice}.textContent.startsWith('Still needed')")).await;
+    let text = b.js(&format!("return {notice}.textContent"), json!([])).await;
+    assert_eq!(text, "Still needed: amount, contact");
+    say(&b, "75 please, mail me at fay@example.com").await;
+    answer(&b, 2).await;
+    b.until(&format!("{notice}.textContent.includes('waiting for a review')")).await;
+    b.screenshot(&shots().join("widget-routine.png")).await;
+    let mut problems = vec![];
+    page_problems(&b, "routine", &mut problems).await;
+    assert!(problems.is_empty(), "{problems:?}");
+    b.quit().await;
+    s.stop();
+}
