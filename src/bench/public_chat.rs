@@ -131,7 +131,7 @@ async fn idle_stream(
     token: &str,
     session: &str,
     conversation: &str,
-) -> anyhow::Result<impl futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + use<>> {
+) -> anyhow::Result<impl futures::Stream + use<>> {
     let r = http
         .get(format!("{base}/api/v1/public/chat/{token}/events/{conversation}"))
         .header(SESSION_HEADER, session)

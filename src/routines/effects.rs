@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::ids::WorkspaceId;
 use crate::jobs::{self, JobCtx, JobPayload, NewJob, Outcome};
 use crate::storage::Tx;
+use crate::turn::routine::Effects;
 use crate::turn::{HANDOFF_JOB, TurnInput};
 
 /// The job kind of an action marker.
@@ -200,5 +201,91 @@ pub fn action_job(app: &App, _ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     match r {
         Ok(()) => Outcome::Done,
         Err(e) => Outcome::retry(e.to_string()),
+    }
+}
+
+// ---- what a routine turn collected, applied in the turn's transaction ----
+
+#[derive(Debug, Clone)]
+pub(super) struct HandoffEffect {
+    pub(super) routine_id: String,
+    pub(super) routine_name: String,
+    pub(super) collected: Map<String, Value>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct ExportEffect {
+    pub(super) destination_ref: String,
+    pub(super) body: Value,
+    pub(super) key: String,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct ActionEffect {
+    pub(super) action_type: String,
+    pub(super) payload: Map<String, Value>,
+    pub(super) key: String,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct DecisionEffect {
+    pub(super) handle: String,
+    pub(super) routine_id: String,
+    pub(super) routine_name: String,
+    pub(super) step_id: String,
+    pub(super) reason: String,
+    pub(super) options: Vec<super::definition::GateOption>,
+    pub(super) content_hash: String,
+    pub(super) collected: Map<String, Value>,
+}
+
+/// What a routine turn writes in the turn's transaction.
+#[derive(Debug, Default)]
+pub(super) struct RoutineEffects {
+    pub(super) handoff: Option<HandoffEffect>,
+    pub(super) export: Option<ExportEffect>,
+    pub(super) actions: Vec<ActionEffect>,
+    pub(super) decision: Option<DecisionEffect>,
+    /// Steps said on the way through (before the reply).
+    pub(super) said: Vec<String>,
+}
+
+impl Effects for RoutineEffects {
+    fn apply(&self, app: &App, tx: &crate::storage::Tx, input: &TurnInput, now: &str) -> Result<bool> {
+        let ws = &input.workspace;
+        let cid = &input.conversation_id;
+        let test = input.surface == crate::turn::Surface::Test;
+        for a in &self.actions {
+            queue_action(app, tx, ws, cid, &a.action_type, &a.payload, &a.key, test)?;
+        }
+        if let Some(x) = &self.export {
+            queue_export(app, tx, ws, &input.agent.agent_id, cid, &x.destination_ref, &x.body, &x.key, test)?;
+        }
+        if let Some(d) = &self.decision {
+            open_decision(
+                app,
+                tx,
+                input,
+                &NewDecision {
+                    handle: &d.handle,
+                    routine_id: &d.routine_id,
+                    routine_name: &d.routine_name,
+                    step_id: &d.step_id,
+                    reason: &d.reason,
+                    options: &d.options,
+                    content_hash: &d.content_hash,
+                    collected: &d.collected,
+                },
+                now,
+            )?;
+        }
+        if let Some(h) = &self.handoff {
+            if test {
+                return Ok(false);
+            }
+            hand_off(app, tx, input, &h.routine_id, &h.routine_name, &h.collected, now)?;
+            return Ok(true);
+        }
+        Ok(false)
     }
 }

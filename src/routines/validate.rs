@@ -38,8 +38,10 @@ use std::collections::{HashMap, HashSet, VecDeque};
 
 use serde_json::Value;
 
-use super::definition::{Definition, FieldOp, Finding, GuardKind, InputBinding, SlotType, Step, StepKind, Transition};
-use super::markdown::slot_refs;
+use super::definition::{
+    Definition, FieldOp, Finding, GuardKind, InputBinding, Slot, SlotType, Step, StepKind, Transition,
+};
+use super::markdown::{brace_refs, is_ident, is_slot_key, slot_refs};
 
 /// What the caller knows about the agent the routine belongs to.
 #[derive(Debug, Clone, Default)]
@@ -94,7 +96,8 @@ const MAX_ID: usize = 120;
 
 /// Every finding for `def`; empty when it is valid.
 pub fn validate(def: &Definition, ctx: &ValidationContext) -> Vec<Finding> {
-    let mut v = Check { def, ctx, out: Vec::new() };
+    let ix = Index::of(def);
+    let mut v = Check { def, ctx, ix: &ix, out: Vec::new() };
     v.schema();
     v.structure();
     v.bindings();
@@ -110,8 +113,47 @@ fn sorted(d: &Definition) -> Vec<&Step> {
     s
 }
 
-fn is_node(d: &Definition, id: &str) -> bool {
-    d.step(id).is_some() || d.terminal(id).is_some()
+/// Lookups by id, built once (a definition from a 1 MB document has many thousands of steps).
+struct Index<'a> {
+    steps: HashMap<&'a str, &'a Step>,
+    terminals: HashSet<&'a str>,
+    slots: HashMap<&'a str, &'a Slot>,
+    exits: HashMap<&'a str, Vec<&'a Transition>>,
+}
+
+impl<'a> Index<'a> {
+    fn of(d: &'a Definition) -> Index<'a> {
+        let mut exits: HashMap<&str, Vec<&Transition>> = HashMap::new();
+        for e in &d.transitions {
+            exits.entry(e.from_step.as_str()).or_default().push(e);
+        }
+        Index {
+            steps: d.steps.iter().map(|s| (s.stable_step_id.as_str(), s)).collect(),
+            terminals: d.terminals.iter().map(|t| t.stable_step_id.as_str()).collect(),
+            slots: d.slots.iter().map(|s| (s.key.as_str(), s)).collect(),
+            exits,
+        }
+    }
+    fn step(&self, id: &str) -> Option<&'a Step> {
+        self.steps.get(id).copied()
+    }
+    fn slot(&self, key: &str) -> Option<&'a Slot> {
+        self.slots.get(key).copied()
+    }
+    fn is_node(&self, id: &str) -> bool {
+        self.steps.contains_key(id) || self.terminals.contains(id)
+    }
+    fn exits(&self, id: &str) -> &[&'a Transition] {
+        self.exits.get(id).map_or(&[], Vec::as_slice)
+    }
+    /// A counter edge's way out: it goes to a terminal, or its step's default edge does.
+    fn terminal_path(&self, e: &Transition) -> bool {
+        self.terminals.contains(e.to_ref.as_str())
+            || self
+                .exits(&e.from_step)
+                .iter()
+                .any(|x| x.guard_kind == GuardKind::Default && self.terminals.contains(x.to_ref.as_str()))
+    }
 }
 
 /// The routine's variables: slots and skill-output targets.
@@ -123,17 +165,10 @@ fn variables(d: &Definition) -> HashSet<&str> {
         .collect()
 }
 
-/// A counter edge's way out: it goes to a terminal, or its step's default edge does.
-fn terminal_path(d: &Definition, e: &Transition) -> bool {
-    d.terminal(&e.to_ref).is_some()
-        || d.transitions.iter().any(|x| {
-            x.from_step == e.from_step && x.guard_kind == GuardKind::Default && d.terminal(&x.to_ref).is_some()
-        })
-}
-
 struct Check<'a> {
     def: &'a Definition,
     ctx: &'a ValidationContext,
+    ix: &'a Index<'a>,
     out: Vec<Finding>,
 }
 
@@ -146,17 +181,11 @@ fn edge_at(e: &Transition) -> String {
 }
 
 fn is_id(s: &str) -> bool {
-    let mut c = s.chars();
-    s.len() <= MAX_ID
-        && c.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && c.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+    s.len() <= MAX_ID && is_ident(s)
 }
 
 fn is_key(s: &str) -> bool {
-    let mut c = s.chars();
-    s.len() <= MAX_ID
-        && c.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    s.len() <= MAX_ID && is_slot_key(s)
 }
 
 /// Trimmed length within `min..=max` characters.
@@ -170,25 +199,6 @@ fn is_tool_name(s: &str) -> bool {
     (2..=63).contains(&s.len())
         && c.next().is_some_and(|c| c.is_ascii_lowercase())
         && c.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-}
-
-/// `{{context.<name>}}` / `{{ctx.<name>}}` references in `text`.
-fn context_refs(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some(i) = rest.find("{{") {
-        rest = &rest[i + 2..];
-        let inner = rest.trim_start();
-        let Some(after) = inner.strip_prefix("context.").or_else(|| inner.strip_prefix("ctx.")) else { continue };
-        let n = after
-            .char_indices()
-            .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
-            .map_or(after.len(), |(j, _)| j);
-        if n > 0 && after[n..].trim_start().starts_with("}}") {
-            out.push(&after[..n]);
-        }
-    }
-    out
 }
 
 impl Check<'_> {
@@ -345,7 +355,7 @@ impl Check<'_> {
     }
 
     fn structure(&mut self) {
-        let (d, ctx) = (self.def, self.ctx);
+        let (d, ctx, ix) = (self.def, self.ctx, self.ix);
         let mut seen = HashSet::new();
         let mut reported = HashSet::new();
         for id in d.steps.iter().map(|s| &s.stable_step_id).chain(d.terminals.iter().map(|t| &t.stable_step_id)) {
@@ -374,7 +384,7 @@ impl Check<'_> {
                 _ => {}
             }
             if let Some(vars) = &ctx.context_variables {
-                for name in context_refs(&s.instruction) {
+                for name in brace_refs(&s.instruction, &["context.", "ctx."]) {
                     if !vars.iter().any(|v| v.name == name) {
                         self.push(
                             "unknown_context_variable",
@@ -384,7 +394,7 @@ impl Check<'_> {
                     }
                 }
             }
-            let has_exit = d.transitions.iter().any(|e| e.from_step == s.stable_step_id && is_node(d, &e.to_ref));
+            let has_exit = ix.exits(&s.stable_step_id).iter().any(|e| ix.is_node(&e.to_ref));
             if s.kind == StepKind::Action && !has_exit {
                 self.push(
                     "missing_action_follow_up",
@@ -399,7 +409,7 @@ impl Check<'_> {
         let Some(key) = s.capture_key.as_deref() else { return };
         let at = step_at(&s.stable_step_id);
         let decision_ref = format!("{key}.id");
-        let exits: Vec<&Transition> = self.def.transitions.iter().filter(|e| e.from_step == s.stable_step_id).collect();
+        let exits = self.ix.exits(&s.stable_step_id);
         if exits.iter().any(|e| e.guard_kind == GuardKind::Llm) {
             self.push("approval_step_llm_edge", &at, "an approval branches on its decision only");
         }
@@ -432,20 +442,20 @@ impl Check<'_> {
     }
 
     fn bindings(&mut self) {
-        let (d, ctx) = (self.def, self.ctx);
+        let (d, ctx, ix) = (self.def, self.ctx, self.ix);
         let mut targets: HashMap<&str, usize> = HashMap::new();
         for o in d.steps.iter().flat_map(|s| &s.metadata.output_assignments) {
             *targets.entry(o.variable.as_str()).or_default() += 1;
         }
         let variables = variables(d);
-        let mut guaranteed: Option<HashMap<String, HashSet<String>>> = None;
+        let mut guaranteed: Option<Guaranteed> = None;
         for s in sorted(d) {
             let at = step_at(&s.stable_step_id);
             let skill = s.tool_ref.as_deref().and_then(|t| ctx.skills.as_ref()?.iter().find(|k| k.name == t));
             for o in &s.metadata.output_assignments {
                 // a tool may fill an optional slot (that is how its output reaches the visitor's
                 // words); a required slot is the visitor's to give, so a tool writing it collides
-                if d.slot(&o.variable).is_some_and(|slot| slot.required) {
+                if ix.slot(&o.variable).is_some_and(|slot| slot.required) {
                     self.push("variable_name_collision", &at, format!("a tool writes required slot `{}`", o.variable));
                 }
                 if targets.get(o.variable.as_str()).is_some_and(|n| *n > 1) {
@@ -478,7 +488,7 @@ impl Check<'_> {
                                 format!("input `{name}`: `{variable}` is no slot or output"),
                             );
                         }
-                        match (d.slot(variable), input) {
+                        match (ix.slot(variable), input) {
                             (Some(slot), Some(i)) => !slot_fits(slot.slot_type, &i.input_type),
                             _ => false,
                         }
@@ -511,7 +521,7 @@ impl Check<'_> {
                     }
                     Some(InputBinding::VariableRef { variable, .. }) if variables.contains(variable.as_str()) => {
                         let g = guaranteed.get_or_insert_with(|| guaranteed_on_entry(d));
-                        (!g.get(&s.stable_step_id).is_some_and(|set| set.contains(variable)))
+                        (!g.has(&s.stable_step_id, variable))
                             .then(|| format!("reads `{variable}`, which is not always filled before this step"))
                     }
                     _ => None,
@@ -524,16 +534,16 @@ impl Check<'_> {
     }
 
     fn transitions(&mut self) {
-        let d = self.def;
+        let (d, ix) = (self.def, self.ix);
         let order: HashMap<&str, i64> = d.steps.iter().map(|s| (s.stable_step_id.as_str(), s.ordinal)).collect();
         let variables = variables(d);
         for e in &d.transitions {
             let at = edge_at(e);
-            let from = d.step(&e.from_step);
+            let from = ix.step(&e.from_step);
             if from.is_none() {
                 self.push("dangling_step_reference", &at, format!("`{}` is not a step", e.from_step));
             }
-            if !is_node(d, &e.to_ref) {
+            if !ix.is_node(&e.to_ref) {
                 self.push("dangling_step_reference", &at, format!("`{}` is not a step or terminal", e.to_ref));
             }
             if let (Some(f), Some(t)) = (order.get(e.from_step.as_str()), order.get(e.to_ref.as_str()))
@@ -555,7 +565,7 @@ impl Check<'_> {
                 GuardKind::Counter => {
                     if e.counter_limit.is_none_or(|n| n <= 0) {
                         self.push("structured_guard_missing_parameter", at, missing("a positive limit"));
-                    } else if !terminal_path(d, e) {
+                    } else if !ix.terminal_path(e) {
                         self.push(
                             "attempt_limit_without_fallback",
                             at,
@@ -573,7 +583,7 @@ impl Check<'_> {
     }
 
     fn field(&mut self, e: &Transition, from: Option<&Step>, variables: &HashSet<&str>) {
-        let (d, ctx) = (self.def, self.ctx);
+        let ctx = self.ctx;
         let at = edge_at(e);
         let (Some(r), Some(op)) = (e.field_ref.as_deref().filter(|r| !r.is_empty()), e.field_op) else {
             self.push("structured_guard_missing_parameter", at, "a field guard needs a field and an operator");
@@ -601,7 +611,7 @@ impl Check<'_> {
                         .and_then(|k| k.outputs.as_ref())
                         .is_some_and(|o| o.iter().any(|o| o == head)))
         });
-        if let Some(slot) = d.slot(r) {
+        if let Some(slot) = self.ix.slot(r) {
             let fits = match op {
                 FieldOp::OlderThan | FieldOp::Within => slot.slot_type == SlotType::Date,
                 FieldOp::Gt | FieldOp::Gte | FieldOp::Lt | FieldOp::Lte => slot.slot_type == SlotType::Number,
@@ -634,7 +644,7 @@ impl Check<'_> {
         }
         let mut reported = HashSet::new();
         for key in &referenced {
-            if d.slot(key).is_none() && reported.insert(*key) {
+            if self.ix.slot(key).is_none() && reported.insert(*key) {
                 self.push(
                     "referenced_undeclared_slot",
                     format!("slot:{key}"),
@@ -642,15 +652,17 @@ impl Check<'_> {
                 );
             }
         }
-        let read_elsewhere = |key: &str| {
-            d.transitions.iter().any(|e| e.guard_kind == GuardKind::Field && e.field_ref.as_deref() == Some(key))
-                || d.steps
-                    .iter()
-                    .flat_map(|s| &s.metadata.input_bindings)
-                    .any(|b| matches!(b, InputBinding::VariableRef { variable, .. } if variable == key))
-        };
+        let mut read: HashSet<&str> = referenced.into_iter().collect();
+        read.extend(
+            d.transitions.iter().filter(|e| e.guard_kind == GuardKind::Field).filter_map(|e| e.field_ref.as_deref()),
+        );
+        for b in d.steps.iter().flat_map(|s| &s.metadata.input_bindings) {
+            if let InputBinding::VariableRef { variable, .. } = b {
+                read.insert(variable);
+            }
+        }
         for s in &d.slots {
-            if !referenced.contains(&s.key.as_str()) && !read_elsewhere(&s.key) {
+            if !read.contains(s.key.as_str()) {
                 self.push("declared_unused_slot", format!("slot:{}", s.key), "nothing asks for or reads this slot");
             }
         }
@@ -666,7 +678,7 @@ impl Check<'_> {
             if !seen.insert(id) {
                 continue;
             }
-            queue.extend(d.transitions.iter().filter(|e| e.from_step == id).map(|e| e.to_ref.as_str()));
+            queue.extend(self.ix.exits(id).iter().map(|e| e.to_ref.as_str()));
         }
         for s in &steps {
             if !seen.contains(s.stable_step_id.as_str()) {
@@ -707,32 +719,38 @@ fn slot_fits(slot: SlotType, t: &InputType) -> bool {
 /// For each step, the variables certainly filled when it is entered: nothing at the first step;
 /// elsewhere what every step leading to it had on entry or filled itself (a chat step fills the
 /// slots its instruction asks for, a tool step its output targets). A fixpoint over bitsets.
-fn guaranteed_on_entry(d: &Definition) -> HashMap<String, HashSet<String>> {
-    let mut steps: Vec<&Step> = d.steps.iter().collect();
-    steps.sort_by_key(|s| s.ordinal);
-    let mut universe: Vec<&str> = Vec::new();
-    for k in d
-        .slots
-        .iter()
-        .map(|s| s.key.as_str())
-        .chain(steps.iter().flat_map(|s| &s.metadata.output_assignments).map(|o| o.variable.as_str()))
-    {
-        if !universe.contains(&k) {
-            universe.push(k);
+struct Guaranteed<'a> {
+    vars: HashMap<&'a str, usize>,
+    steps: HashMap<&'a str, usize>,
+    entry: Vec<Vec<u64>>,
+}
+
+impl Guaranteed<'_> {
+    fn has(&self, step: &str, var: &str) -> bool {
+        match (self.steps.get(step), self.vars.get(var)) {
+            (Some(&s), Some(&v)) => self.entry[s][v / 64] & (1 << (v % 64)) != 0,
+            _ => false,
         }
     }
-    let index: HashMap<&str, usize> = universe.iter().enumerate().map(|(i, k)| (*k, i)).collect();
-    let words = universe.len().div_ceil(64).max(1);
+}
+
+fn guaranteed_on_entry(d: &Definition) -> Guaranteed<'_> {
+    let steps = sorted(d);
+    let mut vars: HashMap<&str, usize> = HashMap::new();
+    let names = d.slots.iter().map(|s| s.key.as_str());
+    for k in names.chain(steps.iter().flat_map(|s| &s.metadata.output_assignments).map(|o| o.variable.as_str())) {
+        let n = vars.len();
+        vars.entry(k).or_insert(n);
+    }
+    let words = vars.len().div_ceil(64).max(1);
     let set = |keys: &mut dyn Iterator<Item = &str>| {
         let mut b = vec![0u64; words];
-        for k in keys {
-            if let Some(&i) = index.get(k) {
-                b[i / 64] |= 1 << (i % 64);
-            }
+        for i in keys.filter_map(|k| vars.get(k)) {
+            b[i / 64] |= 1 << (i % 64);
         }
         b
     };
-    let full = set(&mut universe.iter().copied());
+    let full = set(&mut vars.keys().copied());
     let produced: Vec<Vec<u64>> = steps
         .iter()
         .map(|s| match s.kind {
@@ -766,17 +784,5 @@ fn guaranteed_on_entry(d: &Definition) -> HashMap<String, HashSet<String>> {
             }
         }
     }
-    steps
-        .iter()
-        .zip(entry)
-        .map(|(s, bits)| {
-            let keys = universe
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| bits[i / 64] & (1 << (i % 64)) != 0)
-                .map(|(_, k)| k.to_string())
-                .collect();
-            (s.stable_step_id.clone(), keys)
-        })
-        .collect()
+    Guaranteed { vars, steps: pos, entry }
 }

@@ -83,11 +83,9 @@ fn default_handoff() -> End {
 pub fn primary_complete(def: &Definition) -> Option<&Terminal> {
     let mut completes: Vec<&Terminal> = def.terminals.iter().filter(|t| t.kind == TerminalKind::Complete).collect();
     completes.sort_by_key(|t| t.ordinal);
-    completes
-        .iter()
-        .find(|t| def.transitions.iter().any(|e| e.guard_kind == GuardKind::Default && e.to_ref == t.stable_step_id))
-        .or(completes.first())
-        .copied()
+    let defaults: HashSet<&str> =
+        def.transitions.iter().filter(|e| e.guard_kind == GuardKind::Default).map(|e| e.to_ref.as_str()).collect();
+    completes.iter().find(|t| defaults.contains(t.stable_step_id.as_str())).or(completes.first()).copied()
 }
 
 /// The heading slug: lowercase, runs outside `[a-z0-9_]` become `_`, `_` runs collapse, no

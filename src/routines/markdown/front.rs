@@ -1,6 +1,8 @@
 //! A whole document: line handling, the frontmatter (reference §1–§2, §4) and the body, with
 //! every diagnostic collected.
 
+use std::collections::{HashMap, HashSet};
+
 use super::lex::lex;
 use super::scan::{MAX_ID, clip, ident_prefix, integer, is_slot_key, quoted, split_list};
 use super::{Diagnostic, Document, Export, Line, MAX_DIAGNOSTICS, TerminalSpec, VarDecl};
@@ -147,7 +149,8 @@ pub fn terminal(value: &str) -> Option<TerminalSpec> {
 /// `key:type[:flag]*, …`. A later `vars` line may declare a key again; the later declaration wins
 /// (in the first one's place).
 fn vars(doc: &mut Document, value: &str, no: usize, diags: &mut Vec<Diagnostic>) {
-    let mut seen: Vec<&str> = Vec::new();
+    let mut seen: HashSet<&str> = HashSet::new();
+    let mut at: HashMap<String, usize> = doc.vars.iter().enumerate().map(|(i, v)| (v.key.clone(), i)).collect();
     for decl in split_list(value) {
         let bad = |why: String| Diagnostic::new(no, "invalid_var_declaration", format!("`{}`: {why}", clip(decl)));
         let mut parts = decl.split(':').map(str::trim);
@@ -156,11 +159,10 @@ fn vars(doc: &mut Document, value: &str, no: usize, diags: &mut Vec<Diagnostic>)
             diags.push(bad(format!("`{}` is not a slot key", clip(key))));
             continue;
         }
-        if seen.contains(&key) {
+        if !seen.insert(key) {
             diags.push(Diagnostic::new(no, "duplicate_var_declaration", format!("`{key}` is declared twice")));
             continue;
         }
-        seen.push(key);
         let Some(slot_type) = parts.next().and_then(SlotType::parse) else {
             diags.push(bad("the type is one of text, number, boolean, email, date".into()));
             continue;
@@ -182,9 +184,12 @@ fn vars(doc: &mut Document, value: &str, no: usize, diags: &mut Vec<Diagnostic>)
             continue;
         }
         let decl = VarDecl { key: key.to_string(), slot_type, optional, mutable };
-        match doc.vars.iter_mut().find(|v| v.key == decl.key) {
+        match at.get(&decl.key).and_then(|&i| doc.vars.get_mut(i)) {
             Some(v) => *v = decl,
-            None => doc.vars.push(decl),
+            None => {
+                at.insert(decl.key.clone(), doc.vars.len());
+                doc.vars.push(decl);
+            }
         }
     }
 }

@@ -59,7 +59,7 @@ pub use compile::{DEFAULT_HANDOFF_MESSAGE, UNTITLED_NAME, UNTITLED_TRIGGER, comp
 pub use front::parse;
 pub use print::serialize;
 pub use project::{NotPortable, project};
-pub use scan::{slot_refs, split_slot_refs};
+pub use scan::{brace_refs, is_ident, is_slot_key, slot_refs, split_slot_refs};
 
 /// The only grammar version.
 pub const GRAMMAR_VERSION: i64 = 1;
@@ -289,8 +289,9 @@ impl Document {
             .iter()
             .map(|v| Variable { key: v.key.clone(), slot_type: v.slot_type, optional: v.optional, mutable: v.mutable })
             .collect();
+        let declared: std::collections::HashSet<&str> = self.vars.iter().map(|v| v.key.as_str()).collect();
         for key in self.referenced() {
-            if !self.vars.iter().any(|v| v.key == key) {
+            if !declared.contains(key.as_str()) {
                 out.push(Variable { key, slot_type: SlotType::Text, optional: false, mutable: false });
             }
         }

@@ -7,7 +7,7 @@
 //! the common cases with a reason of their own first (activation gate, several handoff
 //! terminals, a terminal nothing reaches, a step id no heading produces).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use serde_json::Value;
@@ -63,7 +63,7 @@ pub fn project(def: &Definition) -> R<String> {
 struct Ctx<'a> {
     primary: &'a Terminal,
     handoff: Option<&'a Terminal>,
-    def: &'a Definition,
+    terminals: HashMap<&'a str, &'a Terminal>,
     decision_keys: HashSet<&'a str>,
 }
 
@@ -77,9 +77,10 @@ fn render(def: &Definition) -> R<Document> {
     }
     let handoff = handoffs.first().copied();
     let primary = primary_complete(def).ok_or_else(|| np("a routine without a completion terminal"))?;
-    let reached = |id: &str, by_default: bool| {
-        def.transitions.iter().any(|e| e.to_ref == id && (by_default || e.guard_kind != GuardKind::Default))
-    };
+    let targets: HashSet<&str> = def.transitions.iter().map(|e| e.to_ref.as_str()).collect();
+    let branch_targets: HashSet<&str> =
+        def.transitions.iter().filter(|e| e.guard_kind != GuardKind::Default).map(|e| e.to_ref.as_str()).collect();
+    let reached = |id: &str, by_default: bool| if by_default { &targets } else { &branch_targets }.contains(id);
     if let Some(h) = handoff.filter(|h| !reached(&h.stable_step_id, true)) {
         return Err(np(format!("the handoff terminal `{}`, which no branch reaches", clip(&h.stable_step_id))));
     }
@@ -98,7 +99,8 @@ fn render(def: &Definition) -> R<Document> {
             return Err(np(format!("the id `{}`, which names two steps or terminals", clip(id))));
         }
     }
-    if let Some(e) = def.transitions.iter().find(|e| !steps.iter().any(|s| s.stable_step_id == e.from_step)) {
+    let step_ids: HashSet<&str> = steps.iter().map(|s| s.stable_step_id.as_str()).collect();
+    if let Some(e) = def.transitions.iter().find(|e| !step_ids.contains(e.from_step.as_str())) {
         return Err(np(format!("a branch from `{}`, which is not a step", clip(&e.from_step))));
     }
     let decision_keys = steps
@@ -106,7 +108,8 @@ fn render(def: &Definition) -> R<Document> {
         .filter(|s| s.kind == StepKind::Approval && s.metadata.decision)
         .filter_map(|s| s.capture_key.as_deref())
         .collect();
-    let ctx = Ctx { primary, handoff, def, decision_keys };
+    let terminals = def.terminals.iter().map(|t| (t.stable_step_id.as_str(), t)).collect();
+    let ctx = Ctx { primary, handoff, terminals, decision_keys };
     // Headings first, so a step id no heading produces is the reason given.
     let mut titles = Vec::new();
     let mut open = false;
@@ -117,17 +120,16 @@ fn render(def: &Definition) -> R<Document> {
         open = title.is_some() && step.kind != StepKind::Approval;
         titles.push(title);
     }
+    let by_from = exits_by_step(def);
     let mut lines = Vec::new();
     for (i, (step, title)) in steps.iter().zip(titles).enumerate() {
-        let mut exits: Vec<&Transition> =
-            def.transitions.iter().filter(|e| e.from_step == step.stable_step_id).collect();
-        exits.sort_by_key(|e| e.ordinal);
+        let exits = by_from.get(step.stable_step_id.as_str()).map_or(&[][..], Vec::as_slice);
         let chain = steps.get(i + 1).map_or(primary.stable_step_id.as_str(), |s| s.stable_step_id.as_str());
         if step.kind == StepKind::Approval {
-            ctx.gate(step, title.as_deref(), &exits, &mut lines)?;
+            ctx.gate(step, title.as_deref(), exits, &mut lines)?;
         } else {
             ctx.plain(step, title.as_deref(), &mut lines)?;
-            ctx.branches(step, &exits, Some(chain), &mut lines)?;
+            ctx.branches(step, exits, Some(chain), &mut lines)?;
         }
     }
     let mut slots: Vec<&Slot> = def.slots.iter().collect();
@@ -349,7 +351,7 @@ impl Ctx<'_> {
             Ok(Target::End)
         } else if self.handoff.is_some_and(|h| h.stable_step_id == to) {
             Ok(Target::Handoff)
-        } else if self.def.terminal(to).is_some() || !is_ident(to) {
+        } else if self.terminals.contains_key(to) || !is_ident(to) {
             Err(np(format!("an approval option routed to `{}`", clip(to))))
         } else {
             Ok(Target::Step(to.to_string()))
@@ -386,7 +388,7 @@ impl Ctx<'_> {
             Segment::End { id: None, message: None }
         } else if self.handoff.is_some_and(|h| h.stable_step_id == e.to_ref) {
             Segment::Handoff
-        } else if let Some(t) = self.def.terminal(&e.to_ref) {
+        } else if let Some(t) = self.terminals.get(e.to_ref.as_str()) {
             Segment::End { id: Some(t.stable_step_id.clone()), message: t.instruction.clone() }
         } else if is_ident(&e.to_ref) {
             Segment::Step { id: e.to_ref.clone(), max: None }
@@ -474,7 +476,8 @@ fn skill_call(step: &Step, name: &str) -> R<SkillCall> {
 /// the same routine. Orders that carry no meaning are ignored: ordinal values (only their order),
 /// slot order, where a default branch sits among a step's exits, the order of an approval
 /// block's option routes, terminal order; so are a missing outline label in `a` (the projection
-/// made a heading up), a tool step's unset mode (typed) and an LLM guard's unset text (empty).
+/// made a heading up), a tool step's unset mode (typed), an LLM guard's unset text (empty) and a
+/// handoff terminal's unset message (the default one, which the runtime says then).
 fn difference(a: &Definition, b: &Definition) -> Option<String> {
     if a.name != b.name {
         return Some("the name".into());
@@ -492,6 +495,7 @@ fn difference(a: &Definition, b: &Definition) -> Option<String> {
         return Some("the slots (keys, types, flags)".into());
     }
     let (sa, sb) = (sorted_steps(a), sorted_steps(b));
+    let (ea, eb) = (exits_by_step(a), exits_by_step(b));
     if sa.len() != sb.len() {
         return Some(format!("the steps ({} would become {})", sa.len(), sb.len()));
     }
@@ -501,12 +505,20 @@ fn difference(a: &Definition, b: &Definition) -> Option<String> {
             return Some(format!("step `{}`", clip(&x.stable_step_id)));
         }
         let block = x.kind == StepKind::Approval && !x.metadata.decision;
-        if exits(a, &x.stable_step_id, block) != exits(b, &y.stable_step_id, block) {
+        if exits(&ea, &x.stable_step_id, block) != exits(&eb, &y.stable_step_id, block) {
             return Some(format!("the branches of step `{}`", clip(&x.stable_step_id)));
         }
     }
     let terminals = |d: &Definition| {
-        let mut t: Vec<Terminal> = d.terminals.iter().map(|t| Terminal { ordinal: 0, ..t.clone() }).collect();
+        let mut t: Vec<Terminal> = d
+            .terminals
+            .iter()
+            .map(|t| {
+                // The runtime says the default message for a handoff without one.
+                let default = (t.kind == TerminalKind::Handoff).then(|| DEFAULT_HANDOFF_MESSAGE.to_string());
+                Terminal { ordinal: 0, instruction: t.instruction.clone().or(default), ..t.clone() }
+            })
+            .collect();
         t.sort_by(|x, y| x.stable_step_id.cmp(&y.stable_step_id));
         t
     };
@@ -540,9 +552,20 @@ fn step_norm(s: &Step, keep_label: bool) -> Step {
 }
 
 /// A step's exits: the guarded ones in order (an approval block's by option), then the defaults.
-fn exits(d: &Definition, step: &str, block: bool) -> (Vec<Transition>, Vec<Transition>) {
-    let mut all: Vec<&Transition> = d.transitions.iter().filter(|e| e.from_step == step).collect();
-    all.sort_by_key(|e| e.ordinal);
+/// Each step's exits, in ordinal order.
+fn exits_by_step(d: &Definition) -> HashMap<&str, Vec<&Transition>> {
+    let mut by: HashMap<&str, Vec<&Transition>> = HashMap::new();
+    for e in &d.transitions {
+        by.entry(e.from_step.as_str()).or_default().push(e);
+    }
+    for exits in by.values_mut() {
+        exits.sort_by_key(|e| e.ordinal);
+    }
+    by
+}
+
+fn exits(by: &HashMap<&str, Vec<&Transition>>, step: &str, block: bool) -> (Vec<Transition>, Vec<Transition>) {
+    let all = by.get(step).map_or(&[][..], Vec::as_slice);
     let norm = |e: &&Transition| {
         let mut n = Transition { ordinal: 0, ..(*e).clone() };
         if n.guard_kind == GuardKind::Llm && n.guard_text.is_none() {

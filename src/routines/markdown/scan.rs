@@ -214,12 +214,18 @@ pub fn clip(s: &str) -> String {
 
 /// The `{{slot.<key>}}` references in `text` (spaces allowed inside the braces), in order.
 pub fn slot_refs(text: &str) -> Vec<&str> {
+    brace_refs(text, &["slot."])
+}
+
+/// The names in `{{<prefix><name>}}` references of `text`, for any of `prefixes` (spaces allowed
+/// inside the braces; a name is a slot-key-shaped word), in order.
+pub fn brace_refs<'a>(text: &'a str, prefixes: &[&str]) -> Vec<&'a str> {
     let mut out = Vec::new();
     let mut rest = text;
     while let Some(i) = rest.find("{{") {
         rest = &rest[i + 2..];
         let inner = rest.trim_start();
-        let Some(after) = inner.strip_prefix("slot.") else { continue };
+        let Some(after) = prefixes.iter().find_map(|p| inner.strip_prefix(p)) else { continue };
         let key_len = after
             .char_indices()
             .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))

@@ -503,3 +503,39 @@ fn structured_routines_get_headings_where_needed() {
         "---\ngrammar: 1\nname: R\ntrigger: t\nreentry: semantic\npriority: -3\n---\n# Greet Customer\nOne\n# Step 2\nTwo\n-> step:greet_customer (max 3)\n"
     );
 }
+
+#[test]
+fn a_structured_routine_projects_and_reads_back_onto_itself() {
+    let def: Definition = serde_json::from_value(serde_json::json!({
+        "name": "Returns",
+        "activation": {"triggerDescription": "the customer wants to return an item", "priority": 2},
+        "slots": [{"stableSlotId": "s-email", "key": "email", "type": "email", "required": true, "description": "Customer email", "ordinal": 5}],
+        "steps": [
+            {"stableStepId": "ask", "kind": "chat", "instruction": "What is your {{slot.email}}?", "ordinal": 10},
+            {"stableStepId": "lookup", "kind": "tool", "instruction": "Look the order up", "toolRef": "crm", "ordinal": 20,
+             "metadata": {"inputBindings": [{"kind": "variableRef", "name": "email", "variable": "email"}]}}
+        ],
+        "transitions": [
+            {"fromStep": "lookup", "toRef": "human", "guardKind": "outcome", "outcomeStatus": "failed", "ordinal": 1},
+            {"fromStep": "ask", "toRef": "lookup", "guardKind": "default", "ordinal": 0},
+            {"fromStep": "lookup", "toRef": "finished", "guardKind": "default", "ordinal": 2}
+        ],
+        "terminals": [
+            {"stableStepId": "human", "kind": "handoff", "ordinal": 0},
+            {"stableStepId": "finished", "kind": "complete", "instruction": "Thanks!", "ordinal": 1}
+        ]
+    }))
+    .unwrap_or_else(|e| panic!("{e}"));
+    let text = project(&def).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        text,
+        "---\ngrammar: 1\nname: Returns\ntrigger: the customer wants to return an item\npriority: 2\nend: finished (\"Thanks!\")\n\
+         handoff: human\nvars: email:email\n---\n# Ask\nWhat is your @email?\n# Lookup\nLook the order up #crm[in email=@email]\n\
+         [outcome failed] -> handoff\n"
+    );
+    // Read back onto the routine (a PUT of the same text): ids and descriptions stay.
+    let again = compile_onto(&def, &parse(&text).unwrap_or_default());
+    assert_eq!(again.slots[0].stable_slot_id, "s-email");
+    assert_eq!(again.slots[0].description.as_deref(), Some("Customer email"));
+    assert_eq!(again.terminal("human").and_then(|t| t.instruction.as_deref()), Some("Bringing in a teammate."));
+}

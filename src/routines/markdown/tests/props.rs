@@ -470,6 +470,66 @@ proptest! {
     }
 }
 
+/// Inputs built to make a naive scanner quadratic parse in linear time (a 1 MB body is allowed;
+/// these are a quarter of that): each must finish far inside the bound even in a debug build.
+#[test]
+fn adversarial_lines_parse_in_linear_time() {
+    let n = 1 << 16;
+    for text in [
+        "[".repeat(4 * n),
+        format!("{}]", "a[".repeat(2 * n)),
+        format!("{}]", "a[if ".repeat(n)),
+        "#a[".repeat(n + n / 3),
+        format!("{}]", "[\"".repeat(2 * n)),
+        "-> step:".repeat(n / 2),
+        "@a.".repeat(n + n / 3),
+        "[x] ".repeat(n),
+        format!("---\nvars: {}\n---\n", "a:text, ".repeat(n / 2)),
+    ] {
+        let started = Instant::now();
+        let result = canonicalize(&text);
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(10), "{took:?} for {:?}…", text.chars().take(20).collect::<String>());
+        if let Err(d) = result {
+            assert!(d.len() <= super::super::MAX_DIAGNOSTICS);
+        }
+    }
+}
+
+/// A long routine (20 000 steps and slots, branches and tool steps) compiles, validates and
+/// projects in bounded time: nothing is looked up by a scan per step.
+#[test]
+fn a_long_routine_compiles_validates_and_projects_in_bounded_time() {
+    let mut body = String::from("---\nname: Long\ntrigger: t\n---\n");
+    for i in 0..20_000 {
+        body.push_str(&format!("Ask for @v{i}.\n"));
+        if i % 10 == 9 {
+            body.push_str(&format!(
+                "#s[in to=@v{i}; out result=@r{i}]\n[if v{i} = x] -> end:e{i} (\"bye\")\n-> step:step_1 (max 2)\n"
+            ));
+        }
+    }
+    let started = Instant::now();
+    let def = compile(&parse(&body).unwrap_or_default());
+    assert!(def.steps.len() > 20_000);
+    let ctx = ValidationContext {
+        skills: Some(vec![crate::routines::validate::SkillInfo {
+            name: "s".into(),
+            inputs: vec![crate::routines::validate::SkillInput {
+                name: "to".into(),
+                input_type: crate::routines::validate::InputType::Text,
+                required: true,
+            }],
+            outputs: None,
+        }]),
+        ..ValidationContext::default()
+    };
+    let _ = validate(&def, &ctx);
+    let canonical = canonicalize(&body).unwrap_or_default();
+    assert!(project(&def).ok() == Some(canonical), "the projection is the canonical text");
+    assert!(started.elapsed() < Duration::from_secs(30), "{:?}", started.elapsed());
+}
+
 /// Runs random documents through parse, canonicalize, compile, validate and project for
 /// `ROUTINE_FUZZ_SECS` seconds (5 by default), catching panics; zero panics and zero broken
 /// properties pass.

@@ -22,18 +22,23 @@
 use std::collections::BTreeMap;
 
 use chrono::NaiveDate;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::definition::{Definition, FieldOp, GuardKind, SlotType, Step, StepKind, TerminalKind, Transition};
+mod api;
+mod guards;
+mod judge;
+
+use super::definition::{Definition, GuardKind, SlotType, Step, StepKind, TerminalKind, Transition};
+use super::effects::{ActionEffect, DecisionEffect, ExportEffect, HandoffEffect, RoutineEffects};
 use super::slots;
 use crate::app::App;
 use crate::error::Result;
 use crate::turn::TurnInput;
 use crate::turn::agent::{AgentConfig, RoutineSnap};
-use crate::turn::routine::{
-    Effects, PendingInput, RoutineAnswer, RoutineDecision, RoutinePass, RoutineReport, RoutineTurn,
-};
+use crate::turn::routine::{PendingInput, RoutineAnswer, RoutineDecision, RoutinePass, RoutineReport, RoutineTurn};
+pub use api::Run;
+pub use guards::content_hash;
+use judge::judge;
 
 /// Cosine similarity at which a message activates a routine's trigger.
 pub const TRIGGER_THRESHOLD: f32 = 0.45;
@@ -43,34 +48,6 @@ pub const GUARD_THRESHOLD: f32 = 0.5;
 const MAX_MOVES: usize = 64;
 /// Asks of the same step in a row before the "exhausted" wording.
 const REASK_LIMIT: u32 = 3;
-
-/// A running routine, kept in the conversation's state.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Run {
-    pub routine_id: String,
-    pub name: String,
-    pub version: i64,
-    pub execution_id: String,
-    /// The step the routine stands on.
-    pub step: String,
-    pub variables: Map<String, Value>,
-    /// Entries into each step.
-    pub attempts: BTreeMap<String, i64>,
-    /// `active`, `suspended` (waiting for a decision) or `completed`.
-    pub status: String,
-    pub reask_count: u32,
-    pub path: Vec<String>,
-    /// The last tool step's result: `{status, outputs}`.
-    #[serde(default)]
-    pub last_result: Option<Value>,
-    /// The pending decision's handle while suspended.
-    #[serde(default)]
-    pub decision: Option<String>,
-    /// Whether the current step has been said to the visitor (its reply was shown).
-    #[serde(default)]
-    pub asked: bool,
-}
 
 /// The engine.
 pub struct Engine;
@@ -93,96 +70,6 @@ impl RoutinePass for Engine {
             None => Ok(RoutineDecision::NotEngaged { reason: "no_trigger_matched" }),
         }
     }
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
-    for (x, y) in a.iter().zip(b) {
-        dot += x * y;
-        na += x * x;
-        nb += y * y;
-    }
-    if na == 0.0 || nb == 0.0 { 0.0 } else { dot / (na.sqrt() * nb.sqrt()) }
-}
-
-/// How a set of conditions was judged against a message.
-struct Judged {
-    scores: Vec<f32>,
-    /// `chat_model` or `embedding_similarity`.
-    judge: &'static str,
-    threshold: f32,
-}
-
-/// Scores each condition against the message: the chosen chat model's confidence (JSON output)
-/// when one is configured explicitly, else the local embedding model's cosine (`threshold`). A
-/// model that fails falls back to the embeddings.
-fn judge(app: &App, input: &TurnInput, message: &str, conditions: &[&str], threshold: f32) -> Result<Judged> {
-    use crate::models::chat::{Cancel, ChatRequest, Message, OutputSchema, chat_json};
-    let models = crate::turn::TurnModels::resolve(app, &input.workspace, &input.agent)?;
-    if let Some(m) = crate::turn::as_model(&models.matcher) {
-        let listing: String = conditions.iter().enumerate().map(|(i, c)| format!("{i}: {c}\n")).collect();
-        let schema = json!({"type": "object", "required": ["scores"], "properties": {"scores": {"type": "array",
-            "items": {"type": "object", "required": ["index", "confidence"],
-                      "properties": {"index": {"type": "integer"}, "confidence": {"type": "number", "minimum": 0, "maximum": 1}}}}}});
-        let req = ChatRequest::new(vec![
-            Message::system("For each numbered condition, judge whether the visitor's message meets it. Return every condition's index with a confidence from 0 to 1."),
-            Message::user(format!("Conditions:\n{listing}\nVisitor's message: {message}")),
-        ])
-        .max_tokens(300);
-        match chat_json(
-            m,
-            ChatRequest { temperature: 0.0, ..req },
-            OutputSchema { name: "routine_conditions".into(), schema },
-            &Cancel::new(),
-        ) {
-            Ok((v, _)) => {
-                let mut scores = vec![0.0f32; conditions.len()];
-                for x in v["scores"].as_array().into_iter().flatten() {
-                    if let (Some(i), Some(c)) = (x["index"].as_u64(), x["confidence"].as_f64())
-                        && let Some(slot) = scores.get_mut(i as usize)
-                    {
-                        *slot = c as f32;
-                    }
-                }
-                return Ok(Judged { scores, judge: "chat_model", threshold: 0.5 });
-            }
-            Err(e) => tracing::warn!(error = %e.message, "routine conditions: the model failed; using the embeddings"),
-        }
-    }
-    Ok(Judged { scores: similarities(app, message, conditions)?, judge: "embedding_similarity", threshold })
-}
-
-/// Vectors of authored texts (triggers, guard prose): they change only when a routine does, so
-/// they are embedded once per process (at most [`CONDITION_CACHE`] texts; then the cache starts
-/// over).
-static CONDITIONS: std::sync::OnceLock<parking_lot::Mutex<std::collections::HashMap<String, Vec<f32>>>> =
-    std::sync::OnceLock::new();
-const CONDITION_CACHE: usize = 4096;
-
-/// Similarity of a message to each text (the local embedding model).
-fn similarities(app: &App, message: &str, texts: &[&str]) -> Result<Vec<f32>> {
-    let e = app.models.embedder()?;
-    let failed = |e: crate::models::embed::EmbedError| crate::Error::unavailable(format!("embedding failed: {e}"));
-    let q = e.embed_query(message).map_err(failed)?;
-    let cache = CONDITIONS.get_or_init(Default::default);
-    let mut out = Vec::with_capacity(texts.len());
-    for t in texts {
-        let known = cache.lock().get(*t).cloned();
-        let v = match known {
-            Some(v) => v,
-            None => {
-                let v = e.embed_query(t).map_err(failed)?;
-                let mut c = cache.lock();
-                if c.len() >= CONDITION_CACHE {
-                    c.clear();
-                }
-                c.insert(t.to_string(), v.clone());
-                v
-            }
-        };
-        out.push(cosine(&q, &v));
-    }
-    Ok(out)
 }
 
 fn done_ids(state: &Value) -> Vec<String> {
@@ -418,94 +305,6 @@ impl<'a> Walk<'a> {
             self.run.variables.insert(k, v);
         }
         refused
-    }
-
-    /// The value a guard refers to: the last tool result's outputs first (dotted paths), then the
-    /// routine's variables.
-    fn resolve_ref(&self, r: &str) -> Option<Value> {
-        let path = |root: &Value| -> Option<Value> {
-            let mut cur = root;
-            for part in r.split('.') {
-                cur = cur.get(part)?;
-            }
-            (!cur.is_null()).then(|| cur.clone())
-        };
-        if let Some(out) = self.run.last_result.as_ref().map(|l| &l["outputs"])
-            && let Some(v) = path(out)
-        {
-            return Some(v);
-        }
-        path(&Value::Object(self.run.variables.clone()))
-    }
-
-    fn field_holds(&self, t: &Transition) -> bool {
-        let Some(op) = t.field_op else { return false };
-        let r = t.field_ref.as_deref().unwrap_or_default();
-        let v = self.resolve_ref(r);
-        let num = |x: &Value| x.as_f64().or_else(|| x.as_str().and_then(|s| s.parse::<f64>().ok()));
-        let cmp = |f: fn(f64, f64) -> bool| match (v.as_ref().and_then(num), t.field_value.as_ref().and_then(num)) {
-            (Some(a), Some(b)) => f(a, b),
-            _ => false,
-        };
-        match op {
-            FieldOp::Equals => v.as_ref().zip(t.field_value.as_ref()).is_some_and(|(a, b)| loose_eq(a, b)),
-            FieldOp::NotEquals => !v.as_ref().zip(t.field_value.as_ref()).is_some_and(|(a, b)| loose_eq(a, b)),
-            FieldOp::In => v.as_ref().is_some_and(|a| t.field_values.iter().flatten().any(|b| loose_eq(a, b))),
-            FieldOp::Gt => cmp(|a, b| a > b),
-            FieldOp::Gte => cmp(|a, b| a >= b),
-            FieldOp::Lt => cmp(|a, b| a < b),
-            FieldOp::Lte => cmp(|a, b| a <= b),
-            FieldOp::IsTrue => v == Some(Value::Bool(true)),
-            FieldOp::IsFalse => v == Some(Value::Bool(false)),
-            FieldOp::IsPresent => v.is_some(),
-            FieldOp::IsAbsent => v.is_none(),
-            FieldOp::OlderThan | FieldOp::Within => {
-                let date =
-                    v.as_ref().and_then(Value::as_str).and_then(|s| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok());
-                let n = t.field_value.as_ref().and_then(num).unwrap_or(0.0) as i64;
-                let threshold = match t.field_unit {
-                    Some(super::definition::DateUnit::Days) | None => {
-                        self.today.checked_sub_signed(chrono::Duration::days(n))
-                    }
-                    Some(super::definition::DateUnit::Weeks) => {
-                        self.today.checked_sub_signed(chrono::Duration::weeks(n))
-                    }
-                    Some(super::definition::DateUnit::Months) => {
-                        self.today.checked_sub_months(chrono::Months::new(n as u32))
-                    }
-                    Some(super::definition::DateUnit::Years) => {
-                        self.today.checked_sub_months(chrono::Months::new(12 * n as u32))
-                    }
-                };
-                match (date, threshold) {
-                    (Some(d), Some(th)) if op == FieldOp::OlderThan => d < th,
-                    (Some(d), Some(th)) => d >= th,
-                    _ => false,
-                }
-            }
-        }
-    }
-
-    /// Whether a deterministic guard holds.
-    fn deterministic(&self, t: &Transition) -> bool {
-        match t.guard_kind {
-            GuardKind::Field => self.field_holds(t),
-            GuardKind::Outcome => self
-                .run
-                .last_result
-                .as_ref()
-                .and_then(|r| r["status"].as_str())
-                .is_some_and(|s| Some(s) == t.outcome_status.as_deref()),
-            GuardKind::SlotFilled => {
-                let text = t.guard_text.as_deref().unwrap_or_default();
-                let keys: Vec<&str> = text.split("{{slot.").skip(1).filter_map(|p| p.split("}}").next()).collect();
-                !keys.is_empty() && keys.iter().all(|k| self.run.variables.contains_key(*k))
-            }
-            GuardKind::Counter => {
-                self.run.attempts.get(&t.from_step).copied().unwrap_or(0) < t.counter_limit.unwrap_or(0)
-            }
-            GuardKind::Llm | GuardKind::Default => false,
-        }
     }
 
     /// The LLM edge the message passes, judged by similarity to each edge's prose.
@@ -962,118 +761,6 @@ impl<'a> Walk<'a> {
             effects: Box::new(self.effects),
             trace,
         }))
-    }
-}
-
-fn loose_eq(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Object(o), _) => o.get("id").is_some_and(|id| loose_eq(id, b)),
-        _ => a == b,
-    }
-}
-
-/// Lowercase hex SHA-256 of the canonical JSON (keys sorted, no spaces) of
-/// `{routineId, stepId, captureKey, options: [{id, label}]}`.
-pub fn content_hash(routine_id: &str, step_id: &str, capture_key: &str, options: &[Value]) -> String {
-    use sha2::{Digest, Sha256};
-    // serde_json's map is ordered by key (no preserve_order feature), so this is canonical
-    let v = json!({"routineId": routine_id, "stepId": step_id, "captureKey": capture_key, "options": options});
-    hex::encode(Sha256::digest(v.to_string().as_bytes()))
-}
-
-// ---- effects ----
-
-#[derive(Debug, Clone)]
-struct HandoffEffect {
-    routine_id: String,
-    routine_name: String,
-    collected: Map<String, Value>,
-}
-
-#[derive(Debug, Clone)]
-struct ExportEffect {
-    destination_ref: String,
-    body: Value,
-    key: String,
-}
-
-#[derive(Debug, Clone)]
-struct ActionEffect {
-    action_type: String,
-    payload: Map<String, Value>,
-    key: String,
-}
-
-#[derive(Debug, Clone)]
-struct DecisionEffect {
-    handle: String,
-    routine_id: String,
-    routine_name: String,
-    step_id: String,
-    reason: String,
-    options: Vec<super::definition::GateOption>,
-    content_hash: String,
-    collected: Map<String, Value>,
-}
-
-/// What a routine turn writes in the turn's transaction.
-#[derive(Debug, Default)]
-struct RoutineEffects {
-    handoff: Option<HandoffEffect>,
-    export: Option<ExportEffect>,
-    actions: Vec<ActionEffect>,
-    decision: Option<DecisionEffect>,
-    /// Steps said on the way through (before the reply).
-    said: Vec<String>,
-}
-
-impl Effects for RoutineEffects {
-    fn apply(&self, app: &App, tx: &crate::storage::Tx, input: &TurnInput, now: &str) -> Result<bool> {
-        let ws = &input.workspace;
-        let cid = &input.conversation_id;
-        let test = input.surface == crate::turn::Surface::Test;
-        for a in &self.actions {
-            super::effects::queue_action(app, tx, ws, cid, &a.action_type, &a.payload, &a.key, test)?;
-        }
-        if let Some(x) = &self.export {
-            super::effects::queue_export(
-                app,
-                tx,
-                ws,
-                &input.agent.agent_id,
-                cid,
-                &x.destination_ref,
-                &x.body,
-                &x.key,
-                test,
-            )?;
-        }
-        if let Some(d) = &self.decision {
-            super::effects::open_decision(
-                app,
-                tx,
-                input,
-                &super::effects::NewDecision {
-                    handle: &d.handle,
-                    routine_id: &d.routine_id,
-                    routine_name: &d.routine_name,
-                    step_id: &d.step_id,
-                    reason: &d.reason,
-                    options: &d.options,
-                    content_hash: &d.content_hash,
-                    collected: &d.collected,
-                },
-                now,
-            )?;
-        }
-        if let Some(h) = &self.handoff {
-            if test {
-                return Ok(false);
-            }
-            super::effects::hand_off(app, tx, input, &h.routine_id, &h.routine_name, &h.collected, now)?;
-            return Ok(true);
-        }
-        Ok(false)
     }
 }
 
