@@ -86,19 +86,48 @@ pub fn resolve(app: &App, p: &Principal, agent_id: &str, handle: &str, r: Resolv
     if !d.options.iter().any(|o| o.id == r.option_id) {
         return Err(code(ErrorCode::Unprocessable, "invalid_option", "optionId must be one of the decision's options"));
     }
+    let by = p.user_id.as_ref().map(|u| u.0.clone());
+    commit(app, &ws, d, &r.option_id, by, p.actor(None))
+}
+
+/// The deadline of a decision passed undecided: its timeout option is taken, as a decision by the
+/// system (audited as such). A decision made in the meantime stays as it is.
+pub fn time_out(app: &App, ws: &str, handle: &str) -> Result<Resolved> {
+    let ws = crate::ids::WorkspaceId(ws.to_string());
+    let d = app.db.read(|c| store::decision(c, &ws.0, handle))?.ok_or_else(|| Error::not_found("decision"))?;
+    if d.resolved {
+        return Err(Error::new(ErrorCode::AlreadyResolved, "this decision was already made"));
+    }
+    let option = d.timeout_option.clone().ok_or_else(|| Error::invalid("this decision has no timeout option"))?;
+    commit(app, &ws, d, &option, None, crate::audit::Actor::system())
+}
+
+/// Flips the decision to `option` and resumes its routine, all in one transaction.
+fn commit(
+    app: &App,
+    ws: &crate::ids::WorkspaceId,
+    d: Decision,
+    option: &str,
+    by: Option<String>,
+    actor: crate::audit::Actor,
+) -> Result<Resolved> {
+    let handle = d.handle.clone();
+    let handle = handle.as_str();
+    let r = Resolve { option_id: option.to_string(), content_hash: d.content_hash.clone() };
+    let ws = ws.clone();
     // the routine's resume, computed before the commit (its tool calls are idempotent)
     let conv = app.db.read(|c| conversations::find_in(c, &ws.0, &d.conversation_id, true))?;
     let run: Option<Run> = conv.state.get("routine").and_then(|v| serde_json::from_value(v.clone()).ok());
     let Some(mut run) = run.filter(|r| r.decision.as_deref() == Some(handle)) else {
         // the routine is gone (a newer one replaced it): the decision is still recorded
-        return commit_flip_only(app, p, d, &r.option_id);
+        return commit_flip_only(app, by, d, &r.option_id);
     };
     let agent = app.db.read(|c| match &conv.revision_id {
         Some(rid) => crate::turn::agent::revision(c, &conv.agent_id, rid),
         None => crate::turn::agent::published(c, &ws, &conv.agent_id),
     })?;
     let Some(snap) = agent.routine(&run.routine_id).cloned() else {
-        return commit_flip_only(app, p, d, &r.option_id);
+        return commit_flip_only(app, by, d, &r.option_id);
     };
     let step = snap.definition.step(&run.step).cloned();
     let capture = step.and_then(|s| s.capture_key).unwrap_or_default();
@@ -109,7 +138,6 @@ pub fn resolve(app: &App, p: &Principal, agent_id: &str, handle: &str, r: Resolv
     if conv.human_owned() {
         let mut state = conv.state.clone();
         state["routine"] = serde_json::to_value(&run)?;
-        let by = p.user_id.as_ref().map(|u| u.0.clone());
         let now = rfc3339(app.clock.now());
         app.db.write(|tx| {
             if !store::resolve_decision(tx, handle, &r.option_id, by.as_deref(), &now)? {
@@ -134,13 +162,12 @@ pub fn resolve(app: &App, p: &Principal, agent_id: &str, handle: &str, r: Resolv
         },
         turn_id: crate::ids::new_id(),
         include_debug: false,
-        actor: p.actor(None),
+        actor: actor.clone(),
         context_scope: Default::default(),
         test_values: Vec::new(),
     };
     let a = runtime::resume(app, &input, &snap, run, conv.state.clone())?;
     crash_point("decision.before_commit");
-    let by = p.user_id.as_ref().map(|u| u.0.clone());
     let now = rfc3339(app.clock.now());
     let report = crate::turn::api::routine(&a.report);
     let mid = app.db.write(|tx| {
@@ -173,7 +200,7 @@ pub fn resolve(app: &App, p: &Principal, agent_id: &str, handle: &str, r: Resolv
         crate::audit::record(
             tx,
             &now,
-            &p.actor(None),
+            &actor,
             crate::audit::Event::new("routine.decision.resolved").workspace(&ws).target("decision", handle).meta(meta),
         )?;
         Ok(mid)
@@ -194,8 +221,7 @@ fn crash_point(name: &str) {
     }
 }
 
-fn commit_flip_only(app: &App, p: &Principal, d: Decision, option: &str) -> Result<Resolved> {
-    let by = p.user_id.as_ref().map(|u| u.0.clone());
+fn commit_flip_only(app: &App, by: Option<String>, d: Decision, option: &str) -> Result<Resolved> {
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         if !store::resolve_decision(tx, &d.handle, option, by.as_deref(), &now)? {

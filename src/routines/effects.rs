@@ -62,7 +62,12 @@ pub struct NewDecision<'a> {
     pub options: &'a [GateOption],
     pub content_hash: &'a str,
     pub collected: &'a Map<String, Value>,
+    pub deadline_secs: Option<i64>,
+    pub timeout_option: Option<&'a str>,
 }
+
+/// The job that takes an approval's timeout option when its deadline passes.
+pub const TIMEOUT_JOB: &str = "routine.decision_timeout";
 
 /// Opens a pending decision and queues its `approval.request` notice (not for test chat).
 pub fn open_decision(app: &App, tx: &Tx, input: &TurnInput, d: &NewDecision, now: &str) -> Result<()> {
@@ -71,6 +76,15 @@ pub fn open_decision(app: &App, tx: &Tx, input: &TurnInput, d: &NewDecision, now
         return Ok(());
     }
     let (ws, cid) = (&input.workspace, &input.conversation_id);
+    let due_ms = d.deadline_secs.map(|s| app.clock.now_ms() + s * 1000);
+    let deadline = due_ms.and_then(chrono::DateTime::from_timestamp_millis).map(crate::clock::rfc3339);
+    if let (Some(due), Some(_)) = (due_ms, d.timeout_option) {
+        let job = NewJob::new(TIMEOUT_JOB, json!({"workspaceId": ws.0, "handle": d.handle}))
+            .workspace(&ws.0)
+            .dedupe(format!("timeout:{}", d.handle))
+            .run_at(due);
+        jobs::enqueue_tx(tx, app.clock.now_ms(), app.jobs.default_max_attempts(), &job)?;
+    }
     store::insert_decision(
         tx,
         &Decision {
@@ -83,8 +97,8 @@ pub fn open_decision(app: &App, tx: &Tx, input: &TurnInput, d: &NewDecision, now
             reason: d.reason.to_string(),
             options: d.options.to_vec(),
             content_hash: d.content_hash.to_string(),
-            deadline: None,
-            timeout_option: None,
+            deadline: deadline.clone(),
+            timeout_option: d.timeout_option.map(str::to_string),
             resolved: false,
             chosen_option: None,
             resolved_by: None,
@@ -179,6 +193,19 @@ pub fn queue_action(
     Ok(())
 }
 
+/// Takes an approval's timeout option when its deadline passed undecided (a decision made in the
+/// meantime wins: the job then does nothing).
+pub fn timeout_job(app: &App, _ctx: &JobCtx, payload: &JobPayload) -> Outcome {
+    let (Some(ws), Some(handle)) = (payload["workspaceId"].as_str(), payload["handle"].as_str()) else {
+        return Outcome::Fail("malformed decision timeout".into());
+    };
+    match super::decisions::time_out(app, ws, handle) {
+        Ok(_) => Outcome::Done,
+        Err(e) if e.status() < 500 => Outcome::Done,
+        Err(e) => Outcome::retry(e.message),
+    }
+}
+
 /// Runs an action marker. Action types name work for connectors this edition does not have, so
 /// the action is recorded in the audit log (type and slot names, never values) and done.
 pub fn action_job(app: &App, _ctx: &JobCtx, payload: &JobPayload) -> Outcome {
@@ -237,6 +264,8 @@ pub(super) struct DecisionEffect {
     pub(super) options: Vec<super::definition::GateOption>,
     pub(super) content_hash: String,
     pub(super) collected: Map<String, Value>,
+    pub(super) deadline_secs: Option<i64>,
+    pub(super) timeout_option: Option<String>,
 }
 
 /// What a routine turn writes in the turn's transaction.
@@ -275,6 +304,8 @@ impl Effects for RoutineEffects {
                     options: &d.options,
                     content_hash: &d.content_hash,
                     collected: &d.collected,
+                    deadline_secs: d.deadline_secs,
+                    timeout_option: d.timeout_option.as_deref(),
                 },
                 now,
             )?;

@@ -92,7 +92,7 @@ pub struct RoutineInput {
 
 /// The job kinds routines run.
 pub fn jobs() -> Vec<(&'static str, crate::jobs::Handler)> {
-    vec![(effects::ACTION_JOB, effects::action_job)]
+    vec![(effects::ACTION_JOB, effects::action_job), (effects::TIMEOUT_JOB, effects::timeout_job)]
 }
 
 /// A definition that failed validation: 422 `routine_invalid` with the findings.

@@ -581,3 +581,27 @@ async fn a_crash_before_the_resolve_commits_leaves_it_pending_and_the_retry_acts
     assert_eq!(actions, 1, "the gated action ran exactly once");
     assert!(server.terminate().success());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_approval_past_its_deadline_takes_the_timeout_option() {
+    let t = TestApp::new();
+    let owner = t.owner().await;
+    let agent = t.default_agent(&owner).await;
+    let mut def = refund_routine("unused");
+    def.as_object_mut().unwrap().remove("completionExport");
+    def["steps"][1]["metadata"] = json!({"deadlineSecs": 3600, "timeoutOption": "deny"});
+    add_routine(&t, &owner, &agent, def).await;
+    let v = chat(&t, &owner, "I want a refund of 400, email gil@example.com", None).await;
+    assert_eq!(v["routine"]["status"], "waiting_for_approval", "{v}");
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    let d = t.get("/api/v1/decisions", &owner).await.json()["decisions"][0].clone();
+    assert!(d["deadline"].is_string(), "{d}");
+    // before the deadline nothing happens
+    run_jobs(&t.app).await;
+    assert_eq!(t.get("/api/v1/decisions", &owner).await.json()["decisions"].as_array().unwrap().len(), 1);
+    t.clock.advance_ms(3_601_000);
+    run_jobs(&t.app).await;
+    assert_eq!(t.get("/api/v1/decisions", &owner).await.json()["decisions"], json!([]));
+    let h = t.get(&format!("/api/v1/history/chat/{cid}"), &owner).await.json();
+    assert_eq!(h["messages"].as_array().unwrap().last().unwrap()["text"], "We could not approve this refund.");
+}

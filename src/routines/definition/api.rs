@@ -146,6 +146,12 @@ pub struct StepMetadata {
     /// A decision gate (inline, routed by branch lines) rather than an approval block gate.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub decision: bool,
+    /// An approval's time limit in seconds: its decision's `deadline` (beyond the spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline_secs: Option<i64>,
+    /// The option an approval takes when its deadline passes undecided (beyond the spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_option: Option<String>,
 }
 
 /// A step.

@@ -20,26 +20,27 @@
 //!   `unsupported_grammar_version` at line 1).
 //!
 //! Round trip: for a canonical document D that markdown produced, `project(compile(parse(D)))`
-//! is D. Where the compiled definition cannot carry what the text said, it is not, and the
-//! projection is the nearest canonical text instead: blank lines; declared `vars` no step uses
-//! (they are not slots); prose on a `(max N)` line and a bare `[if ref]` (its prose is the LLM
-//! guard); a skill or action chip written mid-line (it moves to the end of the line) or next to
-//! prose equal to its name; body lines after branch lines (they move up); a body line repeating
-//! its heading; `-> end:<primary id>` (printed `-> end`); a named ending whose message differs
-//! between lines (the first one wins); literal `{{slot.x}}` prose (printed `@x`).
+//! is D. Where the compiled definition does not keep what the text said, the projection is the
+//! nearest canonical text instead: blank lines; declared `vars` nothing reads (they are not
+//! slots); prose on a `(max N)` line; a bare `[if ref]` (its line's prose is the LLM guard); a
+//! skill or action chip written mid-line (it moves to the end of its line) or beside prose equal
+//! to its name; body lines after branch lines (they move up); a body line repeating its heading;
+//! `-> end:<primary id>` (printed `-> end`); a named ending whose message differs between lines
+//! (the first one wins); `handoff: handoff ("Bringing in a teammate.")` (the default, omitted);
+//! literal `{{slot.x}}` prose (printed `@x`).
 //!
-//! Where this grammar departs from the product it was read from (each keeps canonicalize
-//! idempotent, which the product was not in every case): a lone `\r` is a line break, as
-//! `\r\n` is; a document whose body is empty canonicalizes without a trailing blank line; a
-//! target may be followed by the next `->` (and a target id does not swallow its `-`); `export` kinds are de-duplicated; an operator
-//! of no value (`is true`, `is present`, …) followed by more text, a `@`/`ctx.` binding that is
-//! not a key, and a binding key given twice are errors; an unclosed `[` before a `->` no longer
-//! hides a bad target; `(max N)` takes any whitespace after `max`; a ref with a dot (`[if
-//! out.status = ok]`, a skill output path) is not a variable; a variable becomes a slot when
-//! the compiled routine reads it (an instruction, a guard, an input binding), so a token the
-//! compiler drops (a guard on a line without a target, a bare `[if ref]`) declares nothing; an
-//! untitled line with both a skill and an action chip is an action step (the skill is dropped). At most [`MAX_DIAGNOSTICS`]
-//! diagnostics are returned.
+//! Where this grammar departs from the product it was read from (mostly to keep canonicalize
+//! idempotent, which the product was not in every case): a lone `\r` is a line break, as `\r\n`
+//! is; an empty body canonicalizes without a trailing blank line; a target may be followed
+//! directly by the next `->` (and its id does not swallow that `-`); `(max N)` takes any
+//! whitespace after `max`; `export` kinds are de-duplicated; a no-value operator (`is true`, `is
+//! present`, …) followed by more text, a `@`/`ctx.` binding that is not a key, and a binding key
+//! given twice are errors; a bracket left open before a `->` does not hide a bad target; a ref
+//! with a dot (`[if out.status = ok]`, a skill output path) is not a variable; a variable becomes
+//! a slot only when the compiled routine reads it (an instruction, a guard, an input binding), so
+//! a token the compiler drops (a guard on a line without a target, a bare `[if ref]`) declares
+//! nothing; an untitled line with both a skill and an action chip is an action step. At most
+//! [`MAX_DIAGNOSTICS`] diagnostics are returned.
 
 mod compile;
 mod front;

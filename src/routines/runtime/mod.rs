@@ -576,6 +576,8 @@ impl<'a> Walk<'a> {
             options: step.options.clone(),
             content_hash: hash,
             collected: self.collected(),
+            deadline_secs: step.metadata.deadline_secs.filter(|s| *s > 0),
+            timeout_option: step.metadata.timeout_option.clone().filter(|o| step.options.iter().any(|x| x.id == *o)),
         });
         self.run.status = "suspended".into();
         self.run.decision = Some(handle);

@@ -438,9 +438,8 @@ fn no_failure(text: &str) -> Result<(), TestCaseError> {
     check_all(text).map(drop).map_err(|e| TestCaseError::fail(format!("{e}\n--- input ---\n{text:?}")))
 }
 
+// 256 cases each by default; `PROPTEST_CASES` sets more.
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
-
     #[test]
     fn canonical_documents_round_trip_through_the_definition(seed in any::<u64>()) {
         let text = normal_doc(&mut Rng::new(seed));
