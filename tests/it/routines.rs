@@ -443,14 +443,22 @@ Say a manager must check the refund. [decision refund_call: approve=\"Approve re
 async fn portable_markdown_creates_exports_updates_and_canonicalizes() {
     let (t, owner, agent) = setup().await;
     // canonicalize: grammar and formatting only
-    let r = t.post("/api/v1/routines/portable/canonicalize", &owner, json!({"grammarVersion": 1, "content": REFUND_MD})).await;
+    let r = t
+        .post("/api/v1/routines/portable/canonicalize", &owner, json!({"grammarVersion": 1, "content": REFUND_MD}))
+        .await;
     r.assert_status(200);
     assert_eq!(r.json()["content"], REFUND_CANONICAL);
-    let r = t.post("/api/v1/routines/portable/canonicalize", &owner, json!({"grammarVersion": 2, "content": REFUND_MD})).await;
+    let r = t
+        .post("/api/v1/routines/portable/canonicalize", &owner, json!({"grammarVersion": 2, "content": REFUND_MD}))
+        .await;
     r.assert_status(400);
     assert_eq!(r.json()["error"]["details"]["diagnostics"][0]["code"], "unsupported_grammar_version");
     let r = t
-        .post("/api/v1/routines/portable/canonicalize", &owner, json!({"grammarVersion": 1, "content": "---\nname: x\n---\nsee [FAQ]\n"}))
+        .post(
+            "/api/v1/routines/portable/canonicalize",
+            &owner,
+            json!({"grammarVersion": 1, "content": "---\nname: x\n---\nsee [FAQ]\n"}),
+        )
         .await;
     r.assert_status(400);
     let d = &r.json()["error"]["details"]["diagnostics"][0];
@@ -460,16 +468,26 @@ async fn portable_markdown_creates_exports_updates_and_canonicalizes() {
         .assert_status(400);
 
     // create → GET portable returns the canonical document byte for byte
-    let r = t.post(&format!("/api/v1/agents/{agent}/routines/portable"), &owner, json!({"grammarVersion": 1, "content": REFUND_MD})).await;
+    let r = t
+        .post(
+            &format!("/api/v1/agents/{agent}/routines/portable"),
+            &owner,
+            json!({"grammarVersion": 1, "content": REFUND_MD}),
+        )
+        .await;
     r.assert_status(201);
     let rid = r.json()["routineId"].as_str().unwrap().to_string();
     let g = t.get(&format!("/api/v1/agents/{agent}/routines/{rid}/portable"), &owner).await;
     g.assert_status(200);
     assert_eq!(g.json()["content"], REFUND_CANONICAL);
     // the same name and version again: 409
-    t.post(&format!("/api/v1/agents/{agent}/routines/portable"), &owner, json!({"grammarVersion": 1, "content": REFUND_MD}))
-        .await
-        .assert_status(409);
+    t.post(
+        &format!("/api/v1/agents/{agent}/routines/portable"),
+        &owner,
+        json!({"grammarVersion": 1, "content": REFUND_MD}),
+    )
+    .await
+    .assert_status(409);
     // the structured form is the compiled one
     let s = t.get(&format!("/api/v1/agents/{agent}/routines/{rid}"), &owner).await.json();
     let steps: Vec<(&str, &str)> = s["definition"]["steps"]
@@ -480,11 +498,23 @@ async fn portable_markdown_creates_exports_updates_and_canonicalizes() {
         .collect();
     assert_eq!(steps, [("collect", "chat"), ("review", "approval"), ("pay", "action")]);
     // PUT: a new trigger; the end terminal's message is kept when the document omits `end`
-    let edited = REFUND_CANONICAL.replace("trigger: shopper asks for money back on an order\n", "trigger: shopper wants a refund\n").replace("end: done (\"Your refund request is closed.\")\n", "");
-    let r = t.put(&format!("/api/v1/agents/{agent}/routines/{rid}/portable"), &owner, json!({"grammarVersion": 1, "content": edited})).await;
+    let edited = REFUND_CANONICAL
+        .replace("trigger: shopper asks for money back on an order\n", "trigger: shopper wants a refund\n")
+        .replace("end: done (\"Your refund request is closed.\")\n", "");
+    let r = t
+        .put(
+            &format!("/api/v1/agents/{agent}/routines/{rid}/portable"),
+            &owner,
+            json!({"grammarVersion": 1, "content": edited}),
+        )
+        .await;
     r.assert_status(200);
     let content = r.json()["content"].as_str().unwrap().to_string();
-    assert!(content.contains("trigger: shopper wants a refund") && content.contains("end: done (\"Your refund request is closed.\")"), "{content}");
+    assert!(
+        content.contains("trigger: shopper wants a refund")
+            && content.contains("end: done (\"Your refund request is closed.\")"),
+        "{content}"
+    );
     // a routine markdown cannot express: 422 routine_not_portable
     let mut def = returns_routine();
     def["name"] = json!("Gated");
@@ -518,7 +548,8 @@ async fn concurrent_resolves_of_one_decision_one_wins() {
     // one resumed turn: the routine's closing line is in the conversation once
     let cid = v["conversationId"].as_str().unwrap();
     let h = t.get(&format!("/api/v1/history/chat/{cid}"), &owner).await.json();
-    let closing = h["messages"].as_array().unwrap().iter().filter(|m| m["text"] == "Your refund of 500 is on its way.").count();
+    let closing =
+        h["messages"].as_array().unwrap().iter().filter(|m| m["text"] == "Your refund of 500 is on its way.").count();
     assert_eq!(closing, 1);
 }
 
@@ -539,7 +570,9 @@ async fn a_crash_before_the_resolve_commits_leaves_it_pending_and_the_retry_acts
     def.as_object_mut().unwrap().remove("completionExport");
     api.call(Method::POST, &format!("/api/v1/agents/{agent}/routines"), Some(json!({"definition": def}))).await;
     api.configure_default_agent(json!({})).await;
-    let v = api.call(Method::POST, "/api/v1/chat", Some(json!({"message": "I want a refund of 900, email eve@example.com"}))).await;
+    let v = api
+        .call(Method::POST, "/api/v1/chat", Some(json!({"message": "I want a refund of 900, email eve@example.com"})))
+        .await;
     assert_eq!(v["routine"]["status"], "waiting_for_approval", "{v}");
     let cid = v["conversationId"].as_str().unwrap().to_string();
     let d = api.call(Method::GET, "/api/v1/decisions", None).await["decisions"][0].clone();
@@ -548,13 +581,10 @@ async fn a_crash_before_the_resolve_commits_leaves_it_pending_and_the_retry_acts
     server.terminate();
 
     // the process dies after the resume's work, before its commit
-    let crashing = crate::e2e::Server::start(dir.path(), &[env[0], ("STEWARD_TEST_FAILPOINT", "decision.before_commit")]);
-    let r = reqwest::Client::new()
-        .post(format!("{}{path}", crashing.base))
-        .bearer_auth(&token)
-        .json(&body)
-        .send()
-        .await;
+    let crashing =
+        crate::e2e::Server::start(dir.path(), &[env[0], ("STEWARD_TEST_FAILPOINT", "decision.before_commit")]);
+    let r =
+        reqwest::Client::new().post(format!("{}{path}", crashing.base)).bearer_auth(&token).json(&body).send().await;
     assert!(r.is_err(), "the connection dies with the process");
     let mut child = crashing.child;
     let _ = child.wait();
@@ -567,7 +597,8 @@ async fn a_crash_before_the_resolve_commits_leaves_it_pending_and_the_retry_acts
     assert_eq!(r["resumed"], true);
     // the action job is queued once, and runs once
     let h = api.call(Method::GET, &format!("/api/v1/history/chat/{cid}"), None).await;
-    let closing = h["messages"].as_array().unwrap().iter().filter(|m| m["text"] == "Your refund of 900 is on its way.").count();
+    let closing =
+        h["messages"].as_array().unwrap().iter().filter(|m| m["text"] == "Your refund of 900 is on its way.").count();
     assert_eq!(closing, 1, "{h}");
     let mut actions = 0;
     for _ in 0..200 {
@@ -604,4 +635,44 @@ async fn an_approval_past_its_deadline_takes_the_timeout_option() {
     assert_eq!(t.get("/api/v1/decisions", &owner).await.json()["decisions"], json!([]));
     let h = t.get(&format!("/api/v1/history/chat/{cid}"), &owner).await.json();
     assert_eq!(h["messages"].as_array().unwrap().last().unwrap()["text"], "We could not approve this refund.");
+}
+
+#[tokio::test]
+async fn directives_scoped_to_a_routine_guide_its_replies_and_nothing_else() {
+    use crate::fake_llm::{FakeProvider, openai_stream};
+    let fake = FakeProvider::start(|r| {
+        let body = r.body.to_string();
+        if body.contains("numbered condition") {
+            let c = if body.contains("return my jacket") { 0.95 } else { 0.05 };
+            return openai_stream(&format!("{{\"scores\": [{{\"index\": 0, \"confidence\": {c}}}]}}"));
+        }
+        if body.contains("guided flow") {
+            return openai_stream(
+                "Dear customer, to start your return please send the order ref, your email and the purchase date.",
+            );
+        }
+        openai_stream("COVERAGE: answered sufficient_evidence\nFine.")
+    });
+    let t = crate::chat::with_model(&fake);
+    let owner = t.owner().await;
+    let agent = t.default_agent(&owner).await;
+    let r = t.post(&format!("/api/v1/agents/{agent}/routines"), &owner, json!({"definition": returns_routine()})).await;
+    r.assert_status(201);
+    let rid = r.json()["id"].as_str().unwrap().to_string();
+    t.post(
+        &format!("/api/v1/agents/{agent}/directives"),
+        &owner,
+        json!({"name": "polite-returns", "action": "Address the visitor as 'dear customer'.", "tags": [format!("routine:{rid}")]}),
+    )
+    .await
+    .assert_status(201);
+    t.publish(&owner, &agent).await;
+    let v = chat(&t, &owner, "I want to return my jacket", None).await;
+    assert_eq!(v["routine"]["name"], "Returns", "{v}");
+    assert!(v["answer"].as_str().unwrap().starts_with("Dear customer"), "{v}");
+    // outside the routine the directive does not apply
+    let requests_before = fake.requests.lock().len();
+    let _ = chat(&t, &owner, "How long does shipping take?", None).await;
+    let after: Vec<String> = fake.requests.lock()[requests_before..].iter().map(|q| q.body.to_string()).collect();
+    assert!(after.iter().all(|b| !b.contains("dear customer")), "the routine's directive leaked into a normal turn");
 }

@@ -102,3 +102,31 @@ fn similarities(app: &App, message: &str, texts: &[&str]) -> Result<Vec<f32>> {
     }
     Ok(out)
 }
+
+/// Says a routine's reply with the directives scoped to the routine or its step as guidance,
+/// through the chosen chat model (none configured, or a failure: the reply as it is). Facts and
+/// values in the reply are kept; the directives' bindings do not run here.
+pub(super) fn phrase(app: &App, input: &TurnInput, reply: &str, guidance: &[&str]) -> Option<String> {
+    use crate::models::chat::{Cancel, ChatRequest, Message};
+    if guidance.is_empty() || reply.trim().is_empty() {
+        return None;
+    }
+    let models = crate::turn::TurnModels::resolve(app, &input.workspace, &input.agent).ok()?;
+    let m = crate::turn::as_model(&models.matcher)?;
+    let rules: String = guidance.iter().map(|g| format!("- {g}\n")).collect();
+    let req = ChatRequest::new(vec![
+        Message::system(format!(
+            "You write the assistant's next message in a guided flow. Keep every fact, value, question and request of the draft; follow these operator rules as subordinate guidance:\n{rules}Reply with the message only."
+        )),
+        Message::user(format!("Visitor's last message: {}\n\nDraft: {reply}", input.message)),
+    ])
+    .max_tokens(300);
+    match m.chat(&req, &mut |_| {}, &Cancel::new()) {
+        Ok(o) if !o.text.trim().is_empty() => Some(o.text.trim().to_string()),
+        Ok(_) => None,
+        Err(e) => {
+            tracing::warn!(error = %e.message, "routine reply: the model failed; the reply is used as it is");
+            None
+        }
+    }
+}

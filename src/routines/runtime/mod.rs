@@ -754,6 +754,28 @@ impl<'a> Walk<'a> {
             }
             text.push_str(&r);
         }
+        // directives scoped to this routine or its current step apply as guidance (their
+        // bindings are inert in routine turns)
+        let tags =
+            [format!("routine:{}", self.run.routine_id), format!("step:{}:{}", self.run.routine_id, self.run.step)];
+        let scoped: Vec<&crate::turn::agent::AuthoredDirective> = self
+            .input
+            .agent
+            .directives
+            .iter()
+            .filter(|d| d.body.enabled && d.body.tags.iter().any(|t| tags.contains(t)))
+            .collect();
+        if !scoped.is_empty() {
+            let guidance: Vec<&str> = scoped.iter().map(|d| d.body.action.as_str()).collect();
+            let phrased = judge::phrase(self.app, self.input, &text, &guidance);
+            self.trace.push(
+                json!({"event": "scoped_directives", "directives": scoped.iter().map(|d| &d.id).collect::<Vec<_>>(),
+                "applied": phrased.is_some()}),
+            );
+            if let Some(p) = phrased {
+                text = p;
+            }
+        }
         let trace = json!({"routineId": self.run.routine_id, "version": self.run.version, "executionId": self.run.execution_id,
             "step": self.run.step, "status": report.status, "events": self.trace});
         RoutineDecision::Answered(Box::new(RoutineAnswer {
