@@ -22,6 +22,7 @@ CREATE TABLE decisions (
     agent_id        TEXT NOT NULL,
     conversation_id TEXT NOT NULL,
     routine_id      TEXT NOT NULL,
+    routine_name    TEXT NOT NULL DEFAULT '',
     step_id         TEXT NOT NULL,
     reason          TEXT NOT NULL,
     -- [{id, label, description}]

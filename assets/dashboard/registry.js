@@ -40,6 +40,7 @@ export const pages = [
   { path: "/app/settings/retrieval", title: "Retrieval defaults", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/retrieval.js") },
   { path: "/app/settings/channels", title: "Public chat & widget", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/channels.js") },
   { path: "/app/settings/notifications", title: "Notifications", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/notifications.js") },
+  { path: "/app/settings/webhook-destinations", title: "Webhook destinations", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/webhook-destinations.js") },
   { path: "/app/settings/deliveries", title: "Delivery log", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/deliveries.js") },
   { path: "/app/settings/usage", title: "Usage", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/usage.js") },
 

@@ -237,6 +237,7 @@ fn commit_flip_only(app: &App, by: Option<String>, d: Decision, option: &str) ->
 pub fn view(d: &Decision) -> Value {
     json!({
         "handle": d.handle, "conversationId": d.conversation_id, "agentId": d.agent_id, "routineId": d.routine_id,
+        "routineName": d.routine_name,
         "stepId": d.step_id, "reason": d.reason,
         "options": d.options.iter().map(|o| json!({"id": o.id, "label": o.label, "description": o.description})).collect::<Vec<_>>(),
         "contentHash": d.content_hash, "deadline": d.deadline, "status": if d.resolved { "resolved" } else { "pending" },

@@ -93,6 +93,7 @@ pub fn open_decision(app: &App, tx: &Tx, input: &TurnInput, d: &NewDecision, now
             agent_id: input.agent.agent_id.clone(),
             conversation_id: cid.clone(),
             routine_id: d.routine_id.to_string(),
+            routine_name: d.routine_name.to_string(),
             step_id: d.step_id.to_string(),
             reason: d.reason.to_string(),
             options: d.options.to_vec(),

@@ -55,6 +55,7 @@ pub struct Decision {
     pub agent_id: String,
     pub conversation_id: String,
     pub routine_id: String,
+    pub routine_name: String,
     pub step_id: String,
     pub reason: String,
     pub options: Vec<GateOption>,

@@ -91,7 +91,7 @@ pub fn exporting_to(c: &Connection, ws: &str, destination: &str) -> Result<Vec<S
 // -- decisions
 
 const DCOLS: &str = "handle, workspace_id, agent_id, conversation_id, routine_id, step_id, reason, options, content_hash, \
-    deadline, timeout_option, status, chosen_option, resolved_by, resolved_at, created_at";
+    deadline, timeout_option, status, chosen_option, resolved_by, resolved_at, created_at, routine_name";
 
 fn drow(r: &rusqlite::Row) -> rusqlite::Result<Decision> {
     let options: String = r.get(7)?;
@@ -112,12 +112,13 @@ fn drow(r: &rusqlite::Row) -> rusqlite::Result<Decision> {
         resolved_by: r.get(13)?,
         resolved_at: r.get(14)?,
         created_at: r.get(15)?,
+        routine_name: r.get(16)?,
     })
 }
 
 pub fn insert_decision(tx: &Tx, d: &Decision) -> Result<()> {
     tx.execute(
-        &format!("INSERT INTO decisions ({DCOLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', NULL, NULL, NULL, ?12)"),
+        &format!("INSERT INTO decisions ({DCOLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 'pending', NULL, NULL, NULL, ?12, ?13)"),
         params![
             d.handle,
             d.workspace_id,
@@ -130,7 +131,8 @@ pub fn insert_decision(tx: &Tx, d: &Decision) -> Result<()> {
             d.content_hash,
             d.deadline,
             d.timeout_option,
-            d.created_at
+            d.created_at,
+            d.routine_name
         ],
     )?;
     Ok(())

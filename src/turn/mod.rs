@@ -351,6 +351,10 @@ pub async fn execute(
         if reply.ownership_state == OwnershipState::HumanOwned {
             app.bus.publish(&ws, Some(&cid), crate::bus::BusKind::OwnershipChanged);
         }
+        // a routine that now waits for a decision puts an approval in the Inbox
+        if reply.routine.as_ref().is_some_and(|r| r.status == "waiting_for_approval") {
+            app.bus.publish(&ws, Some(&cid), crate::bus::BusKind::InboxChanged);
+        }
     }
     result
 }

@@ -24,6 +24,7 @@ mod public_chat;
 mod readme;
 mod recovery;
 mod routines;
+mod routines_page;
 mod search;
 mod takeover;
 mod tidy;

@@ -284,6 +284,7 @@ async fn approvals_gate_a_refund_and_the_completion_export_is_signed() {
     assert_eq!(inbox["approvals"], 1, "{inbox}");
     assert_eq!(inbox["items"][0]["kind"], "approval");
     assert_eq!(inbox["items"][0]["decision"]["handle"], handle.as_str());
+    assert_eq!(inbox["items"][0]["decision"]["routineName"], "Refund");
     assert_eq!(d["options"].as_array().unwrap().len(), 2);
     // while waiting, the visitor is told so
     let w = chat(&t, &owner, "any news?", Some(&cid)).await;

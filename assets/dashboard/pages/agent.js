@@ -1,5 +1,5 @@
 // One agent: header (status, default, test chat) and tabs — settings, directives, skills, context
-// variables, revisions. Each tab lives in its own module (agent-*.js).
+// variables, routines, revisions. Each tab lives in its own module (agent-*.js).
 
 import { useState } from "../../vendor/hooks.mjs";
 import { get, post } from "../api.js";
@@ -9,6 +9,7 @@ import Settings from "./agent-settings.js";
 import Directives from "./agent-directives.js";
 import Skills from "./agent-skills.js";
 import Context from "./agent-context.js";
+import Routines from "./agent-routines.js";
 import Revisions from "./agent-revisions.js";
 
 const TABS = [
@@ -16,6 +17,7 @@ const TABS = [
   ["directives", "Directives", Directives],
   ["skills", "Skills", Skills],
   ["context", "Context variables", Context],
+  ["routines", "Routines", Routines],
   ["revisions", "Revisions & publish", Revisions],
 ];
 

@@ -7,6 +7,7 @@ import { get, post, put, stream } from "../api.js";
 import { setQuery } from "../router.js";
 import { can } from "../session.js";
 import { Badge, Button, Card, Empty, ErrorBox, Loading, PageHeader, Select, html, useAsync, useId } from "../ui.js";
+import { RoutineStatus } from "./routine-status.js";
 
 const STAGES = ["interpreting", "searching", "composing"];
 
@@ -158,6 +159,7 @@ function AssistantMessage({ m, onAsk, disabled }) {
       ? html`<p class="msg-text" data-testid="chat-answer">${segments.map((s) => html`${s.text}${(s.citationIndices || []).map((ci) => citations[ci] && html`<sup><a href=${docHref(citations[ci])} class="cite-ref" aria-label=${"Source " + (ci + 1) + ": " + citations[ci].title}>[${ci + 1}]</a></sup>`)} `)}</p>`
       : html`<p class="msg-text" data-testid="chat-answer">${m.text || (m.streaming ? "…" : "")}</p>`}
     ${m.note && html`<p class="failure">${m.note}</p>`}
+    ${r && r.routine && html`<${RoutineStatus} routine=${r.routine} />`}
     ${citations.length > 0 && html`<ol class="citations" aria-label="Sources">${citations.map((c) => html`<li>
       <a href=${docHref(c)} data-testid="citation">${c.title || "document"}</a></li>`)}</ol>`}
     ${r && html`<div class="msg-meta">
