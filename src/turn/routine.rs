@@ -65,6 +65,9 @@ pub enum RoutineDecision {
     /// The visitor asked something else mid-routine: the agent answers normally, then the
     /// routine asks again (`lead_back`).
     Digression { lead_back: String, report: RoutineReport, trace: Value },
+    /// The running routine was abandoned (left idle too long): the agent answers normally, the
+    /// reply reports the routine `abandoned`, and the conversation's state becomes `state`.
+    Abandoned { report: RoutineReport, state: ConversationState, trace: Value },
 }
 
 /// A routine engine, run once per turn after the ownership gate.

@@ -17,6 +17,8 @@ enum Routed {
     Answered(Box<RoutineAnswer>),
     /// Answer normally, then append the routine's lead-back.
     Digression(String, RoutineReport),
+    /// Answer normally; the routine was abandoned.
+    Abandoned(RoutineReport),
 }
 use super::steering::{self, Steering};
 use super::supersede::{Slot, Superseded};
@@ -186,7 +188,8 @@ pub fn run(
     }
     let digression = match t.routine_pass(&g)? {
         Routed::Answered(a) => return t.routine_reply(g, base, *a),
-        Routed::Digression(lead_back, report) => Some((lead_back, report)),
+        Routed::Digression(lead_back, report) => Some((Some(lead_back), report)),
+        Routed::Abandoned(report) => Some((None, report)),
         Routed::NotEngaged => None,
     };
     let plan = t.interpret(&g)?;
@@ -196,11 +199,13 @@ pub fn run(
     let base = match digression {
         // the question is answered, then the routine asks again
         Some((lead_back, report)) => {
-            let tail = format!("\n\n{lead_back}");
-            if t.streaming {
-                t.events.chunk(&tail);
+            if let Some(lead_back) = lead_back {
+                let tail = format!("\n\n{lead_back}");
+                if t.streaming {
+                    t.events.chunk(&tail);
+                }
+                composed.text.push_str(&tail);
             }
-            composed.text.push_str(&tail);
             Reply { routine: Some(report), ..base }
         }
         None => base,
@@ -311,6 +316,14 @@ impl Turn<'_> {
             RoutineDecision::Digression { lead_back, report, trace } => {
                 self.stage(TraceStage::RoutinePass, StageStatus::Applied, trace);
                 Ok(Routed::Digression(lead_back, report))
+            }
+            RoutineDecision::Abandoned { report, state, trace } => {
+                self.stage(TraceStage::RoutinePass, StageStatus::Applied, trace);
+                let (app, input) = (self.app, self.input);
+                app.db.write(|tx| {
+                    conversations::set_state(tx, &input.conversation_id, &state, &rfc3339(app.clock.now()))
+                })?;
+                Ok(Routed::Abandoned(report))
             }
         }
     }

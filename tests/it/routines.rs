@@ -677,3 +677,19 @@ async fn directives_scoped_to_a_routine_guide_its_replies_and_nothing_else() {
     let after: Vec<String> = fake.requests.lock()[requests_before..].iter().map(|q| q.body.to_string()).collect();
     assert!(after.iter().all(|b| !b.contains("dear customer")), "the routine's directive leaked into a normal turn");
 }
+
+#[tokio::test]
+async fn a_routine_left_idle_for_a_day_is_abandoned() {
+    let (t, owner, agent) = setup().await;
+    add_routine(&t, &owner, &agent, returns_routine()).await;
+    let v = chat(&t, &owner, "I want to return an item I bought and get a refund", None).await;
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    assert_eq!(v["routine"]["status"], "waiting_for_input");
+    t.clock.advance_ms(25 * 3600 * 1000);
+    let v = chat(&t, &owner, "How long does standard shipping take?", Some(&cid)).await;
+    assert_eq!(v["routine"]["status"], "abandoned", "{v}");
+    assert_eq!(v["routine"]["pendingInput"], json!([]));
+    assert!(v["answer"].as_str().unwrap().contains("two to four"), "answered normally: {v}");
+    let v = chat(&t, &owner, "And express?", Some(&cid)).await;
+    assert!(v.get("routine").is_none(), "the abandoned routine stays behind: {v}");
+}

@@ -31,4 +31,7 @@ pub struct Run {
     /// Whether the current step has been said to the visitor (its reply was shown).
     #[serde(default)]
     pub asked: bool,
+    /// When the routine last took a turn (Unix seconds): an idle routine is abandoned.
+    #[serde(default)]
+    pub touched_at: Option<i64>,
 }

@@ -44,6 +44,8 @@ use judge::judge;
 pub const TRIGGER_THRESHOLD: f32 = 0.45;
 /// Cosine similarity at which a message passes an LLM guard (its prose).
 pub const GUARD_THRESHOLD: f32 = 0.5;
+/// A routine waiting this long for the visitor's input is abandoned at their next message.
+pub const ABANDON_AFTER_SECS: i64 = 24 * 3600;
 /// Steps one turn may walk through (a guard against cycles the validator missed).
 const MAX_MOVES: usize = 64;
 /// Asks of the same step in a row before the "exhausted" wording.
@@ -57,9 +59,26 @@ impl RoutinePass for Engine {
         let agent = &turn.input.agent;
         let state = turn.conversation.state.clone();
         let current: Option<Run> = state.get("routine").and_then(|v| serde_json::from_value(v.clone()).ok());
-        if let Some(run) = current.filter(|r| r.status != "completed")
+        if let Some(mut run) = current.filter(|r| r.status != "completed" && r.status != "abandoned")
             && let Some(snap) = agent.routine(&run.routine_id)
         {
+            let now = app.clock.now().timestamp();
+            let idle = run.touched_at.is_some_and(|t| now - t > ABANDON_AFTER_SECS);
+            // a routine left waiting for the visitor's input for a day is abandoned (one waiting
+            // for a person's decision is not: that wait is theirs)
+            if idle && run.status == "active" {
+                run.status = "abandoned".into();
+                let mut state = state;
+                state["routine"] = serde_json::to_value(&run).unwrap_or(Value::Null);
+                let report = RoutineReport {
+                    name: run.name.clone(),
+                    status: "abandoned",
+                    pending_input: vec![],
+                    tool_name: None,
+                };
+                let trace = json!({"routineId": run.routine_id, "event": "abandoned", "idleSecs": now - run.touched_at.unwrap_or(now)});
+                return Ok(RoutineDecision::Abandoned { report, state, trace });
+            }
             return continue_run(app, turn.input, snap, run, state);
         }
         if agent.routines.iter().all(|r| !r.definition.enabled) {
@@ -133,6 +152,7 @@ fn new_run(snap: &RoutineSnap) -> Option<Run> {
         last_result: None,
         decision: None,
         asked: false,
+        touched_at: None,
     })
 }
 
@@ -746,6 +766,7 @@ impl<'a> Walk<'a> {
         if !state.is_object() {
             state = json!({});
         }
+        self.run.touched_at = Some(self.app.clock.now().timestamp());
         state["routine"] = serde_json::to_value(&self.run).unwrap_or(Value::Null);
         let mut text = std::mem::take(&mut self.effects.said).join("\n\n");
         if let Some(r) = self.reply.take() {
