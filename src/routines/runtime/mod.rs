@@ -622,10 +622,17 @@ impl<'a> Walk<'a> {
                     }
                 }
                 super::definition::InputBinding::ContextVariableRef { name, context_variable } => {
-                    if let Some(v) =
-                        self.input.test_values.iter().find(|(k, _)| k == context_variable).map(|(_, v)| v.clone())
-                    {
-                        inputs.insert(name.clone(), v);
+                    // the turn's context value of that name (a test execution's frozen value,
+                    // else the stored one for the session, customer, agent or workspace)
+                    let ctx = crate::turn::context::TurnContext::resolve(
+                        self.app,
+                        &self.input.workspace,
+                        &self.input.agent,
+                        &self.input.context_scope,
+                        &self.input.test_values,
+                    )?;
+                    if let Some(v) = ctx.values.into_iter().find(|v| v.name == *context_variable) {
+                        inputs.insert(name.clone(), v.value);
                     }
                 }
             }
