@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 mod api;
 mod guards;
 mod judge;
+mod tool_step;
 
 use super::definition::{Definition, GuardKind, SlotType, Step, StepKind, TerminalKind, Transition};
 use super::effects::{ActionEffect, DecisionEffect, ExportEffect, HandoffEffect, RoutineEffects};
@@ -604,51 +605,6 @@ impl<'a> Walk<'a> {
         self.run.asked = true;
         self.reply = Some(self.say_step(&step.stable_step_id));
         self.trace.push(json!({"event": "approval_requested", "step": step.stable_step_id}));
-    }
-
-    /// Calls a tool step's skill with its bound inputs and assigns its outputs.
-    fn run_tool(&mut self, step: &Step) -> Result<()> {
-        let name = step.tool_ref.clone().unwrap_or_default();
-        self.tool_name = Some(name.clone());
-        let mut inputs = Map::new();
-        for b in &step.metadata.input_bindings {
-            match b {
-                super::definition::InputBinding::Literal { name, value } => {
-                    inputs.insert(name.clone(), value.clone());
-                }
-                super::definition::InputBinding::VariableRef { name, variable } => {
-                    if let Some(v) = self.run.variables.get(variable) {
-                        inputs.insert(name.clone(), v.clone());
-                    }
-                }
-                super::definition::InputBinding::ContextVariableRef { name, context_variable } => {
-                    // the turn's context value of that name (a test execution's frozen value,
-                    // else the stored one for the session, customer, agent or workspace)
-                    let ctx = crate::turn::context::TurnContext::resolve(
-                        self.app,
-                        &self.input.workspace,
-                        &self.input.agent,
-                        &self.input.context_scope,
-                        &self.input.test_values,
-                    )?;
-                    if let Some(v) = ctx.values.into_iter().find(|v| v.name == *context_variable) {
-                        inputs.insert(name.clone(), v.value);
-                    }
-                }
-            }
-        }
-        let attempt = self.run.attempts.get(&step.stable_step_id).copied().unwrap_or(1);
-        let key = format!("routine-tool:{}:{}:{attempt}", self.run.execution_id, step.stable_step_id);
-        let result = super::tools::call(self.app, self.input, &name, &inputs, &key)?;
-        for a in &step.metadata.output_assignments {
-            if let Some(v) = result["outputs"].get(&a.output).filter(|v| !v.is_null()) {
-                self.run.variables.insert(a.variable.clone(), v.clone());
-            }
-        }
-        self.trace
-            .push(json!({"event": "tool", "step": step.stable_step_id, "skill": name, "status": result["status"]}));
-        self.run.last_result = Some(result);
-        Ok(())
     }
 
     /// `{{slot.x}}` → the value when given, else the slot's name in words.
