@@ -114,7 +114,7 @@ pub struct GateOption {
 /// A binding of a tool step's input: a literal, a slot (`@slot`) or a context variable
 /// (`ctx.<name>`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", tag = "kind", deny_unknown_fields)]
+#[serde(rename_all = "camelCase", rename_all_fields = "camelCase", tag = "kind", deny_unknown_fields)]
 pub enum InputBinding {
     Literal { name: String, value: serde_json::Value },
     VariableRef { name: String, variable: String },
