@@ -693,3 +693,39 @@ async fn a_routine_left_idle_for_a_day_is_abandoned() {
     let v = chat(&t, &owner, "And express?", Some(&cid)).await;
     assert!(v.get("routine").is_none(), "the abandoned routine stays behind: {v}");
 }
+
+#[tokio::test]
+async fn a_mutable_slot_can_be_changed_and_its_guards_decide_again() {
+    let (t, owner, agent) = setup().await;
+    let mut amount = slot("amount", "number", true, 1);
+    amount["mutable"] = json!(true);
+    let def = json!({
+        "name": "Refund size",
+        "activation": {"triggerDescription": "shopper asks for a refund of money on an order"},
+        "slots": [amount, slot("ok", "boolean", true, 2), slot("contact", "email", true, 3)],
+        "steps": [
+            {"stableStepId": "collect", "kind": "chat", "ordinal": 1, "instruction": "How much is the refund {{slot.amount}}?"},
+            {"stableStepId": "small", "kind": "chat", "ordinal": 2, "instruction": "A small refund of {{slot.amount}}. Shall I pay it now {{slot.ok}}?"},
+            {"stableStepId": "big", "kind": "chat", "ordinal": 3, "instruction": "A refund of {{slot.amount}} needs a manager; your {{slot.contact}}?"},
+        ],
+        "transitions": [
+            edge("collect", "small", "field", 1, json!({"fieldRef": "amount", "fieldOp": "lt", "fieldValue": 50})),
+            edge("collect", "big", "default", 2, json!({})),
+            edge("small", "done", "default", 1, json!({})),
+            edge("big", "done", "default", 1, json!({})),
+        ],
+        "terminals": [{"stableStepId": "done", "kind": "complete", "ordinal": 1, "instruction": "Done."}],
+    });
+    add_routine(&t, &owner, &agent, def).await;
+    let v = chat(&t, &owner, "I want a refund of money on my order, it was 20", None).await;
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    assert!(v["answer"].as_str().unwrap().starts_with("A small refund of 20"), "{v}");
+    let v = chat(&t, &owner, "sorry, change the amount to 80", Some(&cid)).await;
+    assert!(
+        v["answer"].as_str().unwrap().starts_with("A refund of 80 needs a manager"),
+        "the guard decided again: {v}"
+    );
+    let pending: Vec<&str> =
+        v["routine"]["pendingInput"].as_array().unwrap().iter().map(|p| p["key"].as_str().unwrap()).collect();
+    assert_eq!(pending, ["ok", "contact"], "every required slot not given yet: {v}");
+}

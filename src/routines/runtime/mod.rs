@@ -27,6 +27,7 @@ use serde_json::{Map, Value, json};
 mod api;
 mod guards;
 mod judge;
+mod reading;
 mod tool_step;
 
 use super::definition::{Definition, GuardKind, SlotType, Step, StepKind, TerminalKind, Transition};
@@ -174,10 +175,12 @@ fn continue_run(app: &App, input: &TurnInput, snap: &RoutineSnap, run: Run, stat
         w.trace.push(json!({"event": "waiting_for_approval", "decision": w.run.decision}));
         return Ok(w.finish(state));
     }
+    let corrected = w.correct_mutable();
     // a digression: nothing for the pending step, and the visitor asked something else
     let missing = w.missing_for(&w.run.step.clone());
     let step_kind = w.def().step(&w.run.step).map(|s| s.kind);
     if step_kind == Some(StepKind::Chat)
+        && !corrected
         && !missing.is_empty()
         && slots::is_question(&input.message)
         && !w.message_gives_anything(&w.run.step.clone())
@@ -262,70 +265,6 @@ impl<'a> Walk<'a> {
                 && slots::extract(s.slot_type, &s.key, &self.input.message, self.today).is_some()
                 || s.slot_type == SlotType::Text && slots::find_named_text(&self.input.message, &s.key).is_some()
         })
-    }
-
-    /// Reads the message for the step's slots; returns refusals `(key, type)` of values that did
-    /// not pass their check.
-    fn read_slots(&mut self, step_id: &str) -> Vec<(String, SlotType)> {
-        if self.read.iter().any(|s| s == step_id) {
-            return vec![];
-        }
-        self.read.push(step_id.to_string());
-        let msg = self.input.message.clone();
-        let collected = self.collected_by(step_id);
-        let missing_text: Vec<&&super::definition::Slot> = collected
-            .iter()
-            .filter(|s| s.slot_type == SlotType::Text && !self.run.variables.contains_key(&s.key))
-            .collect();
-        let lone_text = missing_text.len() == 1
-            && collected.iter().filter(|s| !self.run.variables.contains_key(&s.key)).count() == 1;
-        let mut refused = vec![];
-        let mut found = vec![];
-        for s in &collected {
-            let filled = self.run.variables.contains_key(&s.key);
-            if filled && !s.mutable {
-                continue;
-            }
-            let v = match s.slot_type {
-                // the whole message answers a lone text slot only when the step asked for it
-                SlotType::Text if !filled && lone_text && self.run.asked && !slots::is_question(&msg) => {
-                    slots::find_named_text(&msg, &s.key)
-                        .or_else(|| Some(msg.trim().chars().take(500).collect()))
-                        .map(Value::String)
-                }
-                t => slots::extract(t, &s.key, &msg, self.today),
-            };
-            // a mutable slot changes only when the message names it
-            if filled && (v.is_none() || !msg.to_lowercase().contains(&s.key.replace('_', " ").to_lowercase())) {
-                continue;
-            }
-            match v.map(|v| (slots::check(s.slot_type, &v), v)) {
-                Some((Ok(Some(ok)), _)) => found.push((s.key.clone(), ok)),
-                Some((Err(_), _)) => refused.push((s.key.clone(), s.slot_type)),
-                _ => {}
-            }
-        }
-        // a value that looks like an email or a date but is not a valid one is asked again
-        for s in self.missing_for(step_id) {
-            if found.iter().any(|(k, _)| *k == s.key) || refused.iter().any(|(k, _)| *k == s.key) {
-                continue;
-            }
-            let looks_like = match s.slot_type {
-                SlotType::Email => msg.contains('@'),
-                SlotType::Date => {
-                    found.is_empty() && msg.chars().any(|c| c.is_ascii_digit()) && !slots::is_question(&msg)
-                }
-                _ => false,
-            };
-            if looks_like {
-                refused.push((s.key.clone(), s.slot_type));
-            }
-        }
-        for (k, v) in found {
-            self.trace.push(json!({"event": "slot_filled", "slot": k}));
-            self.run.variables.insert(k, v);
-        }
-        refused
     }
 
     /// The LLM edge the message passes, judged by similarity to each edge's prose.
