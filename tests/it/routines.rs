@@ -729,3 +729,36 @@ async fn a_mutable_slot_can_be_changed_and_its_guards_decide_again() {
         v["routine"]["pendingInput"].as_array().unwrap().iter().map(|p| p["key"].as_str().unwrap()).collect();
     assert_eq!(pending, ["ok", "contact"], "every required slot not given yet: {v}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_decision_made_while_a_person_owns_the_conversation_waits_for_the_hand_back() {
+    let t = TestApp::new();
+    let owner = t.owner().await;
+    let agent = t.default_agent(&owner).await;
+    let mut def = refund_routine("unused");
+    def.as_object_mut().unwrap().remove("completionExport");
+    add_routine(&t, &owner, &agent, def).await;
+    let v = chat(&t, &owner, "I want a refund of 250, email hal@example.com", None).await;
+    assert_eq!(v["routine"]["status"], "waiting_for_approval", "{v}");
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    t.post(&format!("/api/v1/conversations/{cid}/takeover"), &owner, json!({})).await.assert_status(200);
+    let d = t.get("/api/v1/decisions", &owner).await.json()["decisions"][0].clone();
+    let r = t
+        .post(
+            &format!("/api/v1/agents/{agent}/decisions/{}/resolve", d["handle"].as_str().unwrap()),
+            &owner,
+            json!({"optionId": "approve", "contentHash": d["contentHash"]}),
+        )
+        .await;
+    r.assert_status(200);
+    assert_eq!(r.json()["resumed"], false, "nothing is said over the operator's head");
+    let h = t.get(&format!("/api/v1/history/chat/{cid}"), &owner).await.json();
+    assert!(h["messages"].as_array().unwrap().iter().all(|m| m["text"] != "Your refund of 250 is on its way."));
+    let version = h["ownership"]["version"].as_i64().unwrap();
+    t.post(&format!("/api/v1/conversations/{cid}/handback"), &owner, json!({"expectedVersion": version}))
+        .await
+        .assert_status(200);
+    let v = chat(&t, &owner, "any news on my refund?", Some(&cid)).await;
+    assert_eq!(v["answer"], "Your refund of 250 is on its way.", "{v}");
+    assert_eq!(v["routine"]["status"], "completed");
+}
