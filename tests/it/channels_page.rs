@@ -184,6 +184,8 @@ async fn the_channels_page_edits_previews_saves_and_rotates_in_a_real_browser() 
 
     // rotating asks first (cancel keeps the token), then replaces it at once
     click(&b, "ch-widget-rotate").await;
+    b.until("document.querySelector('[data-testid=confirm-dialog]')?.textContent.includes('stops working at once')")
+        .await;
     let message = b.tid("confirm-dialog").await.text().await;
     assert!(message.contains("stops working at once") && message.contains("end now"), "{message}");
     b.find("[data-testid=confirm-dialog] .modal-foot .btn:first-child").await.click().await;
@@ -203,6 +205,8 @@ async fn the_channels_page_edits_previews_saves_and_rotates_in_a_real_browser() 
 
     // the chat link rotates the same way
     click(&b, "ch-link-rotate").await;
+    b.until("document.querySelector('[data-testid=confirm-dialog]')?.textContent.includes('stops working at once')")
+        .await;
     let message = b.tid("confirm-dialog").await.text().await;
     assert!(message.contains("stops working at once") && message.contains("end now"), "{message}");
     click(&b, "confirm-ok").await;
