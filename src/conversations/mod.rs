@@ -187,6 +187,18 @@ pub fn set_state(tx: &Tx, id: &str, state: &ConversationState, now: &str) -> Res
     store::set_state(tx, id, state, now)
 }
 
+/// Replaces the state only if it is still `expected` (what the caller read); false when another
+/// writer changed it in between (the caller's view is stale).
+pub fn set_state_if(
+    tx: &Tx,
+    id: &str,
+    expected: &ConversationState,
+    state: &ConversationState,
+    now: &str,
+) -> Result<bool> {
+    store::set_state_if(tx, id, expected, state, now)
+}
+
 /// Hands the conversation to a person (`reason`, for example `retrieval_miss`); returns the new
 /// ownership version.
 pub fn hand_off(tx: &Tx, id: &str, reason: &str, now: &str) -> Result<i64> {

@@ -120,6 +120,20 @@ pub fn set_state(tx: &Tx, id: &str, state: &ConversationState, now: &str) -> Res
     Ok(())
 }
 
+/// Replaces the state only if it is still `expected`; false when another writer changed it first.
+pub fn set_state_if(
+    tx: &Tx,
+    id: &str,
+    expected: &ConversationState,
+    state: &ConversationState,
+    now: &str,
+) -> Result<bool> {
+    Ok(tx.execute(
+        "UPDATE conversations SET state = ?2, updated_at = ?3 WHERE id = ?1 AND state = ?4",
+        params![id, state.to_string(), now, expected.to_string()],
+    )? == 1)
+}
+
 /// Writes a whole ownership change (state, owner, reason, whether an operator replied), bumping
 /// the version only when `bump`; returns the version after it.
 pub fn write_ownership(tx: &Tx, id: &str, ch: &super::OwnershipChange, bump: bool, now: &str) -> Result<i64> {

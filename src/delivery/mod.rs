@@ -344,10 +344,12 @@ fn webhook_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     let mut headers =
         vec![("Idempotency-Key", key.to_string()), ("X-Steward-Event", event), ("X-Steward-Delivery", id.to_string())];
     let signed_by = payload["signedBy"]["destinationId"].as_str();
+    let mut url = url;
     if let Some(dest) = signed_by {
         let ws = payload["signedBy"]["workspaceId"].as_str().unwrap_or_default();
-        match crate::routines::destinations::secret(app, ws, dest) {
-            Ok(Some(secret)) => {
+        match crate::routines::destinations::target(app, ws, dest) {
+            Ok(Some((now_url, secret))) => {
+                url = now_url;
                 let ts = app.clock.now().timestamp().to_string();
                 headers.push(("X-Service-Timestamp", ts.clone()));
                 headers.push(("X-Service-Signature", crate::routines::destinations::signature(&secret, &ts, &body)));

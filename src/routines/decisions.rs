@@ -140,10 +140,16 @@ fn commit(
         state["routine"] = serde_json::to_value(&run)?;
         let now = rfc3339(app.clock.now());
         app.db.write(|tx| {
-            if !store::resolve_decision(tx, handle, &r.option_id, by.as_deref(), &now)? {
-                return Err(code(ErrorCode::Conflict, "concurrent_resolution", "someone else decided first"));
+            if !store::resolve_decision(tx, handle, &r.option_id, by.as_deref(), &now)?
+                || !conversations::set_state_if(tx, &conv.id, &conv.state, &state, &now)?
+            {
+                return Err(code(
+                    ErrorCode::Conflict,
+                    "concurrent_resolution",
+                    "the conversation changed meanwhile; try again",
+                ));
             }
-            conversations::set_state(tx, &conv.id, &state, &now)
+            Ok(())
         })?;
         app.bus.publish(&ws.0, Some(&conv.id), BusKind::InboxChanged);
         return Ok(Resolved { decision: d, option_id: r.option_id, resumed: false, message_id: None });
@@ -171,10 +177,11 @@ fn commit(
     let now = rfc3339(app.clock.now());
     let report = crate::turn::api::routine(&a.report);
     let mid = app.db.write(|tx| {
-        if !store::resolve_decision(tx, handle, &r.option_id, by.as_deref(), &now)? {
-            return Err(code(ErrorCode::Conflict, "concurrent_resolution", "someone else decided first"));
+        if !store::resolve_decision(tx, handle, &r.option_id, by.as_deref(), &now)?
+            || !conversations::set_state_if(tx, &conv.id, &conv.state, &a.state, &now)?
+        {
+            return Err(code(ErrorCode::Conflict, "concurrent_resolution", "the conversation changed meanwhile; try again"));
         }
-        conversations::set_state(tx, &conv.id, &a.state, &now)?;
         let mid = if a.text.is_empty() {
             None
         } else {

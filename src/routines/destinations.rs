@@ -34,10 +34,12 @@ pub fn signature(secret: &str, timestamp: &str, body: &str) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
-/// A destination's signing secret (`None`: the destination is gone).
-pub fn secret(app: &App, ws: &str, id: &str) -> Result<Option<String>> {
+/// Where a destination's deliveries go now and its signing secret (`None`: the destination is
+/// gone). Read at send time, so a retry follows a changed URL or a rotated secret.
+pub fn target(app: &App, ws: &str, id: &str) -> Result<Option<(String, String)>> {
     let Some(d) = app.db.read(|c| store::destination(c, ws, id))? else { return Ok(None) };
-    crate::crypto::open_text(key(app), &d.secret_sealed, &aad(ws, id)).map(Some)
+    let secret = crate::crypto::open_text(key(app), &d.secret_sealed, &aad(ws, id))?;
+    Ok(Some((d.url, secret)))
 }
 
 /// Records the outcome of an attempt on the destination (`success`, `retry`, `failed`,

@@ -114,9 +114,16 @@ fn context(c: &Conn, ws: &str, agent_id: &str) -> Result<validate::ValidationCon
             let inputs = match s.capability.as_str() {
                 "retrieve" => vec![input("query", InputType::Text)],
                 "notify" | "email" => {
-                    vec![input("message", InputType::Text), input("name", InputType::Text), input("email", InputType::Email), input("subject", InputType::Text)]
+                    vec![
+                        input("message", InputType::Text),
+                        input("name", InputType::Text),
+                        input("email", InputType::Email),
+                        input("subject", InputType::Text),
+                    ]
                 }
-                "webhook_call" | "slack_post" => vec![input("payload", InputType::Text), input("message", InputType::Text)],
+                "webhook_call" | "slack_post" => {
+                    vec![input("payload", InputType::Text), input("message", InputType::Text)]
+                }
                 _ => vec![],
             };
             SkillInfo { name: s.name, inputs, outputs: None }

@@ -208,10 +208,10 @@ pub fn find_date(text: &str, today: NaiveDate) -> Option<String> {
                 let unit = ws[i - 1].to_lowercase();
                 let days = match unit.trim_end_matches('s') {
                     "day" => n,
-                    "week" => n * 7,
+                    "week" => n.checked_mul(7)?,
                     _ => continue,
                 };
-                return today.checked_sub_signed(chrono::Duration::days(days)).map(fmt);
+                return today.checked_sub_signed(chrono::Duration::try_days(days)?).map(fmt);
             }
             _ => {}
         }
@@ -311,6 +311,8 @@ mod tests {
         assert_eq!(d("yesterday"), Some("2026-11-23".into()));
         assert_eq!(d("2 weeks ago"), Some("2026-11-10".into()));
         assert_eq!(d("31/02/2025"), None);
+        assert_eq!(d("200000000000 days ago"), None, "out of range, not a panic");
+        assert_eq!(d("9223372036854775807 weeks ago"), None);
         assert_eq!(d("may I ask something"), None);
         assert_eq!(find_named_text("my order ref is A-123.", "order_ref"), Some("A-123".into()));
         assert_eq!(find_named_text("Serial: SN-99", "serial"), Some("SN-99".into()));

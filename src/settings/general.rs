@@ -319,9 +319,19 @@ pub fn by_launch_token(app: &App, token: &str) -> Result<Option<(crate::ids::Wor
     Ok(Some((ws, doc.into(), channel)))
 }
 
-/// Records that a channel launched a session now.
+/// Records that a channel launched a session now (at most once a minute: the time is for people
+/// to read, and a burst of sessions should not rewrite the settings each time).
 pub fn mark_used(app: &App, ws: &crate::ids::WorkspaceId, channel: Channel) -> Result<()> {
     let now = rfc3339(app.clock.now());
+    let minute_ago = rfc3339(app.clock.now() - chrono::Duration::seconds(60));
+    let g = app.db.read(|c| load_in(c, ws))?;
+    let last = match channel {
+        Channel::AnonymousChat => g.anonymous_chat_last_used_at.as_deref(),
+        Channel::WebsiteEmbed => g.website_embed_last_used_at.as_deref(),
+    };
+    if last.is_some_and(|t| t > minute_ago.as_str()) {
+        return Ok(());
+    }
     app.db.write(|tx| {
         let mut g = load_in(tx, ws)?;
         match channel {

@@ -357,7 +357,14 @@ impl Turn<'_> {
                 },
                 &now,
             )?;
-            conversations::set_state(tx, &input.conversation_id, &a.state, &now)?;
+            // a decision resolved (or a routine moved) since this turn read the state: the turn's
+            // view is stale, so it writes nothing and answers as superseded
+            if !conversations::set_state_if(tx, &input.conversation_id, &g.conv.state, &a.state, &now)? {
+                return Err(crate::Error::new(
+                    crate::error::ErrorCode::ChatTurnSuperseded,
+                    "the routine moved on meanwhile",
+                ));
+            }
             let handed_off = a.effects.apply(app, tx, input, &now)?;
             let record = TurnRecord {
                 user_message_id: Some(&g.user_msg.id),

@@ -762,3 +762,43 @@ async fn a_decision_made_while_a_person_owns_the_conversation_waits_for_the_hand
     assert_eq!(v["answer"], "Your refund of 250 is on its way.", "{v}");
     assert_eq!(v["routine"]["status"], "completed");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn coming_back_to_an_approval_asks_for_a_new_decision() {
+    let t = TestApp::new();
+    let owner = t.owner().await;
+    let agent = t.default_agent(&owner).await;
+    let mut amount = slot("amount", "number", true, 1);
+    amount["mutable"] = json!(true);
+    let def = json!({
+        "name": "Refund",
+        "activation": {"triggerDescription": "shopper asks for a refund of money on an order"},
+        "slots": [amount, slot("ok", "boolean", true, 2)],
+        "steps": [
+            {"stableStepId": "collect", "kind": "chat", "ordinal": 1, "instruction": "How much {{slot.amount}}?"},
+            {"stableStepId": "review", "kind": "approval", "ordinal": 2, "captureKey": "call", "instruction": "A manager checks this.",
+             "options": [{"id": "approve", "label": "Approve"}, {"id": "deny", "label": "Decline"}]},
+            {"stableStepId": "confirm", "kind": "chat", "ordinal": 3, "instruction": "Approved. Pay {{slot.amount}} now {{slot.ok}}?"},
+        ],
+        "transitions": [
+            edge("collect", "done", "field", 1, json!({"fieldRef": "amount", "fieldOp": "lt", "fieldValue": 10})),
+            edge("collect", "review", "default", 2, json!({})),
+            edge("review", "confirm", "field", 1, json!({"fieldRef": "call.id", "fieldOp": "equals", "fieldValue": "approve"})),
+            edge("review", "done", "field", 2, json!({"fieldRef": "call.id", "fieldOp": "equals", "fieldValue": "deny"})),
+            edge("confirm", "done", "default", 1, json!({})),
+        ],
+        "terminals": [{"stableStepId": "done", "kind": "complete", "ordinal": 1, "instruction": "Done."}],
+    });
+    add_routine(&t, &owner, &agent, def).await;
+    let v = chat(&t, &owner, "I want a refund of money on my order, 100", None).await;
+    assert_eq!(v["routine"]["status"], "waiting_for_approval", "{v}");
+    let cid = v["conversationId"].as_str().unwrap().to_string();
+    let d = t.get("/api/v1/decisions", &owner).await.json()["decisions"][0].clone();
+    let path = format!("/api/v1/agents/{agent}/decisions/{}/resolve", d["handle"].as_str().unwrap());
+    t.post(&path, &owner, json!({"optionId": "approve", "contentHash": d["contentHash"]})).await.assert_status(200);
+    // the visitor raises the amount after the approval: the routine goes back, and the approval
+    // is asked for again rather than reused
+    let v = chat(&t, &owner, "actually, change the amount to 900", Some(&cid)).await;
+    assert_eq!(v["routine"]["status"], "waiting_for_approval", "{v}");
+    assert_eq!(t.get("/api/v1/decisions", &owner).await.json()["decisions"].as_array().unwrap().len(), 1);
+}

@@ -112,11 +112,18 @@ pub struct SessionBody {
 async fn create_session(
     State(app): State<Arc<App>>,
     Path(token): Path<String>,
+    Client(client): Client,
     headers: HeaderMap,
     body: std::result::Result<Json<SessionBody>, Error>,
 ) -> Response {
     let origin = origin_of(&headers);
     let r = async {
+        // opening sessions counts against the client address's public chat budget
+        if app.config.public_chat_limit_per_ip.max > 0
+            && let Some(a) = client.addr.as_deref()
+        {
+            app.public_by_addr.hit(a, app.clock.now().timestamp_millis())?;
+        }
         let Json(b) = body?;
         let req = NewSession { channel: b.channel, resume_token: b.resume_token, origin: origin.clone() };
         let (g, secure) =

@@ -52,10 +52,20 @@ impl Walk<'_> {
                     v.as_ref().and_then(Value::as_str).and_then(|s| NaiveDate::parse_from_str(s, "%Y-%m-%d").ok());
                 let n = t.field_value.as_ref().and_then(num).unwrap_or(0.0) as i64;
                 let threshold = match t.field_unit {
-                    Some(DateUnit::Days) | None => self.today.checked_sub_signed(chrono::Duration::days(n)),
-                    Some(DateUnit::Weeks) => self.today.checked_sub_signed(chrono::Duration::weeks(n)),
-                    Some(DateUnit::Months) => self.today.checked_sub_months(chrono::Months::new(n as u32)),
-                    Some(DateUnit::Years) => self.today.checked_sub_months(chrono::Months::new(12 * n as u32)),
+                    // out-of-range amounts hold no date (never a panic)
+                    Some(DateUnit::Days) | None => {
+                        chrono::Duration::try_days(n).and_then(|d| self.today.checked_sub_signed(d))
+                    }
+                    Some(DateUnit::Weeks) => {
+                        chrono::Duration::try_weeks(n).and_then(|d| self.today.checked_sub_signed(d))
+                    }
+                    Some(DateUnit::Months) => {
+                        u32::try_from(n).ok().and_then(|m| self.today.checked_sub_months(chrono::Months::new(m)))
+                    }
+                    Some(DateUnit::Years) => u32::try_from(n)
+                        .ok()
+                        .and_then(|y| y.checked_mul(12))
+                        .and_then(|m| self.today.checked_sub_months(chrono::Months::new(m))),
                 };
                 match (date, threshold) {
                     (Some(d), Some(th)) if op == FieldOp::OlderThan => d < th,

@@ -138,6 +138,16 @@ fn activate<'a>(app: &App, input: &'a TurnInput, state: &Value) -> Result<Option
     Ok(best)
 }
 
+/// A run's execution id: the same for every attempt at starting this routine's `n`th run in the
+/// conversation (a superseded or failed activation that already queued a tool's delivery keys it
+/// the same way the next time), a new one for each later run.
+fn execution_id(conversation_id: &str, routine_id: &str, state: &Value) -> String {
+    use sha2::{Digest, Sha256};
+    let n = state.pointer(&format!("/routineRuns/{routine_id}")).and_then(Value::as_u64).unwrap_or(0);
+    let h = Sha256::digest(format!("{conversation_id}\n{routine_id}\n{n}").as_bytes());
+    hex::encode(&h[..16])
+}
+
 fn new_run(snap: &RoutineSnap) -> Option<Run> {
     let root = snap.definition.root()?;
     Some(Run {
@@ -159,9 +169,10 @@ fn new_run(snap: &RoutineSnap) -> Option<Run> {
 }
 
 fn start(app: &App, input: &TurnInput, snap: &RoutineSnap, state: Value, score: f32) -> Result<RoutineDecision> {
-    let Some(run) = new_run(snap) else {
+    let Some(mut run) = new_run(snap) else {
         return Ok(RoutineDecision::NotEngaged { reason: "routine_without_steps" });
     };
+    run.execution_id = execution_id(&input.conversation_id, &snap.id, &state);
     let mut w = Walk::new(app, input, snap, run);
     w.trace.push(json!({"event": "activated", "routineId": snap.id, "score": score}));
     w.walk(true)?;
@@ -322,7 +333,7 @@ impl<'a> Walk<'a> {
         }
         let llm: Vec<&Transition> = exits.iter().copied().filter(|t| t.guard_kind == GuardKind::Llm).collect();
         // a chat step's LLM exits judge the visitor's answer to it, not the message that led here
-        if !(llm.is_empty() || step.kind == StepKind::Chat && fresh)
+        if !(llm.is_empty() || step.kind == StepKind::Chat && fresh || self.input.message.trim().is_empty())
             && let Some(t) = self.llm_choice(&llm)?
         {
             return Ok(Some(t));
@@ -332,8 +343,7 @@ impl<'a> Walk<'a> {
 
     /// Walks from the current step until the routine must wait for the visitor, a decision, or
     /// ends. `activated`: this message started the routine.
-    fn walk(&mut self, activated: bool) -> Result<()> {
-        let mut fresh = activated;
+    fn walk(&mut self, _activated: bool) -> Result<()> {
         for _ in 0..MAX_MOVES {
             let id = self.run.step.clone();
             let Some(step) = self.def().step(&id) else {
@@ -357,7 +367,7 @@ impl<'a> Walk<'a> {
                         self.run.asked = true;
                         return Ok(());
                     }
-                    let exit = self.choose(step, fresh && !self.run.asked)?;
+                    let exit = self.choose(step, !self.run.asked)?;
                     match exit {
                         Some(t) if missing.is_empty() || t.guard_kind != GuardKind::Default => {
                             if say_only {
@@ -427,7 +437,6 @@ impl<'a> Walk<'a> {
                     return Ok(());
                 }
             }
-            fresh = false;
             if self.run.status == "completed" {
                 return Ok(());
             }
@@ -455,6 +464,11 @@ impl<'a> Walk<'a> {
                 for s in self.collected_by(&t.to_ref) {
                     self.run.variables.remove(&s.key);
                 }
+            }
+            // arriving at an approval again asks for a new decision (an earlier choice never
+            // carries over, whatever sent the routine back)
+            if let Some(key) = self.def().step(&t.to_ref).and_then(|s| s.capture_key.as_deref()) {
+                self.run.variables.remove(key);
             }
             self.run.step = t.to_ref.clone();
             *self.run.attempts.entry(t.to_ref.clone()).or_insert(0) += 1;
@@ -659,6 +673,12 @@ impl<'a> Walk<'a> {
     fn finish(mut self, mut state: Value) -> RoutineDecision {
         let report = self.report();
         if self.run.status == "completed" {
+            let runs =
+                state.pointer(&format!("/routineRuns/{}", self.run.routine_id)).and_then(Value::as_u64).unwrap_or(0);
+            if !state["routineRuns"].is_object() {
+                state["routineRuns"] = json!({});
+            }
+            state["routineRuns"][&self.run.routine_id] = json!(runs + 1);
             let mut done = done_ids(&state);
             if !done.contains(&self.run.routine_id) {
                 done.push(self.run.routine_id.clone());
@@ -676,6 +696,11 @@ impl<'a> Walk<'a> {
                 text.push_str("\n\n");
             }
             text.push_str(&r);
+        }
+        // never an empty reply: the step's own words, else a plain line
+        if text.trim().is_empty() {
+            let step = self.say_step(&self.run.step.clone());
+            text = if step.is_empty() { "Thank you. Let's continue.".to_string() } else { step };
         }
         // directives scoped to this routine or its current step apply as guidance (their
         // bindings are inert in routine turns)
