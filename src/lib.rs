@@ -9,6 +9,7 @@ pub mod bus;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod converse;
 pub mod conversations;
 pub mod crypto;
 pub mod delivery;

@@ -47,6 +47,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .merge(delivery::routes())
         .merge(public_chat::routes())
         .merge(routines::routes())
+        .merge(converse::routes())
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 

@@ -30,6 +30,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(7, "0007_delivery_takeover"),
     migration!(8, "0008_public_chat"),
     migration!(9, "0009_routines"),
+    migration!(10, "0010_channel_credentials"),
 ];
 
 fn checksum(sql: &str) -> String {

@@ -11,6 +11,7 @@ mod agents;
 mod browser;
 mod channels_page;
 mod chat;
+mod converse;
 mod delivery;
 mod documents;
 pub mod e2e;
