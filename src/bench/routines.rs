@@ -10,8 +10,14 @@ use super::server::ChildServer;
 use super::{median, percentile};
 
 const DOCS: [(&str, &str); 3] = [
-    ("Returns policy", "Items can be returned within 30 days of delivery for a full refund. Refunds are paid to the original payment method within five working days."),
-    ("Shipping", "Standard shipping takes two to four working days. Express delivery arrives the next working day when ordered before 14:00."),
+    (
+        "Returns policy",
+        "Items can be returned within 30 days of delivery for a full refund. Refunds are paid to the original payment method within five working days.",
+    ),
+    (
+        "Shipping",
+        "Standard shipping takes two to four working days. Express delivery arrives the next working day when ordered before 14:00.",
+    ),
     ("Care guide", "Wash cotton shirts at 30 degrees and hang them to dry. Wool sweaters should be washed by hand."),
 ];
 
@@ -24,7 +30,8 @@ const QUESTIONS: [&str; 5] = [
 ];
 
 fn routine() -> Value {
-    let slot = |k: &str, t: &str, o: i64| json!({"stableSlotId": k, "key": k, "type": t, "required": true, "ordinal": o});
+    let slot =
+        |k: &str, t: &str, o: i64| json!({"stableSlotId": k, "key": k, "type": t, "required": true, "ordinal": o});
     json!({"definition": {
         "name": "Warranty claim",
         "activation": {"triggerDescription": "customer wants to file a warranty claim for a broken appliance"},
