@@ -13,7 +13,7 @@
 //! follows the chosen option on the visitor's next turn after hand-back (so nothing is said over
 //! the operator's head).
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::runtime::{self, Run};
 use super::{Decision, store};
@@ -238,16 +238,4 @@ fn commit_flip_only(app: &App, by: Option<String>, d: Decision, option: &str) ->
     })?;
     app.bus.publish(&d.workspace_id, Some(&d.conversation_id), BusKind::InboxChanged);
     Ok(Resolved { decision: d, option_id: option.to_string(), resumed: false, message_id: None })
-}
-
-/// A decision as the routes show it (option payloads never leave).
-pub fn view(d: &Decision) -> Value {
-    json!({
-        "handle": d.handle, "conversationId": d.conversation_id, "agentId": d.agent_id, "routineId": d.routine_id,
-        "routineName": d.routine_name,
-        "stepId": d.step_id, "reason": d.reason,
-        "options": d.options.iter().map(|o| json!({"id": o.id, "label": o.label, "description": o.description})).collect::<Vec<_>>(),
-        "contentHash": d.content_hash, "deadline": d.deadline, "status": if d.resolved { "resolved" } else { "pending" },
-        "createdAt": d.created_at,
-    })
 }

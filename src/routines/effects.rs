@@ -127,7 +127,7 @@ pub fn queue_export(
     agent_id: &str,
     cid: &str,
     destination: &str,
-    body: &Value,
+    body: &crate::delivery::WebhookBody,
     key: &str,
     test: bool,
 ) -> Result<()> {

@@ -256,7 +256,7 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, agent_id: &str, id: &str)
 }
 
 /// The routines of a snapshot: `{id, name, version, definition}` (sorted by name and version).
-pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<serde_json::Value>> {
+pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<crate::agents::revisions::SnapshotEntry>> {
     Ok(store::of_agent(c, agent_id)?
         .into_iter()
         .map(|r| json!({"id": r.id, "name": r.name, "version": r.version, "definition": r.definition}))

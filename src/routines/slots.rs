@@ -11,6 +11,10 @@ use serde_json::Value;
 
 use super::definition::SlotType;
 
+/// A slot's value: a JSON scalar (string, number or boolean), as the routine's variables, guards
+/// and exports carry it.
+pub type SlotValue = Value;
+
 /// Why a value was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -34,7 +38,7 @@ pub fn is_email(s: &str) -> bool {
 /// A value checked against a slot type and stored as the reference says: text → trimmed string,
 /// number → number, boolean → bool, email → string, date → `YYYY-MM-DD`. Blank is `Ok(None)` (not
 /// given).
-pub fn check(t: SlotType, v: &Value) -> Result<Option<Value>, Refusal> {
+pub fn check(t: SlotType, v: &SlotValue) -> Result<Option<SlotValue>, Refusal> {
     match v {
         Value::Null => return Ok(None),
         Value::Object(_) | Value::Array(_) => return Err(Refusal::NotScalar),
@@ -105,7 +109,7 @@ pub fn find_email(text: &str) -> Option<String> {
 
 /// The first plain number in the message (`60`, `-2`, `12.5`, `1,200`, `€60`, `60€`); numbers
 /// glued to letters (`A123`) are not amounts.
-pub fn find_number(text: &str) -> Option<Value> {
+pub fn find_number(text: &str) -> Option<SlotValue> {
     for w in words(text) {
         let w = w.trim_start_matches(['$', '€', '£', '¥']).trim_end_matches(['$', '€', '£', '¥', '%']);
         let digits = w.replace(',', "");
@@ -243,7 +247,7 @@ pub fn find_named_text(text: &str, key: &str) -> Option<String> {
 
 /// What a message says for a slot of type `t` (text slots: only when named, see
 /// [`find_named_text`]).
-pub fn extract(t: SlotType, key: &str, text: &str, today: NaiveDate) -> Option<Value> {
+pub fn extract(t: SlotType, key: &str, text: &str, today: NaiveDate) -> Option<SlotValue> {
     match t {
         SlotType::Email => find_email(text).map(Value::String),
         SlotType::Number => find_number(text),

@@ -3,19 +3,24 @@
 //! (idempotent per routine execution and step entry); other capabilities report `failed` with the
 //! reason `no_executor` until their connectors exist. The result is `{status, outputs}`.
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
+
+use crate::delivery::skills::SkillInputs;
 
 use crate::app::App;
 use crate::error::Result;
 use crate::models::chat::Cancel;
 use crate::turn::{TurnInput, TurnModels, retrieval};
 
-fn failed(skill: &str, reason: &str) -> Value {
+/// A tool step's result: `{status, outputs}`, free-form JSON (each skill has its own outputs).
+pub type ToolResult = Value;
+
+fn failed(skill: &str, reason: &str) -> ToolResult {
     json!({"status": "failed", "outputs": {"skill": skill, "reason": reason}})
 }
 
 /// Calls skill `name` with `inputs`; `key` makes its deliveries idempotent.
-pub fn call(app: &App, input: &TurnInput, name: &str, inputs: &Map<String, Value>, key: &str) -> Result<Value> {
+pub fn call(app: &App, input: &TurnInput, name: &str, inputs: &SkillInputs, key: &str) -> Result<ToolResult> {
     let Some(skill) = input.agent.skill(name).filter(|s| s.enabled) else {
         return Ok(failed(name, "unknown_skill"));
     };
@@ -58,7 +63,7 @@ pub fn call(app: &App, input: &TurnInput, name: &str, inputs: &Map<String, Value
 
 /// A retrieval skill: answers `query` (the input of that name, else the visitor's message) from
 /// the documents; outputs `answer`, `resultCount`, `topTitle`.
-fn retrieve(app: &App, input: &TurnInput, name: &str, inputs: &Map<String, Value>) -> Result<Value> {
+fn retrieve(app: &App, input: &TurnInput, name: &str, inputs: &SkillInputs) -> Result<ToolResult> {
     let query =
         inputs.get("query").and_then(Value::as_str).map(str::to_string).unwrap_or_else(|| input.message.clone());
     let settings = retrieval::Settings::for_agent(&input.agent);

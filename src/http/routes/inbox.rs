@@ -149,7 +149,7 @@ async fn inbox(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoRespons
     let mut approvals: Vec<Value> = decisions
         .iter()
         .map(|d| {
-            json!({"kind": "approval", "conversationId": d.conversation_id, "decision": crate::routines::decisions::view(d),
+            json!({"kind": "approval", "conversationId": d.conversation_id, "decision": crate::routines::api::decision(d),
                    "updatedAt": d.created_at})
         })
         .collect();

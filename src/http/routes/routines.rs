@@ -94,7 +94,7 @@ async fn put_portable(
 
 async fn open_decisions(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let ds = app.blocking(move |app| decisions::open(app, &ctx.p)).await?;
-    Ok(axum::Json(json!({"decisions": ds.iter().map(decisions::view).collect::<Vec<_>>()})))
+    Ok(axum::Json(json!({"decisions": ds.iter().map(api::decision).collect::<Vec<_>>()})))
 }
 
 #[derive(Deserialize)]

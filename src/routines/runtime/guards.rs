@@ -5,7 +5,7 @@ use chrono::NaiveDate;
 use serde_json::{Value, json};
 
 use super::Walk;
-use crate::routines::definition::{DateUnit, FieldOp, GuardKind, Transition};
+use crate::routines::definition::{DateUnit, FieldOp, GateOption, GuardKind, Transition};
 
 impl Walk<'_> {
     /// The value a guard refers to: the last tool result's outputs first (dotted paths), then the
@@ -108,8 +108,9 @@ fn loose_eq(a: &Value, b: &Value) -> bool {
 
 /// Lowercase hex SHA-256 of the canonical JSON (keys sorted, no spaces) of
 /// `{routineId, stepId, captureKey, options: [{id, label}]}`.
-pub fn content_hash(routine_id: &str, step_id: &str, capture_key: &str, options: &[Value]) -> String {
+pub fn content_hash(routine_id: &str, step_id: &str, capture_key: &str, options: &[GateOption]) -> String {
     use sha2::{Digest, Sha256};
+    let options: Vec<Value> = options.iter().map(|o| json!({"id": o.id, "label": o.label})).collect();
     // serde_json's map is ordered by key (no preserve_order feature), so this is canonical
     let v = json!({"routineId": routine_id, "stepId": step_id, "captureKey": capture_key, "options": options});
     hex::encode(Sha256::digest(v.to_string().as_bytes()))

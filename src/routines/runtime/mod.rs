@@ -539,8 +539,7 @@ impl<'a> Walk<'a> {
     fn suspend(&mut self, step: &Step) {
         let handle = format!("pd_{}", crate::ids::new_id());
         let capture = step.capture_key.clone().unwrap_or_default();
-        let options: Vec<Value> = step.options.iter().map(|o| json!({"id": o.id, "label": o.label})).collect();
-        let hash = content_hash(&self.run.routine_id, &step.stable_step_id, &capture, &options);
+        let hash = content_hash(&self.run.routine_id, &step.stable_step_id, &capture, &step.options);
         self.effects.decision = Some(DecisionEffect {
             handle: handle.clone(),
             routine_id: self.run.routine_id.clone(),
@@ -738,7 +737,13 @@ impl<'a> Walk<'a> {
 
 /// Resumes a routine after its decision (the chosen option is in `run.variables`): walks on from
 /// the gate and answers what the routine says next.
-pub fn resume(app: &App, input: &TurnInput, snap: &RoutineSnap, run: Run, state: Value) -> Result<RoutineAnswer> {
+pub fn resume(
+    app: &App,
+    input: &TurnInput,
+    snap: &RoutineSnap,
+    run: Run,
+    state: crate::conversations::ConversationState,
+) -> Result<RoutineAnswer> {
     let mut w = Walk::new(app, input, snap, run);
     w.walk(false)?;
     match w.finish(state) {
