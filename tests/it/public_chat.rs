@@ -157,6 +157,10 @@ async fn sessions_open_on_enabled_channels_resume_and_stop_when_the_settings_cha
     open(&embed, json!({"channel": "website_embed"}), None).await.assert_status(400);
     let r = open(&embed, json!({"channel": "website_embed"}), Some("https://evil.example")).await;
     r.assert_status(403);
+    assert_eq!(r.headers["access-control-allow-origin"], "https://evil.example", "a refusal is readable");
+    let r = open(&embed, json!({"channel": "website_embed", "nope": 1}), Some("https://evil.example")).await;
+    r.assert_status(400);
+    assert_eq!(r.headers["access-control-allow-origin"], "https://evil.example", "so is a malformed body");
     let r = open(&embed, json!({"channel": "website_embed"}), Some("https://shop.example")).await;
     r.assert_status(201);
     assert_eq!(r.headers["access-control-allow-origin"], "https://shop.example");

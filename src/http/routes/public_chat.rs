@@ -39,15 +39,23 @@ const BASE: &str = "/api/v1/public/chat/{token}";
 
 pub fn routes() -> Router<Arc<App>> {
     let r = |m: MethodRouter<Arc<App>>| m.options(preflight);
-    Router::new()
+    let api = Router::new()
         .route(&format!("{BASE}/sessions"), r(routing::post(create_session)))
         .route(BASE, r(routing::get(list).post(send)))
         .route(&format!("{BASE}/history/{{cid}}"), r(routing::get(get_history)))
         .route(&format!("{BASE}/tail/{{cid}}"), r(routing::get(get_tail)))
         .route(&format!("{BASE}/events/{{cid}}"), r(routing::get(events)))
         .route(&format!("{BASE}/embed-config"), r(routing::get(embed_config)))
-        .route(&format!("{BASE}/assistant-logo"), r(routing::get(logo)))
         .route("/api/v1/answer-feedback/public/chat/{token}/messages/{mid}", r(routing::put(rate).delete(clear_rating)))
+        // every answer, errors and extractor refusals included, carries the CORS answer
+        .layer(axum::middleware::from_fn(with_cors));
+    // the logo answers CORS itself: only to admitted origins
+    Router::new().route(&format!("{BASE}/assistant-logo"), r(routing::get(logo))).merge(api)
+}
+
+async fn with_cors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let origin = origin_of(req.headers());
+    cors(next.run(req).await, origin.as_deref())
 }
 
 fn origin_of(h: &HeaderMap) -> Option<String> {
@@ -65,18 +73,13 @@ fn cors(mut r: Response, origin: Option<&str>) -> Response {
     r
 }
 
-/// A handler's result with CORS on success and on failure.
-fn answer(r: Result<Response>, origin: Option<&str>) -> Response {
-    cors(r.unwrap_or_else(IntoResponse::into_response), origin)
-}
-
-async fn preflight(headers: HeaderMap) -> Response {
+async fn preflight() -> Response {
     let mut r = StatusCode::NO_CONTENT.into_response();
     let hd = r.headers_mut();
     hd.insert(header::ACCESS_CONTROL_ALLOW_METHODS, HeaderValue::from_static("GET, POST, PUT, DELETE"));
     hd.insert(header::ACCESS_CONTROL_ALLOW_HEADERS, HeaderValue::from_static("content-type, x-service-public-session"));
     hd.insert(header::ACCESS_CONTROL_MAX_AGE, HeaderValue::from_static("600"));
-    cors(r, origin_of(&headers).as_deref())
+    r
 }
 
 /// The request's session, checked (404 `Not found` for any failure).
@@ -114,41 +117,37 @@ async fn create_session(
     Path(token): Path<String>,
     Client(client): Client,
     headers: HeaderMap,
-    body: std::result::Result<Json<SessionBody>, Error>,
-) -> Response {
+    Json(b): Json<SessionBody>,
+) -> Result<Response> {
     let origin = origin_of(&headers);
-    let r = async {
-        // opening sessions counts against the client address's public chat budget
-        if app.config.public_chat_limit_per_ip.max > 0
-            && let Some(a) = client.addr.as_deref()
-        {
-            app.public_by_addr.hit(a, app.clock.now().timestamp_millis())?;
-        }
-        let Json(b) = body?;
-        let req = NewSession { channel: b.channel, resume_token: b.resume_token, origin: origin.clone() };
-        let (g, secure) =
-            app.blocking(move |app| Ok((session::create(app, &token, req)?, app.config.cookies_secure()))).await?;
-        let iso = |secs: i64| chrono::DateTime::from_timestamp(secs, 0).map(crate::clock::rfc3339).unwrap_or_default();
-        let body = json!({
-            "publicChatToken": g.public_chat_token, "publicSessionId": g.public_session_id,
-            "publicSessionToken": g.public_session_token, "resumeToken": g.resume_token,
-            "workspaceName": g.workspace_name, "assistantBootstrapActive": g.assistant_bootstrap_active,
-            "expiresAt": iso(g.expires_at), "resumeExpiresAt": iso(g.resume_expires_at),
-        });
-        let mut r = (StatusCode::CREATED, axum::Json(body)).into_response();
-        let cookie = format!(
-            "anon_session_{}={}; Path=/api/v1/public/; HttpOnly; SameSite=Lax; Max-Age={}{}",
-            g.workspace_id,
-            g.public_session_id,
-            crate::public_chat::token::RESUME_SECS,
-            if secure { "; Secure" } else { "" }
-        );
-        if let Ok(v) = HeaderValue::from_str(&cookie) {
-            r.headers_mut().append(header::SET_COOKIE, v);
-        }
-        Ok(r)
-    };
-    answer(r.await, origin.as_deref())
+    // opening sessions counts against the client address's public chat budget
+    if app.config.public_chat_limit_per_ip.max > 0
+        && let Some(a) = client.addr.as_deref()
+    {
+        app.public_by_addr.hit(a, app.clock.now().timestamp_millis())?;
+    }
+    let req = NewSession { channel: b.channel, resume_token: b.resume_token, origin: origin.clone() };
+    let (g, secure) =
+        app.blocking(move |app| Ok((session::create(app, &token, req)?, app.config.cookies_secure()))).await?;
+    let iso = |secs: i64| chrono::DateTime::from_timestamp(secs, 0).map(crate::clock::rfc3339).unwrap_or_default();
+    let body = json!({
+        "publicChatToken": g.public_chat_token, "publicSessionId": g.public_session_id,
+        "publicSessionToken": g.public_session_token, "resumeToken": g.resume_token,
+        "workspaceName": g.workspace_name, "assistantBootstrapActive": g.assistant_bootstrap_active,
+        "expiresAt": iso(g.expires_at), "resumeExpiresAt": iso(g.resume_expires_at),
+    });
+    let mut r = (StatusCode::CREATED, axum::Json(body)).into_response();
+    let cookie = format!(
+        "anon_session_{}={}; Path=/api/v1/public/; HttpOnly; SameSite=Lax; Max-Age={}{}",
+        g.workspace_id,
+        g.public_session_id,
+        crate::public_chat::token::RESUME_SECS,
+        if secure { "; Secure" } else { "" }
+    );
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        r.headers_mut().append(header::SET_COOKIE, v);
+    }
+    Ok(r)
 }
 
 // ---- messages ----
@@ -271,57 +270,50 @@ async fn send(
     Path(token): Path<String>,
     Client(client): Client,
     headers: HeaderMap,
-    body: std::result::Result<Json<MessageBody>, Error>,
-) -> Response {
-    let origin = origin_of(&headers);
-    let r = async {
-        let s = authenticate(&app, token, &headers).await?;
-        let Json(b) = body?;
-        let stream = b.stream;
-        let cmd = b.command()?;
-        let addr = client.addr.clone();
-        let prepared = app
-            .blocking(move |app| {
-                limit(app, &s, addr.as_deref())?;
-                pchat::send(app, &s, cmd)
-            })
-            .await?;
-        let input = match prepared {
-            Prepared::Greeting(g) => {
-                let chips: Vec<Value> = g.chips.iter().map(pchat::chip_json).collect();
-                let body = json!({"bootstrapGreetingId": g.id, "answer": g.text, "suggestions": chips});
-                return Ok(axum::Json(body).into_response());
-            }
-            Prepared::Turn(input) => *input,
-        };
-        if !stream {
-            let reply = turn::execute(app, input, None).await?;
-            if !usable(&reply) {
-                return Err(empty_response());
-            }
-            return Ok(axum::Json(turn::api::public(&reply)).into_response());
+    Json(b): Json<MessageBody>,
+) -> Result<Response> {
+    let s = authenticate(&app, token, &headers).await?;
+    let stream = b.stream;
+    let cmd = b.command()?;
+    let addr = client.addr.clone();
+    let prepared = app
+        .blocking(move |app| {
+            limit(app, &s, addr.as_deref())?;
+            pchat::send(app, &s, cmd)
+        })
+        .await?;
+    let input = match prepared {
+        Prepared::Greeting(g) => {
+            let chips: Vec<Value> = g.chips.iter().map(pchat::chip_json).collect();
+            let body = json!({"bootstrapGreetingId": g.id, "answer": g.text, "suggestions": chips});
+            return Ok(axum::Json(body).into_response());
         }
-        let cid = input.conversation_id.clone();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let final_tx = tx.clone();
-        tokio::spawn(async move {
-            let last = match turn::execute(app, input, Some(tx)).await {
-                Ok(reply) if usable(&reply) => StreamEvent::Done(Box::new(reply)),
-                Ok(_) => StreamEvent::Failed(empty_response()),
-                Err(TurnError::Superseded { conversation_id, stage }) => {
-                    StreamEvent::Cancelled { conversation_id, stage }
-                }
-                Err(TurnError::Failed(e)) => StreamEvent::Failed(e),
-            };
-            let _ = final_tx.send(last);
-        });
-        let first = Event::default().event("conversation").json_data(json!({"conversationId": cid}));
-        let mut r = event_stream(first, rx, |ev| turn_event_as(ev, turn::api::public)).into_response();
-        r.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        Ok(r)
+        Prepared::Turn(input) => *input,
     };
-    answer(r.await, origin.as_deref())
+    if !stream {
+        let reply = turn::execute(app, input, None).await?;
+        if !usable(&reply) {
+            return Err(empty_response());
+        }
+        return Ok(axum::Json(turn::api::public(&reply)).into_response());
+    }
+    let cid = input.conversation_id.clone();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let final_tx = tx.clone();
+    tokio::spawn(async move {
+        let last = match turn::execute(app, input, Some(tx)).await {
+            Ok(reply) if usable(&reply) => StreamEvent::Done(Box::new(reply)),
+            Ok(_) => StreamEvent::Failed(empty_response()),
+            Err(TurnError::Superseded { conversation_id, stage }) => StreamEvent::Cancelled { conversation_id, stage },
+            Err(TurnError::Failed(e)) => StreamEvent::Failed(e),
+        };
+        let _ = final_tx.send(last);
+    });
+    let first = Event::default().event("conversation").json_data(json!({"conversationId": cid}));
+    let mut r = event_stream(first, rx, |ev| turn_event_as(ev, turn::api::public)).into_response();
+    r.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(r)
 }
 
 // ---- reading back ----
@@ -348,21 +340,17 @@ fn message(m: &crate::conversations::Message) -> Value {
     v
 }
 
-async fn list(State(app): State<Arc<App>>, Path(token): Path<String>, headers: HeaderMap) -> Response {
-    let origin = origin_of(&headers);
-    let r = async {
-        let s = authenticate(&app, token, &headers).await?;
-        let convs = app.blocking(move |app| history::list(app, &s)).await?;
-        let convs: Vec<Value> = convs
-            .iter()
-            .map(|c| {
-                json!({"id": c.id, "channel": c.channel.as_str(), "messageCount": c.message_count,
-                       "lastMessageAt": c.last_message_at, "createdAt": c.created_at, "updatedAt": c.updated_at})
-            })
-            .collect();
-        Ok(axum::Json(json!({"conversations": convs})).into_response())
-    };
-    answer(r.await, origin.as_deref())
+async fn list(State(app): State<Arc<App>>, Path(token): Path<String>, headers: HeaderMap) -> Result<Response> {
+    let s = authenticate(&app, token, &headers).await?;
+    let convs = app.blocking(move |app| history::list(app, &s)).await?;
+    let convs: Vec<Value> = convs
+        .iter()
+        .map(|c| {
+            json!({"id": c.id, "channel": c.channel.as_str(), "messageCount": c.message_count,
+                   "lastMessageAt": c.last_message_at, "createdAt": c.created_at, "updatedAt": c.updated_at})
+        })
+        .collect();
+    Ok(axum::Json(json!({"conversations": convs})).into_response())
 }
 
 #[derive(Deserialize)]
@@ -375,45 +363,35 @@ async fn get_history(
     State(app): State<Arc<App>>,
     Path((token, cid)): Path<(String, String)>,
     headers: HeaderMap,
-    q: std::result::Result<Query<CursorQuery>, Error>,
-) -> Response {
-    let origin = origin_of(&headers);
-    let r = async {
-        let s = authenticate(&app, token, &headers).await?;
-        let Query(q) = q?;
-        let h = app.blocking(move |app| history::history(app, &s, &cid, q.cursor.as_deref())).await?;
-        let state = if h.human_owned { "human_owned" } else { "ai_owned" };
-        Ok(axum::Json(json!({
-            "conversationId": h.conversation_id,
-            "messages": h.messages.iter().map(message).collect::<Vec<_>>(),
-            "hasMore": h.has_more,
-            "tailCursor": h.tail_cursor.to_string(),
-            "ownership": {"state": state},
-        }))
-        .into_response())
-    };
-    answer(r.await, origin.as_deref())
+    Query(q): Query<CursorQuery>,
+) -> Result<Response> {
+    let s = authenticate(&app, token, &headers).await?;
+    let h = app.blocking(move |app| history::history(app, &s, &cid, q.cursor.as_deref())).await?;
+    let state = if h.human_owned { "human_owned" } else { "ai_owned" };
+    Ok(axum::Json(json!({
+        "conversationId": h.conversation_id,
+        "messages": h.messages.iter().map(message).collect::<Vec<_>>(),
+        "hasMore": h.has_more,
+        "tailCursor": h.tail_cursor.to_string(),
+        "ownership": {"state": state},
+    }))
+    .into_response())
 }
 
 async fn get_tail(
     State(app): State<Arc<App>>,
     Path((token, cid)): Path<(String, String)>,
     headers: HeaderMap,
-    q: std::result::Result<Query<CursorQuery>, Error>,
-) -> Response {
-    let origin = origin_of(&headers);
-    let r = async {
-        let s = authenticate(&app, token, &headers).await?;
-        let Query(q) = q?;
-        let t = app.blocking(move |app| history::tail(app, &s, &cid, q.cursor.as_deref())).await?;
-        Ok(axum::Json(json!({
-            "conversationId": t.conversation_id,
-            "messages": t.messages.iter().map(message).collect::<Vec<_>>(),
-            "cursor": t.cursor.to_string(),
-        }))
-        .into_response())
-    };
-    answer(r.await, origin.as_deref())
+    Query(q): Query<CursorQuery>,
+) -> Result<Response> {
+    let s = authenticate(&app, token, &headers).await?;
+    let t = app.blocking(move |app| history::tail(app, &s, &cid, q.cursor.as_deref())).await?;
+    Ok(axum::Json(json!({
+        "conversationId": t.conversation_id,
+        "messages": t.messages.iter().map(message).collect::<Vec<_>>(),
+        "cursor": t.cursor.to_string(),
+    }))
+    .into_response())
 }
 
 /// `ready` once subscribed, then `message.created` for each new message of the conversation. The
@@ -423,42 +401,38 @@ async fn events(
     State(app): State<Arc<App>>,
     Path((token, cid)): Path<(String, String)>,
     headers: HeaderMap,
-) -> Response {
-    let origin = origin_of(&headers);
-    let r = async {
-        let s = authenticate(&app, token.clone(), &headers).await?;
-        let c2 = cid.clone();
-        app.blocking(move |app| history::check_own(app, &s, &c2)).await?;
-        let rx = app.bus.subscribe();
-        let ready = Event::default().event("ready").json_data(json!({"conversationId": cid})).unwrap_or_default();
-        let state = (Some(ready), rx, app.clone(), token, headers, cid);
-        let stream = futures::stream::unfold(state, |(first, mut rx, app, token, headers, cid)| async move {
-            if let Some(f) = first {
-                return Some((Ok::<_, Infallible>(f), (None, rx, app, token, headers, cid)));
-            }
-            loop {
-                let e = match rx.recv().await {
-                    Ok(e) => e,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        let ev = Event::default().event("message.created").json_data(json!({"conversationId": cid}));
-                        return Some((Ok(ev.unwrap_or_default()), (None, rx, app, token, headers, cid)));
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
-                };
-                if e.conversation_id.as_deref() != Some(cid.as_str()) || e.kind != crate::bus::BusKind::MessageCreated {
-                    continue;
+) -> Result<Response> {
+    let s = authenticate(&app, token.clone(), &headers).await?;
+    let c2 = cid.clone();
+    app.blocking(move |app| history::check_own(app, &s, &c2)).await?;
+    let rx = app.bus.subscribe();
+    let ready = Event::default().event("ready").json_data(json!({"conversationId": cid})).unwrap_or_default();
+    let state = (Some(ready), rx, app.clone(), token, headers, cid);
+    let stream = futures::stream::unfold(state, |(first, mut rx, app, token, headers, cid)| async move {
+        if let Some(f) = first {
+            return Some((Ok::<_, Infallible>(f), (None, rx, app, token, headers, cid)));
+        }
+        loop {
+            let e = match rx.recv().await {
+                Ok(e) => e,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                    let ev = Event::default().event("message.created").json_data(json!({"conversationId": cid}));
+                    return Some((Ok(ev.unwrap_or_default()), (None, rx, app, token, headers, cid)));
                 }
-                authenticate(&app, token.clone(), &headers).await.ok()?;
-                let ev = Event::default().event("message.created").json_data(json!({"conversationId": cid}));
-                return Some((Ok(ev.unwrap_or_default()), (None, rx, app, token, headers, cid)));
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            };
+            if e.conversation_id.as_deref() != Some(cid.as_str()) || e.kind != crate::bus::BusKind::MessageCreated {
+                continue;
             }
-        });
-        let mut r = Sse::new(stream).keep_alive(KeepAlive::default()).into_response();
-        r.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
-        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        Ok(r)
-    };
-    answer(r.await, origin.as_deref())
+            authenticate(&app, token.clone(), &headers).await.ok()?;
+            let ev = Event::default().event("message.created").json_data(json!({"conversationId": cid}));
+            return Some((Ok(ev.unwrap_or_default()), (None, rx, app, token, headers, cid)));
+        }
+    });
+    let mut r = Sse::new(stream).keep_alive(KeepAlive::default()).into_response();
+    r.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(r)
 }
 
 // ---- feedback ----
@@ -474,63 +448,50 @@ async fn rate(
     State(app): State<Arc<App>>,
     Path((token, mid)): Path<(String, String)>,
     headers: HeaderMap,
-    body: std::result::Result<Json<FeedbackBody>, Error>,
-) -> Response {
-    let origin = origin_of(&headers);
-    let r = async {
-        let s = authenticate(&app, token, &headers).await?;
-        let Json(b) = body?;
-        let f = app.blocking(move |app| history::rate(app, &s, &mid, &b.rating, b.comment)).await?;
-        Ok(axum::Json(json!({"feedback": {
-            "messageId": f.message_id, "conversationId": f.conversation_id, "rating": f.rating.as_str(),
-            "comment": f.comment, "updatedAt": f.updated_at,
-        }}))
-        .into_response())
-    };
-    answer(r.await, origin.as_deref())
+    Json(b): Json<FeedbackBody>,
+) -> Result<Response> {
+    let s = authenticate(&app, token, &headers).await?;
+    let f = app.blocking(move |app| history::rate(app, &s, &mid, &b.rating, b.comment)).await?;
+    Ok(axum::Json(json!({"feedback": {
+        "messageId": f.message_id, "conversationId": f.conversation_id, "rating": f.rating.as_str(),
+        "comment": f.comment, "updatedAt": f.updated_at,
+    }}))
+    .into_response())
 }
 
 async fn clear_rating(
     State(app): State<Arc<App>>,
     Path((token, mid)): Path<(String, String)>,
     headers: HeaderMap,
-) -> Response {
-    let origin = origin_of(&headers);
-    let r = async {
-        let s = authenticate(&app, token, &headers).await?;
-        app.blocking(move |app| history::clear(app, &s, &mid)).await?;
-        Ok(StatusCode::NO_CONTENT.into_response())
-    };
-    answer(r.await, origin.as_deref())
+) -> Result<Response> {
+    let s = authenticate(&app, token, &headers).await?;
+    app.blocking(move |app| history::clear(app, &s, &mid)).await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }
 
 // ---- the widget's configuration and logo ----
 
-async fn embed_config(State(app): State<Arc<App>>, Path(token): Path<String>, headers: HeaderMap) -> Response {
-    let origin = origin_of(&headers);
-    let o2 = origin.clone();
-    let r = async {
-        let c = app.blocking(move |app| crate::public_chat::session::embed_config(app, &token, o2.as_deref())).await?;
-        let theme = &c.general.website_embed_theme;
-        let body = json!({
-            "launcherLabel": c.general.website_embed_launcher_label,
-            "launcherPosition": c.general.website_embed_launcher_position,
-            "theme": {"brand": theme.brand, "brandText": theme.brand_text, "surface": theme.surface, "text": theme.text},
-            "branding": {
-                "hidePoweredBy": c.general.website_embed_expert_overrides.get("hidePoweredBy").and_then(Value::as_bool).unwrap_or(false),
-                "privacyPolicyUrl": c.general.website_embed_expert_overrides.get("privacyPolicyUrl").and_then(Value::as_str),
-            },
-            "copy": c.general.website_embed_copy,
-            "expertOverrides": c.general.website_embed_expert_overrides,
-            "assistantName": c.assistant_name,
-            "assistantLogoUrl": c.has_logo.then(|| format!("/api/v1/public/chat/{}/assistant-logo", c.token)),
-            "proactiveGreetingEnabled": c.bootstrap_active,
-        });
-        let mut r = axum::Json(body).into_response();
-        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
-        Ok(r)
-    };
-    answer(r.await, origin.as_deref())
+async fn embed_config(State(app): State<Arc<App>>, Path(token): Path<String>, headers: HeaderMap) -> Result<Response> {
+    let o2 = origin_of(&headers);
+    let c = app.blocking(move |app| crate::public_chat::session::embed_config(app, &token, o2.as_deref())).await?;
+    let theme = &c.general.website_embed_theme;
+    let body = json!({
+        "launcherLabel": c.general.website_embed_launcher_label,
+        "launcherPosition": c.general.website_embed_launcher_position,
+        "theme": {"brand": theme.brand, "brandText": theme.brand_text, "surface": theme.surface, "text": theme.text},
+        "branding": {
+            "hidePoweredBy": c.general.website_embed_expert_overrides.get("hidePoweredBy").and_then(Value::as_bool).unwrap_or(false),
+            "privacyPolicyUrl": c.general.website_embed_expert_overrides.get("privacyPolicyUrl").and_then(Value::as_str),
+        },
+        "copy": c.general.website_embed_copy,
+        "expertOverrides": c.general.website_embed_expert_overrides,
+        "assistantName": c.assistant_name,
+        "assistantLogoUrl": c.has_logo.then(|| format!("/api/v1/public/chat/{}/assistant-logo", c.token)),
+        "proactiveGreetingEnabled": c.bootstrap_active,
+    });
+    let mut r = axum::Json(body).into_response();
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300"));
+    Ok(r)
 }
 
 async fn logo(State(app): State<Arc<App>>, Path(token): Path<String>, headers: HeaderMap) -> Response {
