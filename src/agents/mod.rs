@@ -246,6 +246,11 @@ fn insert(tx: &Tx, ws: &WorkspaceId, name: &str, settings: &Settings, is_default
     Ok(id)
 }
 
+/// The workspace's default agent, if it has one (a read; see [`ensure_default`]).
+pub fn default_id(c: &Conn, ws: &WorkspaceId) -> Result<Option<String>> {
+    Ok(store::default_agent(c, ws)?.map(|a| a.id))
+}
+
 /// Creates the workspace's default agent if it has none (new workspaces; older data dirs).
 pub fn ensure_default(tx: &Tx, ws: &WorkspaceId, now: &str) -> Result<String> {
     if let Some(a) = store::default_agent(tx, ws)? {

@@ -82,12 +82,10 @@ pub fn create(app: &App, launch_token: &str, req: NewSession) -> Result<Grant> {
     let origin = open_channel(&g, channel, &req.channel, req.origin.as_deref())?;
     let secret = secret(app)?;
     let now = app.clock.now().timestamp();
-    let now_str = crate::clock::rfc3339(app.clock.now());
-    let (agent_id, agent_name, assistant_bootstrap_active) = app.db.write(|tx| {
-        let id = crate::agents::ensure_default(tx, &ws, &now_str)?;
-        let a = crate::turn::agent::published(tx, &ws, &id)?;
-        let active = bootstrap_active(&g, &a.settings);
-        Ok((id, a.name, active))
+    let agent_id = default_agent(app, &ws)?;
+    let (agent_name, assistant_bootstrap_active) = app.db.read(|c| {
+        let a = crate::turn::agent::published(c, &ws, &agent_id)?;
+        Ok((a.name, bootstrap_active(&g, &a.settings)))
     })?;
     let binding = token::launch_binding(secret, launch_token);
     let session_id = match &req.resume_token {
@@ -209,9 +207,18 @@ fn serving(app: &App, launch_token: &str, origin: Option<&str>) -> Result<(crate
         return Err(Error::invalid("This website is not approved for the chat")
             .with_details(serde_json::json!({"code": "origin_not_admitted"})));
     }
-    let now = crate::clock::rfc3339(app.clock.now());
-    let agent = app.db.write(|tx| crate::agents::ensure_default(tx, &ws, &now))?;
+    let agent = default_agent(app, &ws)?;
     Ok((ws, g, agent))
+}
+
+/// The workspace's default agent: a read, and a write only the first time (an older data dir
+/// whose workspace has none yet), so public requests do not queue on the database's writer.
+fn default_agent(app: &App, ws: &crate::ids::WorkspaceId) -> Result<String> {
+    if let Some(id) = app.db.read(|c| crate::agents::default_id(c, ws))? {
+        return Ok(id);
+    }
+    let now = crate::clock::rfc3339(app.clock.now());
+    app.db.write(|tx| crate::agents::ensure_default(tx, ws, &now))
 }
 
 /// `GET …/embed-config`.
