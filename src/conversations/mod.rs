@@ -285,7 +285,7 @@ pub struct ConversationDetail {
 }
 
 /// Messages a history page shows at most.
-const HISTORY_PAGE: usize = 200;
+pub const HISTORY_PAGE: usize = 200;
 
 /// `GET /history/chat/{id}`: the conversation with its messages (up to 200 from the start, or
 /// after `cursor`) and the cursor of its newest message.
@@ -303,7 +303,8 @@ pub fn get(app: &App, p: &Principal, id: &str, cursor: Option<&str>) -> Result<C
     })
 }
 
-fn parse_seq(cursor: Option<&str>) -> Result<i64> {
+/// A message cursor (a position in the conversation); none or empty is the start.
+pub fn parse_seq(cursor: Option<&str>) -> Result<i64> {
     match cursor {
         None | Some("") => Ok(0),
         Some(c) => c.parse::<i64>().ok().filter(|n| *n >= 0).ok_or_else(|| {

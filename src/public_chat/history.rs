@@ -11,8 +11,6 @@ use crate::error::{Error, ErrorCode, Result};
 
 /// Conversations a session lists at most.
 const LIST_LIMIT: usize = 50;
-/// Messages a history page shows at most.
-const HISTORY_PAGE: usize = 200;
 
 fn not_found() -> Error {
     Error::new(ErrorCode::NotFound, "Not found")
@@ -45,23 +43,14 @@ pub struct History {
     pub human_owned: bool,
 }
 
-fn parse_cursor(cursor: Option<&str>) -> Result<Option<i64>> {
-    match cursor {
-        None | Some("") => Ok(None),
-        Some(c) => c.parse::<i64>().ok().filter(|n| *n >= 0).map(Some).ok_or_else(|| {
-            Error::invalid_field("cursor", "the cursor is not valid; pass a cursor from a previous response")
-        }),
-    }
-}
-
 /// `GET …/history/{id}`: up to 200 messages from the start (or after `cursor`).
 pub fn history(app: &App, s: &Session, id: &str, cursor: Option<&str>) -> Result<History> {
-    let after = parse_cursor(cursor)?.unwrap_or(0);
+    let after = conversations::parse_seq(cursor)?;
     app.db.read(|c| {
         let conv = own(c, s, id)?;
-        let mut messages = conversations::messages_after(c, &conv.id, after, HISTORY_PAGE + 1)?;
-        let has_more = messages.len() > HISTORY_PAGE;
-        messages.truncate(HISTORY_PAGE);
+        let mut messages = conversations::messages_after(c, &conv.id, after, conversations::HISTORY_PAGE + 1)?;
+        let has_more = messages.len() > conversations::HISTORY_PAGE;
+        messages.truncate(conversations::HISTORY_PAGE);
         Ok(History {
             conversation_id: conv.id,
             messages,
@@ -82,7 +71,7 @@ pub struct Tail {
 /// `GET …/tail/{id}?cursor=`: messages after `cursor` (none: the newest page) and the advanced
 /// cursor.
 pub fn tail(app: &App, s: &Session, id: &str, cursor: Option<&str>) -> Result<Tail> {
-    let after = parse_cursor(cursor)?;
+    let after = cursor.map(|c| conversations::parse_seq(Some(c))).transpose()?;
     app.db.read(|c| {
         let conv = own(c, s, id)?;
         let messages = match after {
