@@ -5,6 +5,10 @@
 # With the argument `test`, also what the test suite drives:
 #   chromium, chromium-driver   (the dashboard's browser tests, headless)
 #   aiosmtpd (PyPI, into target/pydeps)  (a real SMTP server for the email tests)
+#   mcp (PyPI, into target/pydeps)       (the official Python MCP client SDK, for the /mcp tests)
+#   @modelcontextprotocol/sdk (npm, into target/nodedeps)  (the official TypeScript MCP SDK;
+#                                        skipped with a message when npm is absent)
+# Each step installs only what is missing, so a second run installs nothing.
 # Debian/Ubuntu only (apt-get); elsewhere it says what to install.
 set -euo pipefail
 
@@ -28,6 +32,26 @@ pydeps() {
     echo "deps: installing aiosmtpd into $dir"
     PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --target "$dir" "aiosmtpd==1.4.6"
   fi
+  if ! PYTHONPATH="$dir" python3 -c "import mcp.client.streamable_http" >/dev/null 2>&1; then
+    echo "deps: installing mcp (Python MCP SDK) into $dir"
+    # --upgrade: pip --target otherwise refuses to replace packages aiosmtpd already put there.
+    PIP_ROOT_USER_ACTION=ignore python3 -m pip install --quiet --disable-pip-version-check --upgrade --no-warn-conflicts --target "$dir" "mcp==2.3.0"
+  fi
+  nodedeps
+}
+
+# The TypeScript MCP SDK, into target/nodedeps (tests/clients/mcp_driver.mjs imports it from there).
+nodedeps() {
+  local dir
+  dir="$(cd "$(dirname "$0")/.." && pwd)/target/nodedeps"
+  [ -f "$dir/node_modules/@modelcontextprotocol/sdk/package.json" ] && return 0
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "deps: npm not found, skipping @modelcontextprotocol/sdk (the TypeScript MCP tests will be skipped)"
+    return 0
+  fi
+  echo "deps: installing @modelcontextprotocol/sdk into $dir"
+  mkdir -p "$dir"
+  npm install --silent --prefix "$dir" --no-audit --no-fund --save-exact "@modelcontextprotocol/sdk@1.32.2"
 }
 
 if [ ${#need[@]} -eq 0 ]; then

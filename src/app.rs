@@ -30,6 +30,10 @@ pub struct App {
     /// Public chat messages per visitor session and per client address.
     pub public_by_session: RateLimiter,
     pub public_by_addr: RateLimiter,
+    pub converse_asks: RateLimiter,
+    pub converse_reads_by_session: RateLimiter,
+    pub converse_reads_by_source: RateLimiter,
+    pub converse_exchanges: RateLimiter,
     /// Places for uploads being read at once (`uploads_concurrent`).
     pub uploads: Arc<tokio::sync::Semaphore>,
     /// Signalled whenever documents finish processing (ready or failed), for long-polls.
@@ -102,6 +106,10 @@ impl App {
             upload_limiter: RateLimiter::new(config.upload_limit),
             public_by_session: RateLimiter::new(config.public_chat_limit_per_session),
             public_by_addr: RateLimiter::new(config.public_chat_limit_per_ip),
+            converse_asks: RateLimiter::new(config.converse_asks_per_session),
+            converse_reads_by_session: RateLimiter::new(config.converse_reads_per_session),
+            converse_reads_by_source: RateLimiter::new(config.converse_reads_per_source),
+            converse_exchanges: RateLimiter::new(config.converse_exchanges_per_source),
             uploads: Arc::new(tokio::sync::Semaphore::new(config.uploads_concurrent)),
             document_events: tokio::sync::Notify::new(),
             turns: Default::default(),

@@ -102,6 +102,21 @@ pub struct Config {
     pub public_chat_limit_per_session: RateLimit,
     /// Public chat messages per client address per minute (`max` 0: no limit).
     pub public_chat_limit_per_ip: RateLimit,
+    /// Converse asks (REST ask, `/mcp` tool calls that run a turn) per converse session per minute.
+    pub converse_asks_per_session: RateLimit,
+    /// Converse update reads (`messages`, `get_conversation_updates`) per session per minute.
+    pub converse_reads_per_session: RateLimit,
+    /// Converse update reads per client address per minute.
+    pub converse_reads_per_source: RateLimit,
+    /// Converse session exchanges (and `/mcp` initializations) per client address per minute.
+    pub converse_exchanges_per_source: RateLimit,
+    /// How long an `/mcp` tool call waits for its turn before answering a pending envelope (the
+    /// turn goes on; `get_conversation_updates` delivers its reply).
+    pub mcp_turn_budget: Duration,
+    /// Browser origins allowed to call `/mcp` (besides `public_url`'s); requests with another
+    /// `Origin` are refused (DNS rebinding protection). Clients that send no `Origin` are not
+    /// browsers and pass.
+    pub mcp_allowed_origins: Vec<String>,
     /// Uploads whose bodies are read at once; more answer 429.
     pub uploads_concurrent: usize,
     /// `DOCUMENT_UPLOAD_MAX_BYTES`.
@@ -156,6 +171,12 @@ impl Config {
             upload_limit: RateLimit { max: 120, window: Duration::from_secs(60) },
             public_chat_limit_per_session: RateLimit { max: 20, window: Duration::from_secs(60) },
             public_chat_limit_per_ip: RateLimit { max: 300, window: Duration::from_secs(60) },
+            converse_asks_per_session: RateLimit { max: 30, window: Duration::from_secs(60) },
+            converse_reads_per_session: RateLimit { max: 60, window: Duration::from_secs(60) },
+            converse_reads_per_source: RateLimit { max: 600, window: Duration::from_secs(60) },
+            converse_exchanges_per_source: RateLimit { max: 60, window: Duration::from_secs(60) },
+            mcp_turn_budget: Duration::from_secs(45),
+            mcp_allowed_origins: Vec::new(),
             uploads_concurrent: 4,
             upload_max_bytes: DEFAULT_UPLOAD_MAX_BYTES,
             job_lease: Duration::from_secs(300),
@@ -310,10 +331,23 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     for (var, limit) in [
         ("STEWARD_PUBLIC_CHAT_PER_SESSION_PER_MINUTE", &mut c.public_chat_limit_per_session),
         ("STEWARD_PUBLIC_CHAT_PER_IP_PER_MINUTE", &mut c.public_chat_limit_per_ip),
+        ("STEWARD_CONVERSE_ASKS_PER_SESSION_PER_MINUTE", &mut c.converse_asks_per_session),
+        ("STEWARD_CONVERSE_READS_PER_SESSION_PER_MINUTE", &mut c.converse_reads_per_session),
+        ("STEWARD_CONVERSE_READS_PER_SOURCE_PER_MINUTE", &mut c.converse_reads_per_source),
+        ("STEWARD_CONVERSE_EXCHANGES_PER_SOURCE_PER_MINUTE", &mut c.converse_exchanges_per_source),
     ] {
         if let Some(v) = env(var).filter(|v| !v.is_empty()) {
             limit.max = v.trim().parse().map_err(|_| invalid(var, "must be a whole number (0: no limit)"))?;
         }
+    }
+    if let Some(v) = env("STEWARD_MCP_TURN_BUDGET_SECS").filter(|v| !v.is_empty()) {
+        let secs: u64 =
+            v.trim().parse().map_err(|_| invalid("STEWARD_MCP_TURN_BUDGET_SECS", "must be whole seconds"))?;
+        c.mcp_turn_budget = Duration::from_secs(secs);
+    }
+    if let Some(v) = env("STEWARD_MCP_ALLOWED_ORIGINS").filter(|v| !v.is_empty()) {
+        c.mcp_allowed_origins =
+            v.split(',').map(|o| o.trim().trim_end_matches('/').to_string()).filter(|o| !o.is_empty()).collect();
     }
     // 3. flags (already merged with their STEWARD_* variables by clap)
     apply_flags(&mut c, cli);

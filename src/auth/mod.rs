@@ -107,6 +107,8 @@ pub enum Via {
     Session,
     PersonalToken,
     ServiceCredential,
+    /// A REST-audience agent channel credential (chat with its one agent only).
+    ChannelCredential,
 }
 
 /// An authenticated caller in one workspace.

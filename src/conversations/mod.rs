@@ -40,7 +40,11 @@ names! {
 
 names! {
     /// Where the conversation takes place.
-    pub Channel { Api = "api", Test = "test", AnonymousLink = "anonymous_link", WebsiteEmbed = "website_embed" }
+    pub Channel {
+        Api = "api", Test = "test", AnonymousLink = "anonymous_link", WebsiteEmbed = "website_embed",
+        /// Another AI agent over the converse surface (REST converse routes or `/mcp`).
+        Mcp = "mcp",
+    }
 }
 
 names! {
@@ -315,6 +319,13 @@ pub fn parse_seq(cursor: Option<&str>) -> Result<i64> {
 
 /// Page size of a tail read.
 pub const TAIL_PAGE: usize = 50;
+
+/// The replies (assistant-role messages: the agent's and operators') of a conversation after
+/// position `after` (none: the last `limit`), oldest first. For surfaces that show only what was
+/// said to the caller (the converse updates).
+pub fn replies(c: &Conn, conversation_id: &str, after: Option<i64>, limit: usize) -> Result<Vec<Message>> {
+    store::replies(c, conversation_id, after, limit)
+}
 
 /// New messages of a conversation.
 pub struct Tail {

@@ -250,6 +250,32 @@ pub fn last_messages(c: &Connection, conversation: &str, limit: usize) -> Result
     Ok(v)
 }
 
+/// Assistant-role messages (the agent's and operators' replies) after `after_seq` (none: the
+/// last `limit`), oldest first, at most `limit`.
+pub fn replies(c: &Connection, conversation: &str, after_seq: Option<i64>, limit: usize) -> Result<Vec<Message>> {
+    let mut v: Vec<Message> = match after_seq {
+        Some(after) => {
+            let mut st = c.prepare(&format!(
+                "SELECT {MSG_COLS} FROM messages WHERE conversation_id = ?1 AND role = 'assistant' AND seq > ?2
+                 ORDER BY seq LIMIT ?3"
+            ))?;
+            st.query_map(params![conversation, after, limit as i64], msg_row)?.collect::<rusqlite::Result<_>>()?
+        }
+        None => {
+            let mut st = c.prepare(&format!(
+                "SELECT {MSG_COLS} FROM messages WHERE conversation_id = ?1 AND role = 'assistant'
+                 ORDER BY seq DESC LIMIT ?2"
+            ))?;
+            let mut v: Vec<Message> =
+                st.query_map(params![conversation, limit as i64], msg_row)?.collect::<rusqlite::Result<_>>()?;
+            v.reverse();
+            v
+        }
+    };
+    v.truncate(limit);
+    Ok(v)
+}
+
 /// One answer's feedback.
 pub fn upsert_feedback(tx: &Tx, f: &super::feedback::Feedback) -> Result<()> {
     tx.execute(

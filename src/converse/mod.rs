@@ -1,13 +1,21 @@
 //! The converse surface: other AI agents (over MCP) and backends (REST) talking to one agent.
 //!
-//! Built so far: agent channel credentials (issue 21, first part). An agent's manager creates a
-//! credential for an audience (`mcp` or `rest`) with a label and an optional expiry; its secret
-//! is shown once and only its SHA-256 is kept. Rotating replaces the secret and bumps the version
-//! (what was made under the old version stops working); revoking ends it. `verify` is what the
-//! session exchange and the REST channel will call on every request. Still to come: the session
-//! exchange, the converse routes, `/mcp` and outbound MCP.
+//! - **Credentials** (this file): an agent's manager creates a credential for an audience (`mcp`
+//!   or `rest`) with a label and an optional expiry; its secret is shown once and only its SHA-256
+//!   is kept. Rotating replaces the secret and bumps the version (what was made under the old
+//!   version stops working); revoking ends it.
+//! - **Sessions** (`session.rs`): an MCP credential exchanged for a converse session, re-checked
+//!   against the credential on every request, bound to one conversation.
+//! - **Asks** (`ask.rs`) and **routine tools** (`tools.rs`): a message or a typed routine call,
+//!   checked before anything is recorded, run as the agent's normal turn.
+//! - **Updates** (`updates.rs`): the replies since a cursor, with a bus-woken long poll.
 
+pub mod api;
+pub mod ask;
+pub mod session;
 mod store;
+pub mod tools;
+pub mod updates;
 
 use serde_json::json;
 
@@ -66,8 +74,17 @@ pub struct NewCredential {
 
 const AUDIENCES: [&str; 2] = ["mcp", "rest"];
 
+/// What a converse session may do (its fixed permission set): talk to its one agent, call its
+/// routine tools and read its own conversation. Nothing else.
+pub const PERMISSIONS: [&str; 3] = ["agent.converse", "agent.routine_tools.call", "conversation.updates.read"];
+
+/// How an MCP-audience secret begins.
+pub const MCP_PREFIX: &str = "scm_";
+/// How a REST-audience secret begins.
+pub const REST_PREFIX: &str = "scr_";
+
 fn secret_for(audience: &str) -> String {
-    new_secret(if audience == "mcp" { "scm_" } else { "scr_" })
+    new_secret(if audience == "mcp" { MCP_PREFIX } else { REST_PREFIX })
 }
 
 fn prefix_of(secret: &str) -> String {
@@ -185,4 +202,66 @@ pub fn verify(app: &App, secret: &str, audience: &str) -> Result<Option<Credenti
     let now = rfc3339(app.clock.now());
     let c = app.db.read(|c| store::by_hash(c, &sha256_hex(secret)))?;
     Ok(c.filter(|c| c.audience == audience && c.status(&now) == "active"))
+}
+
+/// The caller of `POST /agents/{agentId}/chat` with a REST-audience credential: chat with its own
+/// agent and nothing else (401 for any other secret, or another agent's path).
+pub fn rest_principal(app: &App, secret: &str, agent_id: &str) -> Result<Principal> {
+    let c = verify(app, secret, "rest")?
+        .filter(|c| c.agent_id == agent_id)
+        .ok_or_else(|| Error::unauthorized("this credential is not an active REST credential of this agent"))?;
+    let org = app.db.read(|db| store::organization_of(db, &c.workspace_id))?;
+    let mut permissions = crate::auth::PermSet::empty();
+    permissions.insert(Perm::Chat);
+    Ok(Principal {
+        via: crate::auth::Via::ChannelCredential,
+        org_id: crate::ids::OrgId(org),
+        user_id: None,
+        role: None,
+        credential_id: Some(c.id),
+        session_hash: None,
+        workspace_id: crate::ids::WorkspaceId(c.workspace_id),
+        permissions,
+    })
+}
+
+/// What a calling agent learns about the agent it talks to (`get_agent_profile`).
+#[derive(Debug, Clone)]
+pub struct Profile {
+    pub agent_id: String,
+    pub name: String,
+    pub retrieval_enabled: bool,
+    /// Whether the agent hands a conversation to a person when it finds nothing to answer with.
+    pub handoff_on_miss: bool,
+    pub document_count: i64,
+    /// The newest titles it answers from (at most [`PROFILE_TITLES`]).
+    pub titles: Vec<String>,
+}
+
+/// Titles a profile lists at most.
+pub const PROFILE_TITLES: usize = 20;
+
+/// The profile of the caller's agent (its published release).
+pub fn profile(app: &App, caller: &session::Caller) -> Result<Profile> {
+    let ws = crate::ids::WorkspaceId(caller.workspace_id.clone());
+    app.db.read(|c| {
+        let cfg = crate::turn::agent::published(c, &ws, &caller.agent_id)?;
+        let sources = match &cfg.settings.source_scope {
+            crate::agents::api::SourceScope::All => None,
+            crate::agents::api::SourceScope::Selected { source_ids } => Some(source_ids.clone()),
+        };
+        let (document_count, titles) = if cfg.settings.retrieval_enabled {
+            crate::documents::ready_titles(c, &ws, sources.as_deref(), PROFILE_TITLES)?
+        } else {
+            (0, vec![])
+        };
+        Ok(Profile {
+            agent_id: cfg.agent_id.clone(),
+            name: cfg.name.clone(),
+            retrieval_enabled: cfg.settings.retrieval_enabled,
+            handoff_on_miss: cfg.settings.handoff_on_retrieval_miss,
+            document_count,
+            titles,
+        })
+    })
 }

@@ -33,6 +33,17 @@ pub use sources::{
 };
 pub use store::ListFilter;
 
+/// How many ready documents the workspace has (in `sources` when given), and the newest `limit`
+/// titles (what an agent can answer from, for its profile).
+pub fn ready_titles(
+    c: &crate::storage::Conn,
+    ws: &WorkspaceId,
+    sources: Option<&[String]>,
+    limit: usize,
+) -> crate::Result<(i64, Vec<String>)> {
+    store::ready_titles(c, ws, sources, limit)
+}
+
 use crate::ids::WorkspaceId;
 
 pub const PROCESS_JOB: &str = "document.process";

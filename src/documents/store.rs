@@ -343,6 +343,28 @@ pub fn list_documents(c: &Conn, ws: &WorkspaceId, f: &ListFilter) -> Result<(Vec
     Ok((docs, total, more))
 }
 
+/// How many ready documents the workspace has (in `sources` when given), and the titles of the
+/// newest `limit` of them.
+pub fn ready_titles(
+    c: &Conn,
+    ws: &WorkspaceId,
+    sources: Option<&[String]>,
+    limit: usize,
+) -> Result<(i64, Vec<String>)> {
+    let scope = sources.map(|s| serde_json::to_string(s).unwrap_or_default());
+    let filter =
+        "workspace_id = ?1 AND status = 'ready' AND (?2 IS NULL OR source_id IN (SELECT value FROM json_each(?2)))";
+    let n: i64 =
+        c.query_row(&format!("SELECT count(*) FROM documents WHERE {filter}"), rusqlite::params![ws, scope], |r| {
+            r.get(0)
+        })?;
+    let mut st = c.prepare(&format!("SELECT title FROM documents WHERE {filter} ORDER BY created_at DESC LIMIT ?3"))?;
+    let titles = st
+        .query_map(rusqlite::params![ws, scope, limit as i64], |r| r.get::<_, String>(0))?
+        .collect::<rusqlite::Result<Vec<_>>>()?;
+    Ok((n, titles))
+}
+
 /// (documents, ready, queued+processing, failed) in the workspace.
 pub fn counts(c: &Conn, ws: &WorkspaceId) -> Result<(i64, i64, i64, i64)> {
     Ok(c.query_row(

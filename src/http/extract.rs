@@ -230,6 +230,24 @@ impl FromRequestParts<Arc<App>> for Ctx {
     }
 }
 
+/// The caller of an agent's chat route: the usual [`Ctx`], or a REST channel credential
+/// (`Authorization: Bearer scr_…`), checked by the route against its path's agent.
+pub enum ChatCaller {
+    Ctx(Ctx),
+    Channel { secret: String, request_id: Option<String> },
+}
+
+impl FromRequestParts<Arc<App>> for ChatCaller {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
+        if let Some(b) = credentials(parts)?.bearer.filter(|b| b.starts_with(crate::converse::REST_PREFIX)) {
+            return Ok(ChatCaller::Channel { secret: b, request_id: request_id(parts) });
+        }
+        Ctx::from_request_parts(parts, app).await.map(ChatCaller::Ctx)
+    }
+}
+
 /// A caller signed in to the dashboard. A bearer credential on such a route is a 401, even when a
 /// session cookie is also present.
 pub struct SessionCtx(pub Ctx);
@@ -259,13 +277,17 @@ pub fn forwarded_for(headers: &axum::http::HeaderMap) -> Option<String> {
     (!addr.is_empty()).then(|| addr.to_string())
 }
 
+/// The client's address (see [`Client`]) from a request's headers and extensions.
+pub fn client_addr(app: &App, headers: &axum::http::HeaderMap, ext: &axum::http::Extensions) -> Option<String> {
+    let forwarded = if app.config.trust_proxy { forwarded_for(headers) } else { None };
+    forwarded.or_else(|| ext.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()))
+}
+
 impl FromRequestParts<Arc<App>> for Client {
     type Rejection = Error;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Self, Self::Rejection> {
-        let forwarded = if app.config.trust_proxy { forwarded_for(&parts.headers) } else { None };
-        let addr =
-            forwarded.or_else(|| parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip().to_string()));
+        let addr = client_addr(app, &parts.headers, &parts.extensions);
         let user_agent = parts.headers.get(header::USER_AGENT).and_then(|v| v.to_str().ok()).map(|s| s.to_string());
         Ok(Client(ClientInfo { addr, user_agent }))
     }

@@ -5,7 +5,8 @@
 pub mod dashboard;
 pub mod error;
 pub mod extract;
-mod routes;
+pub mod mcp;
+pub(crate) mod routes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -57,7 +58,14 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .layer(DefaultBodyLimit::max(upload_limit))
         .layer(RequestBodyLimitLayer::new(upload_limit));
 
+    // /mcp: the converse surface over the Model Context Protocol, behind its own guard
+    let mcp = tower::ServiceBuilder::new()
+        .layer(middleware::from_fn_with_state(app.clone(), mcp::guard))
+        .layer(DefaultBodyLimit::max(BODY_LIMIT))
+        .service(mcp::service(app.clone()));
+
     Router::new()
+        .nest_service("/mcp", mcp)
         .merge(api)
         .merge(uploads)
         .merge(dashboard::routes())

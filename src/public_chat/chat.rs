@@ -261,6 +261,7 @@ pub fn send(app: &App, s: &Session, cmd: MessageCommand) -> Result<Prepared> {
         actor: crate::audit::Actor::system(),
         context_scope: ContextScope { session_id: Some(s.public_session_id.clone()), customer_id: None },
         test_values: Vec::new(),
+        invocation: None,
     })))
 }
 

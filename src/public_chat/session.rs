@@ -90,7 +90,7 @@ pub fn create(app: &App, launch_token: &str, req: NewSession) -> Result<Grant> {
     let binding = token::launch_binding(secret, launch_token);
     let session_id = match &req.resume_token {
         Some(rt) => {
-            let c = token::verify(secret, Kind::Resume, rt, now).map_err(|_| invalid_request())?;
+            let c = token::verify::<Claims>(secret, Kind::Resume, rt, now).map_err(|_| invalid_request())?;
             let same = c.workspace_id == ws.0
                 && c.agent_id == agent_id
                 && c.channel == req.channel
@@ -161,7 +161,7 @@ pub fn authenticate(
     let token_str = session_token.ok_or_else(nf)?;
     let (ws, g, channel) = general::by_launch_token(app, launch_token)?.ok_or_else(nf)?;
     let secret = secret(app)?;
-    let c = token::verify(secret, Kind::Session, token_str, app.clock.now().timestamp()).map_err(|_| nf())?;
+    let c = token::verify::<Claims>(secret, Kind::Session, token_str, app.clock.now().timestamp()).map_err(|_| nf())?;
     if c.workspace_id != ws.0 || c.launch_binding != token::launch_binding(secret, launch_token) {
         return Err(nf());
     }

@@ -4,7 +4,8 @@
 //! Both bind the workspace, the agent, the channel, the origin and the launch token they were
 //! made under (as an HMAC of the launch token, so rotating it breaks the binding); each kind is
 //! signed with its own key derived from the deployment's session secret, so one kind cannot pass
-//! for the other. The secret comes from `STEWARD_PUBLIC_SESSION_SECRET`, else from
+//! for the other. The converse surface signs its session tokens and conversation handles the same
+//! way, each kind under its own key. The secret comes from `STEWARD_PUBLIC_SESSION_SECRET`, else from
 //! `<data dir>/public-session.key`, generated (32 random bytes, mode 0600) the first time.
 
 use std::path::Path;
@@ -27,6 +28,10 @@ pub const MAX_TOKEN_LEN: usize = 4096;
 pub enum Kind {
     Session,
     Resume,
+    /// A converse session (`POST /mcp/converse/session`).
+    Converse,
+    /// A converse conversation handle (sessionless MCP clients continue with it).
+    Handle,
 }
 
 impl Kind {
@@ -34,6 +39,8 @@ impl Kind {
         match self {
             Kind::Session => b"steward public session v1",
             Kind::Resume => b"steward public resume v1",
+            Kind::Converse => b"steward converse session v1",
+            Kind::Handle => b"steward converse handle v1",
         }
     }
 }
@@ -55,6 +62,18 @@ pub struct Claims {
     pub launch_binding: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub visitor_key: Option<String>,
+}
+
+/// Claims with an expiry: what [`sign`] and [`verify`] carry.
+pub trait Expiring: Serialize + serde::de::DeserializeOwned {
+    /// Unix seconds.
+    fn expires_at(&self) -> i64;
+}
+
+impl Expiring for Claims {
+    fn expires_at(&self) -> i64 {
+        self.expires_at
+    }
 }
 
 /// Why a token was refused (the caller answers 404 or 400 without saying which).
@@ -152,7 +171,7 @@ pub fn launch_binding(secret: &Secret, launch_token: &str) -> String {
 }
 
 /// Signs `claims` as a token of `kind`.
-pub fn sign(secret: &Secret, kind: Kind, claims: &Claims) -> String {
+pub fn sign<C: Expiring>(secret: &Secret, kind: Kind, claims: &C) -> String {
     let payload = b64().encode(serde_json::to_vec(claims).unwrap_or_default());
     let mut m = mac(&secret.derive(kind.label()));
     m.update(payload.as_bytes());
@@ -161,7 +180,7 @@ pub fn sign(secret: &Secret, kind: Kind, claims: &Claims) -> String {
 
 /// Checks a token of `kind` and returns its claims: well-formed, signed by this deployment for
 /// this kind (compared in constant time), and not expired at `now` (unix seconds).
-pub fn verify(secret: &Secret, kind: Kind, token: &str, now: i64) -> Result<Claims, TokenError> {
+pub fn verify<C: Expiring>(secret: &Secret, kind: Kind, token: &str, now: i64) -> Result<C, TokenError> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(TokenError::Malformed);
     }
@@ -171,8 +190,8 @@ pub fn verify(secret: &Secret, kind: Kind, token: &str, now: i64) -> Result<Clai
     m.update(payload.as_bytes());
     m.verify_slice(&tag).map_err(|_| TokenError::BadSignature)?;
     let json = b64().decode(payload).map_err(|_| TokenError::Malformed)?;
-    let claims: Claims = serde_json::from_slice(&json).map_err(|_| TokenError::Malformed)?;
-    if claims.expires_at <= now {
+    let claims: C = serde_json::from_slice(&json).map_err(|_| TokenError::Malformed)?;
+    if claims.expires_at() <= now {
         return Err(TokenError::Expired);
     }
     Ok(claims)
@@ -201,18 +220,18 @@ mod tests {
         let s = Secret::from_env_value(&"x".repeat(40)).unwrap();
         let t = sign(&s, Kind::Session, &claims(1000));
         assert_eq!(verify(&s, Kind::Session, &t, 999), Ok(claims(1000)));
-        assert_eq!(verify(&s, Kind::Session, &t, 1000), Err(TokenError::Expired));
+        assert_eq!(verify::<Claims>(&s, Kind::Session, &t, 1000), Err(TokenError::Expired));
         assert_eq!(
-            verify(&s, Kind::Resume, &t, 0),
+            verify::<Claims>(&s, Kind::Resume, &t, 0),
             Err(TokenError::BadSignature),
             "a session token is not a resume token"
         );
         let other = Secret::from_env_value(&"y".repeat(40)).unwrap();
-        assert_eq!(verify(&other, Kind::Session, &t, 0), Err(TokenError::BadSignature));
+        assert_eq!(verify::<Claims>(&other, Kind::Session, &t, 0), Err(TokenError::BadSignature));
         let (p, sig) = t.split_once('.').unwrap();
         let forged = format!("{}.{sig}", b64().encode(serde_json::to_vec(&claims(9_999_999)).unwrap()));
         assert_ne!(p, forged.split_once('.').unwrap().0);
-        assert_eq!(verify(&s, Kind::Session, &forged, 0), Err(TokenError::BadSignature));
+        assert_eq!(verify::<Claims>(&s, Kind::Session, &forged, 0), Err(TokenError::BadSignature));
         assert!(Secret::from_env_value("short").is_err());
     }
 
@@ -245,7 +264,7 @@ mod tests {
         #[test]
         fn no_input_panics_or_verifies(token in ".{0,600}") {
             let s = Secret::from_env_value(&"p".repeat(32)).unwrap();
-            prop_assert!(verify(&s, Kind::Session, &token, 0).is_err());
+            prop_assert!(verify::<Claims>(&s, Kind::Session, &token, 0).is_err());
         }
 
         #[test]

@@ -164,13 +164,14 @@ fn commit(
         surface: match conv.channel {
             Channel::Test => Surface::Test,
             Channel::AnonymousLink | Channel::WebsiteEmbed => Surface::Public,
-            Channel::Api => Surface::Chat,
+            Channel::Api | Channel::Mcp => Surface::Chat,
         },
         turn_id: crate::ids::new_id(),
         include_debug: false,
         actor: actor.clone(),
         context_scope: Default::default(),
         test_values: Vec::new(),
+        invocation: None,
     };
     let a = runtime::resume(app, &input, &snap, run, conv.state.clone())?;
     crash_point("decision.before_commit");

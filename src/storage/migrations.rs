@@ -31,6 +31,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(8, "0008_public_chat"),
     migration!(9, "0009_routines"),
     migration!(10, "0010_channel_credentials"),
+    migration!(11, "0011_converse_sessions"),
 ];
 
 fn checksum(sql: &str) -> String {

@@ -109,6 +109,9 @@ pub fn envelope(r: &Reply) -> Value {
     if let Some(x) = &r.routine {
         v["routine"] = routine(x);
     }
+    if let Some(i) = &r.invocation {
+        v["invocation"] = json!({"toolName": i.tool_name, "outcome": i.outcome});
+    }
     v
 }
 
@@ -131,6 +134,9 @@ pub fn rest(r: &Reply) -> Value {
     });
     if let Some(x) = &r.routine {
         v["routine"] = routine(x);
+    }
+    if let Some(i) = &r.invocation {
+        v["invocation"] = json!({"toolName": i.tool_name, "outcome": i.outcome});
     }
     if let Some(t) = &r.trace {
         v["debug"] = json!({"turnTrace": t});

@@ -120,6 +120,8 @@ pub struct Reply {
     pub trace: Option<TraceJson>,
     /// Where the routine the turn touched stands.
     pub routine: Option<routine::RoutineReport>,
+    /// On a routine tool call: the tool and how the call went.
+    pub invocation: Option<routine::InvocationReport>,
 }
 
 /// Trace outputs and diagnostics: free-form JSON (ids, counts, decisions, timings).
@@ -161,6 +163,8 @@ pub struct TurnInput {
     pub context_scope: context::ContextScope,
     /// A test execution's frozen values (variable id → value), in place of stored ones.
     pub test_values: Vec<(String, Value)>,
+    /// A routine tool call (converse): the routine to start instead of reading the message.
+    pub invocation: Option<routine::Invocation>,
 }
 
 /// The error a superseded turn answers with.
@@ -280,6 +284,7 @@ pub fn prepare_chat(app: &App, p: &Principal, agent_id: Option<&str>, body: Chat
         actor: Actor::system(),
         context_scope,
         test_values: Vec::new(),
+        invocation: None,
     })
 }
 

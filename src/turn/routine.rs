@@ -10,6 +10,23 @@ use crate::error::Result;
 
 use super::TurnInput;
 
+/// A routine tool call (the converse surface): the routine exposed as `tool_name` starts with
+/// `input` (validated against its slots) as its variables, without reading the message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invocation {
+    pub tool_name: String,
+    /// Slot key → value, already checked and trimmed.
+    pub input: serde_json::Map<String, Value>,
+}
+
+/// How a routine tool call went: `started`, `reentered`, `declined`, `not_started` or
+/// `unknown_tool`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InvocationReport {
+    pub tool_name: String,
+    pub outcome: &'static str,
+}
+
 /// What the routine pass sees of a turn.
 pub struct RoutineTurn<'a> {
     pub input: &'a TurnInput,
@@ -53,6 +70,8 @@ pub struct RoutineAnswer {
     pub effects: Box<dyn Effects>,
     /// What the routine did (for the trace).
     pub trace: Value,
+    /// On a routine tool call: `started`, `reentered` or `not_started`.
+    pub invocation: Option<&'static str>,
 }
 
 /// What the routine pass decided.
@@ -65,6 +84,9 @@ pub enum RoutineDecision {
     /// The visitor asked something else mid-routine: the agent answers normally, then the
     /// routine asks again (`lead_back`).
     Digression { lead_back: String, report: RoutineReport, trace: Value },
+    /// A routine tool call for a routine already completed here under `once_per_conversation`:
+    /// the agent answers normally and the reply reports the routine completed.
+    Declined { report: RoutineReport, trace: Value },
     /// The running routine was abandoned (left idle too long): the agent answers normally, the
     /// reply reports the routine `abandoned`, and the conversation's state becomes `state`.
     Abandoned { report: RoutineReport, state: ConversationState, trace: Value },

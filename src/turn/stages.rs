@@ -17,8 +17,13 @@ enum Routed {
     Answered(Box<RoutineAnswer>),
     /// Answer normally, then append the routine's lead-back.
     Digression(String, RoutineReport),
-    /// Answer normally; the routine was abandoned.
+    /// Answer normally; the routine was abandoned (or, on a tool call, declined).
     Abandoned(RoutineReport),
+}
+
+/// The reply's `invocation` on a routine tool call, with `outcome`.
+fn invoked(input: &TurnInput, outcome: &'static str) -> Option<super::routine::InvocationReport> {
+    input.invocation.as_ref().map(|i| super::routine::InvocationReport { tool_name: i.tool_name.clone(), outcome })
 }
 use super::steering::{self, Steering};
 use super::supersede::{Slot, Superseded};
@@ -182,15 +187,22 @@ pub fn run(
     let mut t = Turn { app, input, slot, events, streaming, streamed: false, tr };
     t.phase(Phase::Preparing)?;
     let g = t.gate()?;
-    let base = t.base_reply(&g);
+    // a tool call in a conversation a person owns starts nothing
+    let base = Reply { invocation: invoked(input, "not_started"), ..t.base_reply(&g) };
     if g.conv.human_owned() {
         return t.suppressed(base, g.conv.operator_replied);
     }
-    let digression = match t.routine_pass(&g)? {
-        Routed::Answered(a) => return t.routine_reply(g, base, *a),
-        Routed::Digression(lead_back, report) => Some((Some(lead_back), report)),
-        Routed::Abandoned(report) => Some((None, report)),
-        Routed::NotEngaged => None,
+    let (digression, base) = match t.routine_pass(&g)? {
+        Routed::Answered(a) => {
+            let base = Reply { invocation: a.invocation.and_then(|o| invoked(input, o)), ..base };
+            return t.routine_reply(g, base, *a);
+        }
+        Routed::Digression(lead_back, report) => (Some((Some(lead_back), report)), base),
+        Routed::Abandoned(report) => {
+            let outcome = if input.invocation.is_some() { "declined" } else { "not_started" };
+            (Some((None, report)), Reply { invocation: invoked(input, outcome), ..base })
+        }
+        Routed::NotEngaged => (None, Reply { invocation: invoked(input, "unknown_tool"), ..base }),
     };
     let plan = t.interpret(&g)?;
     let evidence = t.retrieve(&g, &plan)?;
@@ -297,6 +309,7 @@ impl Turn<'_> {
             diagnostics: Value::Null,
             trace: None,
             routine: None,
+            invocation: None,
         }
     }
 
@@ -316,6 +329,10 @@ impl Turn<'_> {
             RoutineDecision::Digression { lead_back, report, trace } => {
                 self.stage(TraceStage::RoutinePass, StageStatus::Applied, trace);
                 Ok(Routed::Digression(lead_back, report))
+            }
+            RoutineDecision::Declined { report, trace } => {
+                self.stage(TraceStage::RoutinePass, StageStatus::Applied, trace);
+                Ok(Routed::Abandoned(report))
             }
             RoutineDecision::Abandoned { report, state, trace } => {
                 self.stage(TraceStage::RoutinePass, StageStatus::Applied, trace);

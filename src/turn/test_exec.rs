@@ -423,6 +423,7 @@ pub fn prepare_message(
                     actor: Actor::system(),
                     context_scope: Default::default(),
                     test_values: test_values.clone(),
+                    invocation: None,
                 },
             ));
         }

@@ -17,7 +17,7 @@ use super::account::{PageQuery, page_limit};
 use crate::app::App;
 use crate::conversations::{self, ListQuery};
 use crate::error::Result;
-use crate::http::extract::{Ctx, Json, Path, Query};
+use crate::http::extract::{ChatCaller, Ctx, Json, Path, Query};
 use crate::turn::api::ChatBody;
 use crate::turn::test_exec::TestEvent;
 use crate::turn::{self, StreamEvent, TurnError, test_exec, trace};
@@ -41,16 +41,25 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/quality/daily", routing::get(quality_daily))
 }
 
-/// `POST /agents/{agentId}/chat`.
+/// `POST /agents/{agentId}/chat`: a dashboard session or API credential with the chat permission,
+/// or the agent's own REST channel credential (`scr_…`).
 pub async fn agent_chat(
     State(app): State<Arc<App>>,
-    ctx: Ctx,
+    caller: ChatCaller,
     Path(id): Path<String>,
     Json(b): Json<ChatBody>,
 ) -> Result<Response> {
     if b.agent_id.as_deref().is_some_and(|a| a != id) {
         return Err(crate::Error::invalid_field("agentId", "agentId in the body must match the path (or be left out)"));
     }
+    let ctx = match caller {
+        ChatCaller::Ctx(ctx) => ctx,
+        ChatCaller::Channel { secret, request_id } => {
+            let agent = id.clone();
+            let p = app.blocking(move |app| crate::converse::rest_principal(app, &secret, &agent)).await?;
+            Ctx { p, request_id }
+        }
+    };
     chat(app, ctx, Some(id), b).await
 }
 

@@ -1,25 +1,217 @@
-//! The converse surface: agent channel credentials so far. The rules live in `crate::converse`.
+//! The converse surface over REST: agent channel credentials, the session exchange, asks, the
+//! routine tool catalog and conversation updates. The rules live in `crate::converse`.
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::app::App;
-use crate::converse::{self, Credential, NewCredential};
-use crate::error::Result;
-use crate::http::extract::{Json, Path, Query, SessionCtx};
+use crate::converse::ask::{self, Ask};
+use crate::converse::session::{self, Caller, ClientName, ConverseSession, Target};
+use crate::converse::{self, Credential, NewCredential, updates};
+use crate::error::{Error, ErrorCode, Result};
+use crate::http::extract::{Client, Json, Path, Query, RequestId, SessionCtx};
 
 pub fn routes() -> Router<Arc<App>> {
     Router::new()
         .route("/api/v1/agents/{id}/channel-credentials", routing::get(list).post(create))
         .route("/api/v1/agents/{id}/channel-credentials/{cid}/rotate", routing::post(rotate))
         .route("/api/v1/agents/{id}/channel-credentials/{cid}/revoke", routing::post(revoke))
+        .route("/api/v1/mcp/converse/session", routing::post(exchange).get(validate))
+        .route("/api/v1/mcp/converse/ask", routing::post(ask))
+        .route("/api/v1/mcp/converse/tools", routing::get(tools))
+        .route("/api/v1/mcp/converse/messages", routing::get(messages))
+}
+
+/// The bearer token of a request, if it has one.
+pub fn bearer(headers: &HeaderMap) -> Option<String> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, t) = v.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !t.trim().is_empty()).then(|| t.trim().to_string())
+}
+
+fn control_free(field: &str, v: &str, max: usize) -> Result<String> {
+    let t = v.trim();
+    if t.chars().count() > max || t.chars().any(char::is_control) {
+        return Err(Error::invalid_field(
+            field,
+            format!("{field} is at most {max} characters, without control characters"),
+        ));
+    }
+    Ok(t.to_string())
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ClientBody {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    version: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExchangeBody {
+    #[serde(default)]
+    launch_token: Option<String>,
+    #[serde(default)]
+    public_id: Option<String>,
+    #[serde(default)]
+    client: Option<ClientBody>,
+}
+
+/// `POST /mcp/converse/session`: an MCP credential (`launchToken`) for a 12-hour session token.
+async fn exchange(
+    State(app): State<Arc<App>>,
+    Client(client): Client,
+    Json(b): Json<ExchangeBody>,
+) -> Result<impl IntoResponse> {
+    let source = client.addr.unwrap_or_default();
+    app.converse_exchanges.hit(&source, app.clock.now().timestamp_millis())?;
+    let token = match (b.launch_token, b.public_id) {
+        (Some(t), None) => control_free("launchToken", &t, 2048)?,
+        (None, Some(_)) => {
+            return Err(Error::new(
+                ErrorCode::NotFound,
+                "no walk-in agent is offered here: exchange an agent credential",
+            )
+            .with_details(json!({"code": "walk_in_not_available"})));
+        }
+        _ => return Err(Error::invalid("send exactly one of launchToken or publicId")),
+    };
+    let name = match b.client {
+        Some(c) => ClientName {
+            name: c.name.as_deref().map(|n| control_free("client.name", n, 128)).transpose()?,
+            version: c.version.as_deref().map(|v| control_free("client.version", v, 64)).transpose()?,
+        },
+        None => ClientName::default(),
+    };
+    let x = app.blocking(move |app| session::exchange(app, &token, &name)).await?;
+    Ok(axum::Json(json!({
+        "sessionToken": x.session_token, "expiresAt": x.expires_at,
+        "agent": {"id": x.agent_id, "name": x.agent_name}, "conversationId": x.session.conversation_id,
+    })))
+}
+
+/// The converse session of a request (401 `invalid_session` otherwise).
+async fn converse_session(app: &Arc<App>, headers: &HeaderMap) -> Result<ConverseSession> {
+    let t = bearer(headers);
+    app.blocking(move |app| session::authenticate(app, t.as_deref())).await
+}
+
+fn caller_of(s: &ConverseSession) -> Caller {
+    Caller {
+        workspace_id: s.workspace_id.clone(),
+        agent_id: s.agent_id.clone(),
+        credential_id: s.credential_id.clone(),
+        credential_version: s.credential_version,
+    }
+}
+
+/// `GET /mcp/converse/session`: whether the session token still holds, and what it grants.
+async fn validate(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<impl IntoResponse> {
+    let s = converse_session(&app, &headers).await?;
+    Ok(axum::Json(json!({
+        "valid": true, "workspaceId": s.workspace_id, "agentId": s.agent_id, "conversationId": s.conversation_id,
+        "expiresAt": s.expires_at, "permissions": converse::PERMISSIONS,
+    })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RoutineCall {
+    tool_name: String,
+    #[serde(default)]
+    input: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AskBody {
+    #[serde(default)]
+    message: Option<String>,
+    #[serde(default)]
+    routine: Option<RoutineCall>,
+    #[serde(default)]
+    stream: Option<bool>,
+}
+
+impl AskBody {
+    pub fn ask(self) -> Result<Ask> {
+        if self.stream == Some(true) {
+            return Err(Error::invalid_field("stream", "the converse ask does not stream: leave stream out or false"));
+        }
+        match (self.message, self.routine) {
+            (Some(m), None) => Ok(Ask::Message(m)),
+            (None, Some(r)) => Ok(Ask::Routine { tool_name: r.tool_name, input: r.input }),
+            _ => Err(Error::invalid("send exactly one of message or routine")),
+        }
+    }
+}
+
+/// `POST /mcp/converse/ask`: a message or a routine tool call → the agent reply envelope.
+async fn ask(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    request_id: Option<axum::Extension<RequestId>>,
+    Json(b): Json<AskBody>,
+) -> Result<impl IntoResponse> {
+    let s = converse_session(&app, &headers).await?;
+    let a = b.ask()?;
+    app.converse_asks.hit(&s.id, app.clock.now().timestamp_millis())?;
+    let rid = request_id.map(|r| r.0.0);
+    let input = app.blocking(move |app| ask::prepare(app, &caller_of(&s), &Target::Session(&s), a, rid)).await?;
+    let reply = crate::turn::execute(app, input, None).await?;
+    Ok(axum::Json(crate::turn::api::envelope(&reply)))
+}
+
+/// `GET /mcp/converse/tools`: the agent's current published routine tools.
+async fn tools(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<impl IntoResponse> {
+    let s = converse_session(&app, &headers).await?;
+    let caller = caller_of(&s);
+    let (name, tools) = app
+        .blocking(move |app| {
+            let cfg = session::release(app, &caller, &Target::Sessionless(None))?;
+            Ok((cfg.name.clone(), converse::tools::descriptors(&cfg)))
+        })
+        .await?;
+    let tools: Vec<Value> = tools.iter().map(converse::api::descriptor).collect();
+    Ok(axum::Json(json!({"agent": {"name": name, "description": null}, "tools": tools})))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MessagesQuery {
+    #[serde(default)]
+    cursor: Option<String>,
+    #[serde(default)]
+    wait_ms: Option<i64>,
+}
+
+/// `GET /mcp/converse/messages?cursor=&waitMs=`: the replies since the cursor; an empty first read
+/// waits up to `waitMs` for the next one.
+async fn messages(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    Client(client): Client,
+    Query(q): Query<MessagesQuery>,
+) -> Result<impl IntoResponse> {
+    let s = converse_session(&app, &headers).await?;
+    let wait = updates::check_wait(q.wait_ms)?;
+    updates::parse_cursor(q.cursor.as_deref())?;
+    let now = app.clock.now().timestamp_millis();
+    app.converse_reads_by_session.hit(&s.id, now)?;
+    app.converse_reads_by_source.hit(&client.addr.unwrap_or_default(), now)?;
+    let caller = caller_of(&s);
+    let page = updates::poll(app, caller, s.conversation_id.clone(), q.cursor, wait).await?;
+    Ok(axum::Json(converse::api::page(&page)))
 }
 
 fn view(c: &Credential, now: &str) -> Value {

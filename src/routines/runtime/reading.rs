@@ -59,7 +59,7 @@ impl Walk<'_> {
     /// Reads the message for the step's slots; returns refusals `(key, type)` of values that did
     /// not pass their check.
     pub(super) fn read_slots(&mut self, step_id: &str) -> Vec<(String, SlotType)> {
-        if self.read.iter().any(|s| s == step_id) {
+        if !self.reading || self.read.iter().any(|s| s == step_id) {
             return vec![];
         }
         self.read.push(step_id.to_string());

@@ -11,7 +11,10 @@ impl Walk<'_> {
     /// Calls a tool step's skill with its bound inputs and assigns its outputs.
     pub(super) fn run_tool(&mut self, step: &Step) -> Result<()> {
         let name = step.tool_ref.clone().unwrap_or_default();
-        self.tool_name = Some(name.clone());
+        if self.outcome.is_none() {
+            // a routine tool call reports its own tool name
+            self.tool_name = Some(name.clone());
+        }
         let mut inputs = Map::new();
         for b in &step.metadata.input_bindings {
             match b {
