@@ -1,5 +1,6 @@
 // One agent: header (status, default, test chat) and tabs — settings, directives, skills, context
-// variables, routines, revisions. Each tab lives in its own module (agent-*.js).
+// variables, routines, connections (for managers), revisions. Each tab lives in its own module
+// (agent-*.js).
 
 import { useState } from "../../vendor/hooks.mjs";
 import { get, post } from "../api.js";
@@ -10,6 +11,7 @@ import Directives from "./agent-directives.js";
 import Skills from "./agent-skills.js";
 import Context from "./agent-context.js";
 import Routines from "./agent-routines.js";
+import Connections from "./agent-connections.js";
 import Revisions from "./agent-revisions.js";
 
 const TABS = [
@@ -18,6 +20,7 @@ const TABS = [
   ["skills", "Skills", Skills],
   ["context", "Context variables", Context],
   ["routines", "Routines", Routines],
+  ["connections", "Connections", Connections, "workspace.agents.manage"],
   ["revisions", "Revisions & publish", Revisions],
 ];
 
@@ -37,7 +40,8 @@ export default function Agent({ params }) {
     setBusy(true);
     try { await post(`/agents/${a.id}/default`); toast(`“${a.name}” is now the default agent.`); agentRes.reload(); } catch (e) { toast(e.message, "error"); } finally { setBusy(false); }
   };
-  const Tab = (TABS.find((t) => t[0] === tab) || TABS[0])[2];
+  const tabs = TABS.filter((t) => !t[3] || can(t[3]));
+  const Tab = (tabs.find((t) => t[0] === tab) || tabs[0])[2];
 
   return html`<div class="page" data-testid="agent-page">
     <${PageHeader} title=${a.name} back=${["/app/agents", "Agents"]}
@@ -50,7 +54,7 @@ export default function Agent({ params }) {
       actions=${html`
         <a class="btn" href=${"/app/chat?agent=" + a.id} data-testid="agent-test-chat">Test chat</a>
         ${can("workspace.agents.manage") && !a.isDefault && html`<${Button} onClick=${makeDefault} busy=${busy}>Make default</${Button}>`}`} />
-    <${TabLinks} label="Agent sections" tabs=${TABS.map(([k, l]) => ({ href: `/app/agents/${a.id}/${k}`, label: l, active: k === tab, testid: "agent-tab-" + k }))} />
+    <${TabLinks} label="Agent sections" tabs=${tabs.map(([k, l]) => ({ href: `/app/agents/${a.id}/${k}`, label: l, active: k === tab, testid: "agent-tab-" + k }))} />
     <${Tab} agent=${a} state=${st} onChanged=${changed} />
   </div>`;
 }
