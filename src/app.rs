@@ -40,6 +40,9 @@ pub struct App {
     pub document_events: tokio::sync::Notify,
     /// The running answer turns, one per conversation at a time (supersede coordination).
     pub turns: crate::turn::supersede::Turns,
+    /// Cancelled when the server begins to shut down: long-lived streams (the MCP sessions'
+    /// event streams) end so the graceful shutdown does not wait on them.
+    pub closing: tokio_util::sync::CancellationToken,
     /// Conversation events for the streams that wait on them (operator events; later visitor and
     /// converse streams).
     pub bus: crate::bus::Bus,
@@ -113,6 +116,7 @@ impl App {
             uploads: Arc::new(tokio::sync::Semaphore::new(config.uploads_concurrent)),
             document_events: tokio::sync::Notify::new(),
             turns: Default::default(),
+            closing: Default::default(),
             bus: Default::default(),
             public_secret: std::sync::OnceLock::new(),
             outbound: crate::delivery::Outbound::new(&config.delivery)?,

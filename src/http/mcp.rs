@@ -48,7 +48,9 @@ pub fn service(app: Arc<App>) -> StreamableHttpService<ConverseServer, Tagging> 
         .with_sse_keep_alive(Some(Duration::from_secs(15)))
         // the host check is ours (the deployment answers under any name it is given); origins
         // are checked by `guard`
-        .disable_allowed_hosts();
+        .disable_allowed_hosts()
+        // the sessions' event streams end when the server shuts down (their state stays in SQLite)
+        .with_cancellation_token(app.closing.child_token());
     cfg.session_store = Some(Arc::new(SqlSessions { app: app.clone() }) as Arc<dyn SessionStore>);
     let mut inner = LocalSessionManager::default();
     // an idle session's worker is dropped after 30 minutes; the session itself lives on in SQLite

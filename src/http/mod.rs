@@ -190,7 +190,12 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     use axum::serve::ListenerExt;
-    let router = router(app);
+    let router = router(app.clone());
+    // long-lived streams end when the shutdown begins
+    let shutdown = async move {
+        shutdown.await;
+        app.closing.cancel();
+    };
     // streamed replies write many small frames: without TCP_NODELAY each one after the first
     // waits for the client's delayed ACK (~40 ms)
     let listener = listener.tap_io(|tcp| {

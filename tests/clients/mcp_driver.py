@@ -9,6 +9,8 @@ Protocol: one JSON command per line on stdin, exactly one JSON reply per line on
 logs go to stderr (MCP_DRIVER_LOG=debug for the SDK's own debug logs). `--check` only tells
 whether the SDK loads (exit 0, or 3 when it is missing).
   {"op":"connect","url":U,"headers":{..}}  -> {"ok":true,"sessionId","protocolVersion","serverInfo","capabilities"}
+  {"op":"connect_stateless","url":U,"headers":{..}}
+        -> {"ok":true,"sessionId":null,"protocolVersion","serverInfo","capabilities","supportedVersions"}
   {"op":"list_tools"}                      -> {"ok":true,"tools":[{"name","description","inputSchema","outputSchema"?}]}
   {"op":"call","name":N,"arguments":{..},"progress":bool,"timeoutSecs":T?}
         -> {"ok":true,"isError","text":[..],"content":[..],"structuredContent","progress":[{"progress","total","message"}]}
@@ -28,7 +30,7 @@ SDK facts this relies on (read from mcp/client/streamable_http.py, 2.3.0):
   until the session is closed: a restarted server is sent the old id (no implicit reconnect);
   a server that accepts it again just carries on, one that does not answers 404 (-> status 404).
 - `connect` runs the `initialize` handshake (offers 2025-11-25); the SDK's 2026-07-28
-  `server/discover` era is not used. Headers given to connect go on every POST, GET and DELETE.
+  `server/discover` era is not used there (see connect_stateless below). Headers given to connect go on every POST, GET and DELETE.
 - The standalone GET/SSE stream (opened after `initialized`) is a background task that catches
   its own errors, so a dropped GET never kills the session: it reopens after 1 s, and gives up
   quietly after 2 failed tries in a row (e.g. a server down > ~2 s, or answering 404). From then
@@ -43,6 +45,32 @@ SDK facts this relies on (read from mcp/client/streamable_http.py, 2.3.0):
   TypeScript SDK). Anything else that ends the transport makes later ops say "NotConnected".
 - `close` exits the SDK's context managers; the transport then sends DELETE with the session id
   (terminate_on_close=True), whose status is reported as deleteStatus.
+
+connect_stateless (the 2026-07-28 revision, SEP-2567: no `initialize`, no sessions) uses the same
+transport and ClientSession, but runs ClientSession.discover() instead of initialize():
+- One POST `server/discover` proposing LATEST_MODERN_VERSION (2026-07-28); on -32022 the SDK
+  retries once at the highest mutual modern version, then adopt()s the DiscoverResult. There is
+  no fallback to `initialize` (that is the SDK's Client(mode="auto") policy, not used here): a
+  server that does not speak discover fails the op (e.g. code -32601), and the driver is then
+  not connected.
+- From then on every request is stamped by the SDK: params._meta carries
+  io.modelcontextprotocol/protocolVersion, clientInfo and clientCapabilities, and the POST carries
+  MCP-Protocol-Version: 2026-07-28, Mcp-Method and (tools/call, prompts/get, resources/read)
+  Mcp-Name, besides the connect headers.
+  No `notifications/initialized` is sent, so the SDK never opens the standalone GET stream.
+- The transport takes Mcp-Session-Id only from an `initialize` response, so it never sends one in
+  this mode and `close` sends no DELETE (deleteStatus null). sessionId (here and in session_id)
+  is still the driver's observation: null unless the server put an Mcp-Session-Id on a response
+  (which a conforming server does not; the SDK ignores it anyway), so a test can catch that.
+- protocolVersion is the version the SDK adopted; serverInfo comes from the DiscoverResult's
+  _meta io.modelcontextprotocol/serverInfo stamp (null if the server omits it).
+- `call` with progress works as before: the progressToken goes in _meta and the server's
+  notifications/progress arrive on that request's own POST response (SSE); there is no other
+  channel (a server answering with application/json cannot send progress at all). `ping` is
+  removed in 2026-07-28; the SDK still sends it (stamped), and what comes back is up to the server
+  (rmcp and the Python SDK answer -32601 at HTTP 404).
+- The SDK validates results against the 2026-07-28 schema: e.g. a tools/list result without
+  `ttlMs`/`cacheScope` fails the op with "ValidationError: ... ListToolsResult ...".
 """
 
 import json
@@ -233,26 +261,41 @@ def describe(exc):
     return f"{type(exc).__name__}: {exc}"
 
 
-async def do_connect(state, cmd):
+async def do_connect(state, cmd, stateless=False):
     if state.get("conn") is not None:
         await do_close(state, {})
     conn = Connection(cmd["url"], cmd.get("headers") or {})
     state["tg"].start_soon(conn.run)
     await conn.ready.wait()
     state["conn"] = conn
+
+    async def handshake(s):
+        if stateless:  # server/discover at 2026-07-28, then adopt() (module docstring)
+            result = await s.discover()
+            return result, s.protocol_version, s.server_info
+        result = await s.initialize()
+        return result, result.protocol_version, result.server_info
+
     try:
-        result = await conn.guarded(lambda s: s.initialize(), cmd.get("timeoutSecs", 30))
+        result, version, server_info = await conn.guarded(handshake, cmd.get("timeoutSecs", 30))
     except Exception as e:
         status = conn.http_status()  # before close clears it
         await do_close(state, {})
         e.http_status = status
         raise
-    return {
+    out = {
         "sessionId": conn.session_id,
-        "protocolVersion": result.protocol_version,
-        "serverInfo": dump(result.server_info),
+        "protocolVersion": version,
+        "serverInfo": dump(server_info),
         "capabilities": dump(result.capabilities),
     }
+    if stateless:
+        out["supportedVersions"] = list(result.supported_versions)
+    return out
+
+
+async def do_connect_stateless(state, cmd):
+    return await do_connect(state, cmd, stateless=True)
 
 
 async def do_close(state, cmd):
@@ -319,6 +362,7 @@ def conn_of(state):
 
 OPS = {
     "connect": do_connect,
+    "connect_stateless": do_connect_stateless,
     "list_tools": do_list_tools,
     "call": do_call,
     "ping": do_ping,

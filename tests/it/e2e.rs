@@ -19,8 +19,13 @@ pub struct Server {
 
 impl Server {
     pub fn start(data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> Server {
+        Server::start_at(data_dir, "127.0.0.1:0", extra_env)
+    }
+
+    /// Starts on `listen` (a restart on the address a client already uses).
+    pub fn start_at(data_dir: &std::path::Path, listen: &str, extra_env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(bin());
-        cmd.args(["--data-dir", data_dir.to_str().unwrap(), "serve", "--listen", "127.0.0.1:0"])
+        cmd.args(["--data-dir", data_dir.to_str().unwrap(), "serve", "--listen", listen])
             .env("STEWARD_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
