@@ -100,10 +100,14 @@ struct Setup {
 
 impl Setup {
     fn start() -> Setup {
+        Setup::start_with(&[])
+    }
+
+    fn start_with(env: &[(&str, &str)]) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
         bootstrap(&data);
-        let server = Server::start(&data, &[]);
+        let server = Server::start(&data, env);
         let http = Client::new();
         let r = http
             .post(format!("{}/api/v1/auth/login", server.base))
@@ -390,5 +394,25 @@ fn the_typescript_sdk_initializes_lists_and_asks() {
     ts.ok(json!({"op": "close"}));
     drop(ts);
     let mut s = s;
+    s.server.take().unwrap().terminate();
+}
+
+#[test]
+fn a_turn_over_the_budget_answers_pending_and_completes_through_updates() {
+    // a budget of 0 s: every turn outlives it
+    let mut s = Setup::start_with(&[("STEWARD_MCP_TURN_BUDGET_SECS", "0")]);
+    let (_, secret) = s.credential("mcp");
+    let mut py = Driver::python();
+    py.ok(json!({"op": "connect", "url": format!("{}/mcp", s.base()), "headers": auth(&secret)}));
+    let v = py.call("ask_agent", json!({"message": "How many business days does standard shipping take?"}));
+    let env = structured(&v).clone();
+    assert_eq!(env["status"], "pending", "{v}");
+    assert_eq!(env["answer"]["text"], "");
+    let cursor = env["updates"]["cursor"].as_str().unwrap().to_string();
+    let v = py.call("get_conversation_updates", json!({"cursor": cursor, "waitMs": 20000}));
+    let page = structured(&v);
+    assert_eq!(page["messages"][0]["author"], "agent", "{page}");
+    assert!(page["messages"][0]["text"].as_str().unwrap().contains("3 to 5 business days"), "{page}");
+    drop(py);
     s.server.take().unwrap().terminate();
 }
