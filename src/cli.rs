@@ -173,6 +173,19 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 1000)]
         idle_streams: usize,
     },
+    /// The converse surface with the built-in answerer: the same questions through REST agent
+    /// chat and `ask_agent` over `/mcp` (latency p50/p95, MCP/REST ratio), then concurrent long
+    /// polls held for 25 s (server memory and CPU while they wait).
+    Converse {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Questions asked on each path (REST and MCP, alternating).
+        #[arg(long, default_value_t = 50)]
+        questions: usize,
+        /// Long polls held at once, each in its own converse session.
+        #[arg(long, default_value_t = 100)]
+        polls: usize,
+    },
     /// What routines add to a turn with the built-in answerer: plain turns without routines,
     /// plain turns with a routine published, and routine turns (server time p50/p95).
     Routines {
@@ -585,6 +598,14 @@ fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let report = rt.block_on(bench::public_chat::run(&c, sessions.max(1), messages.max(1), idle_streams))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Converse { cranfield, questions, polls } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::converse::run(&c, questions.max(1), polls.max(1)))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            eprintln!("{}", bench::converse::summary(&report));
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Routines { turns } => {

@@ -3,6 +3,7 @@
 
 pub mod auth;
 pub mod chat;
+pub mod converse;
 pub mod cranfield;
 pub mod embed;
 pub mod knowledge;

@@ -265,3 +265,13 @@ pub fn profile(app: &App, caller: &session::Caller) -> Result<Profile> {
         })
     })
 }
+
+/// A REST channel credential continues only the conversations it started itself (never a
+/// visitor's, another credential's or a test's): 404 otherwise.
+pub fn check_rest_conversation(app: &App, p: &Principal, conversation_id: &str) -> Result<()> {
+    let conv = app.db.read(|c| crate::conversations::find_in(c, &p.workspace_id.0, conversation_id, false))?;
+    let own = conv.channel == crate::conversations::Channel::Api
+        && conv.started_by.is_some()
+        && conv.started_by == p.credential_id;
+    if own { Ok(()) } else { Err(Error::not_found("conversation")) }
+}

@@ -114,7 +114,10 @@ fn is_email(s: &str) -> bool {
 }
 
 fn is_date(s: &str) -> bool {
-    s.len() == 10 && NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
+    let b = s.as_bytes();
+    b.len() == 10
+        && b.iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() })
+        && NaiveDate::parse_from_str(s, "%Y-%m-%d").is_ok()
 }
 
 /// Checks a call's input against a routine's slots: strings are trimmed first and a blank string
@@ -266,6 +269,7 @@ mod tests {
         assert!(is_date("2024-02-29"));
         assert!(!is_date("2023-02-29"));
         assert!(!is_date("2024-2-9"));
+        assert!(!is_date("2024- 2-09") && !is_date("+024-02-09"));
     }
 
     proptest! {

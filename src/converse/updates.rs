@@ -83,6 +83,9 @@ pub fn read(app: &App, caller: &Caller, conversation_id: Option<&str>, after: Op
         if conv.agent_id != caller.agent_id {
             return Err(Error::not_found("conversation"));
         }
+        if after.is_some_and(|a| a > conv.message_count) {
+            return Err(bad_cursor());
+        }
         let msgs = conversations::replies(c, &conv.id, after, PAGE)?;
         let cursor = msgs.last().map(|m| m.seq).or(after).map(encode);
         let messages = msgs
@@ -107,8 +110,8 @@ pub fn cursor_now(app: &App, caller: &Caller, conversation_id: &str) -> Result<S
 }
 
 /// Reads the page after `cursor`; when it is empty and `wait_ms` > 0, waits for the
-/// conversation's next message (or ownership change) until the deadline, then answers an empty
-/// page. The bus subscription is taken before the first read, so nothing slips between them.
+/// conversation's next message or ownership change until the deadline, then answers an empty
+/// page (with the ownership as it is then). The bus subscription is taken before the first read, so nothing slips between them.
 pub async fn poll(
     app: Arc<App>,
     caller: Caller,
@@ -129,6 +132,7 @@ pub async fn poll(
         return Ok(first);
     }
     let cid = conversation_id.clone().unwrap_or_default();
+    let mut last = first;
     loop {
         let woke = tokio::select! {
             ev = rx.recv() => match ev {
@@ -138,13 +142,14 @@ pub async fn poll(
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => false,
             },
-            _ = tokio::time::sleep_until(deadline) => return Ok(UpdatePage { messages: vec![], ..first }),
+            _ = tokio::time::sleep_until(deadline) => return Ok(last),
         };
         if woke {
             let page = read_now(app.clone()).await?;
-            if !page.messages.is_empty() {
+            if !page.messages.is_empty() || page.ownership != last.ownership {
                 return Ok(page);
             }
+            last = page;
         }
     }
 }

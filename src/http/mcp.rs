@@ -50,7 +50,8 @@ pub fn service(app: Arc<App>) -> StreamableHttpService<ConverseServer, Tagging> 
         // are checked by `guard`
         .disable_allowed_hosts()
         // the sessions' event streams end when the server shuts down (their state stays in SQLite)
-        .with_cancellation_token(app.closing.child_token());
+        .with_cancellation_token(app.closing.child_token())
+        .with_max_request_body_bytes(crate::http::BODY_LIMIT);
     cfg.session_store = Some(Arc::new(SqlSessions { app: app.clone() }) as Arc<dyn SessionStore>);
     let mut inner = LocalSessionManager::default();
     // an idle session's worker is dropped after 30 minutes; the session itself lives on in SQLite

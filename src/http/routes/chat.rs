@@ -56,9 +56,24 @@ pub async fn agent_chat(
         ChatCaller::Ctx(ctx) => ctx,
         ChatCaller::Channel { secret, request_id } => {
             let agent = id.clone();
-            let p = app.blocking(move |app| crate::converse::rest_principal(app, &secret, &agent)).await?;
+            let cid = b.conversation_id.clone();
+            let p = app
+                .blocking(move |app| {
+                    let p = crate::converse::rest_principal(app, &secret, &agent)?;
+                    if let Some(cid) = &cid {
+                        crate::converse::check_rest_conversation(app, &p, cid)?;
+                    }
+                    Ok(p)
+                })
+                .await?;
             Ctx { p, request_id }
         }
+    };
+    // a channel credential never sees the turn's trace
+    let b = if matches!(ctx.p.via, crate::auth::Via::ChannelCredential) {
+        ChatBody { include_debug: false, ..b }
+    } else {
+        b
     };
     chat(app, ctx, Some(id), b).await
 }

@@ -168,7 +168,9 @@ async fn ask(
     app.converse_asks.hit(&s.id, app.clock.now().timestamp_millis())?;
     let rid = request_id.map(|r| r.0.0);
     let input = app.blocking(move |app| ask::prepare(app, &caller_of(&s), &Target::Session(&s), a, rid)).await?;
-    let reply = crate::turn::execute(app, input, None).await?;
+    // the turn finishes (and tells the bus) even when the caller goes away
+    let turn = tokio::spawn(crate::turn::execute(app, input, None));
+    let reply = turn.await.map_err(|e| Error::internal_msg(format!("turn task: {e}")))??;
     Ok(axum::Json(crate::turn::api::envelope(&reply)))
 }
 

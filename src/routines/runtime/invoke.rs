@@ -34,17 +34,22 @@ pub fn exposed<'a>(agent: &'a AgentConfig, tool_name: &str) -> Option<&'a Routin
 /// variables, so steps whose slots are given are passed through.
 pub(super) fn invoke(app: &App, input: &TurnInput, inv: &Invocation, state: Value) -> Result<RoutineDecision> {
     let agent = &input.agent;
-    if let Some((run, snap)) = running(agent, &state) {
+    // a routine left waiting for input past the abandon time does not hold the call back
+    let now = app.clock.now().timestamp();
+    let stale = |r: &Run| r.status == "active" && r.touched_at.is_some_and(|t| now - t > super::ABANDON_AFTER_SECS);
+    if let Some((run, snap)) = running(agent, &state).filter(|(r, _)| !stale(r)) {
         let mut w = Walk::new(app, input, snap, run);
         w.reading = false;
         w.outcome = Some("not_started");
         w.trace.push(json!({"event": "invocation_not_started", "toolName": inv.tool_name}));
-        if w.run.status == "suspended" {
-            w.reply = Some(w.say_step(&w.run.step.clone()));
+        // the running routine says where it stands; the call moves nothing
+        let step = w.run.step.clone();
+        let missing = w.missing_for(&step);
+        w.reply = Some(if w.run.status == "suspended" || missing.is_empty() {
+            w.say_step(&step)
         } else {
-            w.run.asked = true;
-            w.walk(false)?;
-        }
+            w.ask_text(&step, &missing)
+        });
         return Ok(w.finish(state));
     }
     let Some(snap) = exposed(agent, &inv.tool_name) else {
