@@ -395,6 +395,12 @@ impl<'a> SkillView<'a> {
             c.insert("webhookUrlConfigured".into(), Value::Bool(true));
             v.config = std::borrow::Cow::Owned(c);
         }
+        if v.config.contains_key(super::skills::MCP_SEALED) {
+            let mut c = v.config.clone().into_owned();
+            c.remove(super::skills::MCP_SEALED);
+            c.insert("mcpServerConfigured".into(), Value::Bool(true));
+            v.config = std::borrow::Cow::Owned(c);
+        }
         v
     }
 

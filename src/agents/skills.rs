@@ -38,6 +38,8 @@ const REGISTRY: [Capability; 6] = [
     },
     Capability {
         id: "mcp_tool",
+        // the target names the connection; its server (URL and credential, sealed) is held on
+        // the skill itself
         target_kind: "mcp_connection",
         target_required: true,
         modes: &["routine_named", "agent_selectable"],
@@ -196,6 +198,18 @@ pub fn check_config(cap: &str, config: &mut SkillConfig) -> Result<()> {
             Ok(())
         }
         "mcp_tool" => {
+            if let Some(u) = config.get("serverUrl") {
+                let u = u.as_str().ok_or_else(|| Error::invalid_field("config.serverUrl", "serverUrl is a string"))?;
+                super::check_http_url("config.serverUrl", u)?;
+            }
+            if let Some(c) = config.get("credential") {
+                let ok = c
+                    .as_str()
+                    .is_some_and(|c| !c.trim().is_empty() && c.len() <= 4096 && !c.chars().any(char::is_control));
+                if !ok {
+                    return Err(Error::invalid_field("config.credential", "credential is the server's bearer token"));
+                }
+            }
             let tool = config.get("toolName").and_then(Value::as_str).unwrap_or("");
             if tool.trim().is_empty() || tool.chars().count() > 200 {
                 return Err(Error::invalid_field("config.toolName", "toolName is required (at most 200 characters)"));
@@ -276,6 +290,59 @@ fn seal_secrets(app: &App, agent_id: &str, config: &mut SkillConfig, current: Op
     Ok(())
 }
 
+/// Where an `mcp_tool` skill's sealed server (`{serverUrl, credential}`) lives in its config.
+pub const MCP_SEALED: &str = "mcpServerSealed";
+
+fn mcp_aad(agent_id: &str) -> String {
+    format!("agent_skill:{agent_id}:mcpServer")
+}
+
+/// Seals an `mcp_tool` skill's `serverUrl` and `credential` together, replaced in the config by
+/// [`MCP_SEALED`]; an edit that gives neither keeps the sealed server (a skill without one is
+/// unbound: its calls fail with `no_server`). Needs
+/// `CONNECTOR_ENCRYPTION_KEY` (503 `encryption_not_configured` without it).
+fn seal_mcp(app: &App, agent_id: &str, config: &mut SkillConfig, current: Option<&SkillConfig>) -> Result<()> {
+    config.remove("mcpServerConfigured");
+    config.remove(MCP_SEALED);
+    let url = config.remove("serverUrl");
+    let credential = config.remove("credential");
+    match (url, current.and_then(|c| c.get(MCP_SEALED))) {
+        (Some(Value::String(url)), _) => {
+            let plain = serde_json::json!({"serverUrl": url, "credential": credential.and_then(|c| c.as_str().map(str::to_string))});
+            let key = app.config.encryption_key.as_ref().map(|k| k.expose());
+            config.insert(MCP_SEALED.into(), crate::crypto::seal_text(key, &plain.to_string(), &mcp_aad(agent_id))?);
+            Ok(())
+        }
+        (None, Some(sealed)) if credential.is_none() => {
+            config.insert(MCP_SEALED.into(), sealed.clone());
+            Ok(())
+        }
+        // not bound to a server yet: its calls fail with `no_server` until one is set
+        (None, _) if credential.is_none() => Ok(()),
+        _ => Err(Error::invalid_field("config.serverUrl", "a credential needs its serverUrl")),
+    }
+}
+
+/// An `mcp_tool` skill's server: `(serverUrl, credential)`, opened from its sealed config.
+pub fn open_mcp_server(app: &App, agent_id: &str, config: &SkillConfig) -> Result<Option<(String, Option<String>)>> {
+    let Some(v) = config.get(MCP_SEALED) else { return Ok(None) };
+    let key = app.config.encryption_key.as_ref().map(|k| k.expose());
+    let plain: Value = serde_json::from_str(&crate::crypto::open_text(key, v, &mcp_aad(agent_id))?)?;
+    let url = plain["serverUrl"].as_str().unwrap_or_default().to_string();
+    Ok(Some((url, plain["credential"].as_str().map(str::to_string))))
+}
+
+/// The server of an agent's `mcp_tool` skill, for listing its tools (agent manage permission):
+/// `(serverUrl, credential)`; 400 for another capability, 409 when no server is set.
+pub fn mcp_server_of(app: &App, p: &Principal, agent_id: &str, skill_id: &str) -> Result<(String, Option<String>)> {
+    p.require(Perm::AgentsManage)?;
+    let skill = get(app, p, agent_id, skill_id)?;
+    if skill.capability != "mcp_tool" {
+        return Err(Error::invalid("only an mcp_tool skill has an MCP server"));
+    }
+    open_mcp_server(app, agent_id, &skill.config)?.ok_or_else(|| Error::conflict("this skill has no MCP server yet"))
+}
+
 /// Opens a skill's sealed incoming-webhook URL.
 pub fn open_sealed_url(app: &App, agent_id: &str, config: &SkillConfig) -> Result<Option<String>> {
     let Some(v) = config.get(SEALED_URL) else { return Ok(None) };
@@ -291,6 +358,7 @@ pub fn non_portable_keys(capability: &str) -> &'static [&'static str] {
         "slack_post" => &["webhookUrl", SEALED_URL],
         "email" => &["boundInputs"],
         "retrieve" => &["sourceScope"],
+        "mcp_tool" => &["serverUrl", "credential", MCP_SEALED],
         _ => &[],
     }
 }
@@ -389,7 +457,9 @@ pub fn capabilities(app: &App, p: &Principal, agent_id: &str) -> Result<Capabili
     let smtp = app.config.smtp.is_some();
     let sealing = app.config.encryption_key.is_some();
     let reason = |id: &str| match id {
-        "mcp_tool" => Some("needs an MCP connection"),
+        "mcp_tool" if !sealing => {
+            Some("needs CONNECTOR_ENCRYPTION_KEY to keep the MCP server's URL and credential sealed")
+        }
         "email" if !smtp => Some("needs an SMTP server (STEWARD_SMTP_HOST)"),
         "slack_post" if !sealing => Some("needs CONNECTOR_ENCRYPTION_KEY to keep the webhook URL sealed"),
         _ => None,
@@ -493,6 +563,9 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, b: NewSki
     config.retain(|_, v| !v.is_null());
     check_config(cap.id, &mut config)?;
     seal_secrets(app, agent_id, &mut config, None)?;
+    if cap.id == "mcp_tool" {
+        seal_mcp(app, agent_id, &mut config, None)?;
+    }
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         get_in(tx, &p.workspace_id, agent_id)?;
@@ -586,6 +659,9 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, agent_id: &str, skill_id:
         let clears_url = b.config.as_ref().and_then(|c| c.get("webhookUrl")).is_some_and(Value::is_null);
         check_config(cap.id, &mut config)?;
         seal_secrets(app, agent_id, &mut config, if clears_url { None } else { Some(&cur.config) })?;
+        if cap.id == "mcp_tool" {
+            seal_mcp(app, agent_id, &mut config, Some(&cur.config))?;
+        }
         let enabled = b.enabled.unwrap_or(cur.enabled);
         let next =
             Skill { name, target, config, invocation_mode: mode, enabled, updated_at: now.clone(), ..cur.clone() };

@@ -155,6 +155,22 @@ impl Outbound {
         &self.guard
     }
 
+    /// An async client with the same guard (the only resolver), roots and connect timeout, no
+    /// redirects and no overall timeout (for streamed protocols such as MCP; callers bound their
+    /// own calls).
+    pub fn streaming_client(&self) -> Result<reqwest::Client, Failure> {
+        let mut b = reqwest::Client::builder()
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(self.cfg.connect_timeout)
+            .user_agent(concat!("Steward/", env!("CARGO_PKG_VERSION")))
+            .dns_resolver(std::sync::Arc::new(GuardedResolver { guard: self.guard.clone() }));
+        for r in &self.roots {
+            b = b.add_root_certificate(r.clone());
+        }
+        b.build().map_err(|e| Failure::Transport(format!("client: {e}")))
+    }
+
     /// POSTs `body` as JSON to `url` with `headers`, following redirects the guard clears
     /// (307/308 repeat the POST; 301/302/303 continue as a GET without the body).
     pub fn post_json(&self, url: &str, body: &[u8], headers: &[(&str, String)]) -> Result<Answer, Failure> {

@@ -18,6 +18,7 @@ pub mod client;
 pub mod config;
 mod email;
 pub mod guard;
+pub mod mcp_client;
 pub mod notices;
 pub mod skills;
 mod store;

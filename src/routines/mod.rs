@@ -126,7 +126,8 @@ fn context(c: &Conn, ws: &str, agent_id: &str) -> Result<validate::ValidationCon
                 }
                 _ => vec![],
             };
-            SkillInfo { name: s.name, inputs, outputs: None }
+            let open_inputs = s.capability == "mcp_tool";
+            SkillInfo { name: s.name, inputs, outputs: None, open_inputs }
         })
         .collect();
     Ok(validate::ValidationContext {

@@ -1,7 +1,8 @@
 //! Tool steps: a routine step that calls one of the agent's skills by name. Retrieval skills
 //! answer from the workspace's documents; `notify` and `webhook_call` deliver through the outbox
-//! (idempotent per routine execution and step entry); other capabilities report `failed` with the
-//! reason `no_executor` until their connectors exist. The result is `{status, outputs}`.
+//! (idempotent per routine execution and step entry); `mcp_tool` calls its tool on an external MCP
+//! server (`delivery::mcp_client`); other capabilities report `failed` with the reason
+//! `no_executor` until their connectors exist. The result is `{status, outputs}`.
 
 use serde_json::{Value, json};
 
@@ -57,7 +58,51 @@ pub fn call(app: &App, input: &TurnInput, name: &str, inputs: &SkillInputs, key:
             Ok(json!({"status": status, "outputs": {"skill": name, "outcome": r.outcome, "deliveryIds": r.delivery_ids,
                        "missingInputs": r.missing_inputs, "reason": r.reason}}))
         }
+        "mcp_tool" => mcp_tool(app, input, skill, inputs),
         _ => Ok(failed(name, "no_executor")),
+    }
+}
+
+/// An `mcp_tool` skill: calls its tool on its MCP server with the bound inputs; outputs the
+/// tool's text (`answer`) and structured content (`result`). In a test execution nothing is sent.
+fn mcp_tool(
+    app: &App,
+    input: &TurnInput,
+    skill: &crate::turn::agent::SkillSnap,
+    inputs: &SkillInputs,
+) -> Result<ToolResult> {
+    let name = skill.name.as_str();
+    if input.surface == crate::turn::Surface::Test {
+        return Ok(json!({"status": "completed", "outputs": {"skill": name, "simulated": true}}));
+    }
+    let Some(tool) = skill.config.get("toolName").and_then(Value::as_str) else {
+        return Ok(failed(name, "no_tool"));
+    };
+    let Some((url, credential)) = crate::agents::skills::open_mcp_server(app, &input.agent.agent_id, &skill.config)?
+    else {
+        return Ok(failed(name, "no_server"));
+    };
+    // the skill's fixed parameters, then the step's inputs
+    let mut args: serde_json::Map<String, Value> =
+        skill.config.get("boundParams").and_then(Value::as_object).cloned().unwrap_or_default();
+    args.extend(inputs.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let called = tokio::runtime::Handle::current().block_on(crate::delivery::mcp_client::call_tool(
+        app,
+        &url,
+        credential.as_deref(),
+        tool,
+        args,
+    ));
+    match called {
+        Ok(r) if !r.is_error => Ok(json!({"status": "completed", "outputs": {"skill": name, "tool": tool,
+            "answer": r.structured.as_ref().and_then(|s| s["answer"]["text"].as_str()).unwrap_or(&r.text),
+            "result": r.structured}})),
+        Ok(r) => Ok(json!({"status": "failed", "outputs": {"skill": name, "tool": tool, "reason": "tool_error",
+            "error": r.structured}})),
+        Err(e) => {
+            tracing::warn!(skill = %name, code = e.code.as_str(), "mcp_tool call failed");
+            Ok(failed(name, "server_unreachable"))
+        }
     }
 }
 

@@ -61,6 +61,9 @@ pub struct SkillInfo {
     pub inputs: Vec<SkillInput>,
     /// The outputs it returns; `None`: any name (the result's shape is not declared).
     pub outputs: Option<Vec<String>>,
+    /// Whether any input name is accepted (an external MCP tool's arguments are its server's to
+    /// check).
+    pub open_inputs: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -475,7 +478,7 @@ impl Check<'_> {
                         (name, skill.and_then(|k| k.inputs.iter().find(|i| i.name == *name)))
                     }
                 };
-                if skill.is_some() && input.is_none() {
+                if skill.is_some_and(|k| !k.open_inputs) && input.is_none() {
                     self.push("unknown_input_binding", &at, format!("the skill has no input `{name}`"));
                 }
                 let mismatch = match b {

@@ -422,3 +422,61 @@ fn a_turn_over_the_budget_answers_pending_and_completes_through_updates() {
     drop(py);
     s.server.take().unwrap().terminate();
 }
+
+/// An agent calling another Steward's `/mcp` as an external MCP server: an `mcp_tool` skill
+/// (server URL and credential sealed, never shown, not exported), the server's tools listed live,
+/// and a routine's tool step calling `ask_agent` there through the SSRF-guarded client.
+#[test]
+fn an_mcp_tool_skill_calls_a_second_stewards_mcp() {
+    let remote = Setup::start();
+    let (_, remote_secret) = remote.credential("mcp");
+    let key = "ab".repeat(32);
+    let local = Setup::start_with(&[("CONNECTOR_ENCRYPTION_KEY", &key), ("STEWARD_DELIVERY_ALLOW", "127.0.0.1")]);
+    let agent = local.agent.clone();
+    let server_url = format!("{}/mcp", remote.base());
+    let skill = local.dash(
+        "POST",
+        &format!("/api/v1/agents/{agent}/skills"),
+        json!({"name": "remote_support", "capability": "mcp_tool", "invocationMode": "routine_named",
+            "target": {"kind": "mcp_connection", "id": "shipping-desk"},
+            "config": {"serverUrl": server_url, "credential": remote_secret, "toolName": "ask_agent"}}),
+    );
+    let sid = skill["id"].as_str().unwrap().to_string();
+    assert_eq!(skill["config"]["mcpServerConfigured"], true, "{skill}");
+    assert!(!skill.to_string().contains(&remote_secret) && !skill.to_string().contains("serverUrl"), "{skill}");
+
+    // the capability registry: the server's tools, asked live
+    let tools = local.dash("GET", &format!("/api/v1/agents/{agent}/skills/{sid}/mcp-tools"), Value::Null);
+    let names: Vec<&str> = tools["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"ask_agent") && names.contains(&"request_refund"), "{tools}");
+
+    // a routine whose tool step asks the remote agent, then says its answer
+    let routine = json!({
+        "name": "Ask the shipping desk",
+        "activation": {"triggerDescription": "ask the shipping desk about delivery times", "priority": 1},
+        "slots": [{"stableSlotId": "desk_answer", "key": "desk_answer", "type": "text", "required": false, "ordinal": 1}],
+        "steps": [{"stableStepId": "ask", "kind": "tool", "ordinal": 1, "instruction": "Asking the shipping desk.",
+                   "toolRef": "remote_support",
+                   "metadata": {"inputBindings": [{"kind": "literal", "name": "message", "value": "How many business days does standard shipping take?"}],
+                                "outputAssignments": [{"output": "answer", "variable": "desk_answer"}]}}],
+        "transitions": [{"fromStep": "ask", "toRef": "done", "guardKind": "default", "ordinal": 1}],
+        "terminals": [{"stableStepId": "done", "kind": "complete", "ordinal": 1, "instruction": "The shipping desk says: {{slot.desk_answer}}"}],
+    });
+    local.dash("POST", &format!("/api/v1/agents/{agent}/routines"), json!({"definition": routine}));
+    local.publish();
+    let v = local.dash(
+        "POST",
+        &format!("/api/v1/agents/{agent}/chat"),
+        json!({"message": "Please ask the shipping desk about delivery times"}),
+    );
+    assert_eq!(v["routine"]["status"], "completed", "{v}");
+    assert!(v["answer"].as_str().unwrap().contains("3 to 5 business days"), "the remote agent's answer: {v}");
+    // the remote agent saw the call as a conversation of its MCP credential
+    let hist = remote.dash("GET", "/api/v1/history/chat", Value::Null);
+    assert!(hist.to_string().contains("\"mcp\""), "{hist}");
+
+    let mut local = local;
+    local.server.take().unwrap().terminate();
+    let mut remote = remote;
+    remote.server.take().unwrap().terminate();
+}

@@ -38,6 +38,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/agents/{id}/skill-capabilities", routing::get(skill_capabilities))
         .route("/api/v1/agents/{id}/skills", routing::get(list_skills).post(create_skill))
         .route("/api/v1/agents/{id}/skills/{sid}", routing::patch(update_skill).delete(delete_skill))
+        .route("/api/v1/agents/{id}/skills/{sid}/mcp-tools", routing::get(mcp_tools))
         .route("/api/v1/agents/{id}/context-variables", routing::get(list_enablements))
         .route("/api/v1/agents/{id}/context-variables/{vid}", routing::put(put_enablement).delete(delete_enablement))
         .route("/api/v1/context-variables", routing::get(list_variables).post(create_variable))
@@ -239,6 +240,21 @@ pub async fn delete_directive(
 }
 
 // ---- skills ----
+
+/// `GET /agents/{id}/skills/{sid}/mcp-tools`: the tools the skill's MCP server offers (asked live).
+pub async fn mcp_tools(
+    State(app): State<Arc<App>>,
+    ctx: Ctx,
+    Path((id, sid)): Path<(String, String)>,
+) -> Result<impl IntoResponse> {
+    let (url, credential) = app.blocking(move |app| skills::mcp_server_of(app, &ctx.p, &id, &sid)).await?;
+    let tools = crate::delivery::mcp_client::list_tools(&app, &url, credential.as_deref()).await?;
+    let tools: Vec<serde_json::Value> = tools
+        .iter()
+        .map(|t| serde_json::json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema}))
+        .collect();
+    Ok(axum::Json(serde_json::json!({"tools": tools})))
+}
 
 pub async fn skill_capabilities(
     State(app): State<Arc<App>>,

@@ -520,6 +520,7 @@ fn a_long_routine_compiles_validates_and_projects_in_bounded_time() {
                 required: true,
             }],
             outputs: None,
+            open_inputs: false,
         }]),
         ..ValidationContext::default()
     };

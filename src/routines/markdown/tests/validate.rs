@@ -20,8 +20,14 @@ fn agent() -> ValidationContext {
                 name: "warranty_lookup".into(),
                 inputs: vec![input("serial_no", InputType::Text, true), input("region", InputType::Text, false)],
                 outputs: Some(vec!["eligible".into()]),
+                open_inputs: false,
             },
-            SkillInfo { name: "sms_send".into(), inputs: vec![input("to", InputType::Text, true)], outputs: None },
+            SkillInfo {
+                name: "sms_send".into(),
+                inputs: vec![input("to", InputType::Text, true)],
+                outputs: None,
+                open_inputs: false,
+            },
             SkillInfo {
                 name: "s".into(),
                 inputs: vec![
@@ -30,6 +36,7 @@ fn agent() -> ValidationContext {
                     input("kind", InputType::Enum(vec!["a".into()]), false),
                 ],
                 outputs: Some(vec!["result".into()]),
+                open_inputs: false,
             },
         ]),
         context_variables: Some(vec![

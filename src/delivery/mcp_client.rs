@@ -1,0 +1,261 @@
+//! Outbound MCP: Steward as a client of another MCP server (an agent's `mcp_tool` skill), over
+//! the official Rust SDK's streamable HTTP transport carried by the delivery client — the SSRF
+//! guard is its only resolver, IP-literal URLs are checked first, and redirects are not followed.
+//!
+//! Each use opens a session (initialize), does its one thing (list the tools, or call one) and
+//! closes it; calls are bounded by [`CALL_TIMEOUT`].
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use reqwest::StatusCode;
+use reqwest::header::{self, HeaderName, HeaderValue};
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::{
+    AuthRequiredError, SseError, StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError,
+    StreamableHttpPostResponse,
+};
+use serde_json::{Map, Value};
+use sse_stream::{Sse, SseStream};
+
+use crate::app::App;
+use crate::error::{Error, ErrorCode, Result};
+
+/// How long one outbound MCP use (connect, then list or call) may take.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A tool the remote server offers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteTool {
+    pub name: String,
+    pub description: Option<String>,
+    pub input_schema: Value,
+}
+
+/// What a remote tool answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RemoteResult {
+    pub is_error: bool,
+    /// The text contents, joined by blank lines.
+    pub text: String,
+    pub structured: Option<Value>,
+}
+
+/// The delivery client, as the MCP transport's HTTP client.
+#[derive(Clone)]
+struct Guarded(reqwest::Client);
+
+type E = StreamableHttpError<reqwest::Error>;
+const SESSION: &str = "mcp-session-id";
+
+fn apply(
+    mut rb: reqwest::RequestBuilder,
+    session_id: Option<&str>,
+    auth: Option<String>,
+    custom: HashMap<HeaderName, HeaderValue>,
+) -> reqwest::RequestBuilder {
+    if let Some(t) = auth {
+        rb = rb.bearer_auth(t);
+    }
+    if let Some(s) = session_id {
+        rb = rb.header(SESSION, s);
+    }
+    for (k, v) in custom {
+        rb = rb.header(k, v);
+    }
+    rb
+}
+
+fn auth_error(resp: &reqwest::Response) -> Option<E> {
+    if resp.status() != StatusCode::UNAUTHORIZED {
+        return None;
+    }
+    let h = resp.headers().get(header::WWW_AUTHENTICATE)?.to_str().ok()?;
+    Some(StreamableHttpError::AuthRequired(AuthRequiredError::new(h.to_owned())))
+}
+
+fn content_type_is(resp: &reqwest::Response, mime: &str) -> bool {
+    resp.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case(mime))
+}
+
+impl StreamableHttpClient for Guarded {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> std::result::Result<StreamableHttpPostResponse, E> {
+        let rb = self.0.post(uri.as_ref()).header(header::ACCEPT, "text/event-stream, application/json").json(&message);
+        let resp = apply(rb, session_id.as_deref(), auth_header, custom_headers)
+            .send()
+            .await
+            .map_err(StreamableHttpError::Client)?;
+        if let Some(e) = auth_error(&resp) {
+            return Err(e);
+        }
+        let status = resp.status();
+        if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        if status == StatusCode::NOT_FOUND && session_id.is_some() {
+            return Err(StreamableHttpError::SessionExpired);
+        }
+        let new_sid = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        let awaits_nothing = !matches!(message, ClientJsonRpcMessage::Request(_));
+        if !status.is_success() {
+            let body = resp.text().await.unwrap_or_default();
+            if let Ok(m @ ServerJsonRpcMessage::Error(_)) = serde_json::from_str(&body) {
+                return Ok(StreamableHttpPostResponse::Json(m, new_sid));
+            }
+            let body: String = body.chars().take(300).collect();
+            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!("HTTP {status}: {body}"))));
+        }
+        if content_type_is(&resp, "text/event-stream") {
+            return Ok(StreamableHttpPostResponse::Sse(
+                SseStream::from_bytes_stream(resp.bytes_stream()).boxed(),
+                new_sid,
+            ));
+        }
+        if content_type_is(&resp, "application/json") {
+            let bytes = resp.bytes().await.map_err(StreamableHttpError::Client)?;
+            return match serde_json::from_slice::<ServerJsonRpcMessage>(&bytes) {
+                Ok(m) => Ok(StreamableHttpPostResponse::Json(m, new_sid)),
+                Err(_) if awaits_nothing => Ok(StreamableHttpPostResponse::Accepted),
+                Err(e) => Err(e.into()),
+            };
+        }
+        if awaits_nothing {
+            return Ok(StreamableHttpPostResponse::Accepted);
+        }
+        Err(StreamableHttpError::UnexpectedContentType(
+            resp.headers().get(header::CONTENT_TYPE).map(|v| format!("{v:?}")),
+        ))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> std::result::Result<(), E> {
+        let resp = apply(self.0.delete(uri.as_ref()), Some(&session_id), auth_header, custom_headers)
+            .send()
+            .await
+            .map_err(StreamableHttpError::Client)?;
+        if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
+            return Ok(());
+        }
+        resp.error_for_status().map_err(StreamableHttpError::Client)?;
+        Ok(())
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> std::result::Result<BoxStream<'static, std::result::Result<Sse, SseError>>, E> {
+        let mut rb = self.0.get(uri.as_ref()).header(header::ACCEPT, "text/event-stream");
+        if let Some(id) = last_event_id {
+            rb = rb.header("last-event-id", id);
+        }
+        let resp = apply(rb, session_id.as_deref(), auth_header, custom_headers)
+            .send()
+            .await
+            .map_err(StreamableHttpError::Client)?;
+        if resp.status() == StatusCode::METHOD_NOT_ALLOWED {
+            return Err(StreamableHttpError::ServerDoesNotSupportSse);
+        }
+        if let Some(e) = auth_error(&resp) {
+            return Err(e);
+        }
+        let resp = resp.error_for_status().map_err(StreamableHttpError::Client)?;
+        if !content_type_is(&resp, "text/event-stream") {
+            return Err(StreamableHttpError::UnexpectedContentType(None));
+        }
+        Ok(SseStream::from_bytes_stream(resp.bytes_stream()).boxed())
+    }
+}
+
+fn failed(message: impl Into<String>) -> Error {
+    Error::new(ErrorCode::ProviderMisconfigured, message).with_details(serde_json::json!({"code": "mcp_server_failed"}))
+}
+
+/// A running client session with `url`, authenticated with `bearer`.
+async fn connect(
+    app: &App,
+    url: &str,
+    bearer: Option<&str>,
+) -> Result<rmcp::service::RunningService<rmcp::RoleClient, ()>> {
+    let parsed = url::Url::parse(url).map_err(|_| Error::invalid_field("serverUrl", "serverUrl is not a URL"))?;
+    app.outbound
+        .guard()
+        .check_url(&parsed)
+        .map_err(|m| Error::new(ErrorCode::Forbidden, format!("the MCP server is not allowed: {m}")))?;
+    let http = app.outbound.streaming_client().map_err(|e| failed(format!("{e:?}")))?;
+    let mut cfg = StreamableHttpClientTransportConfig::with_uri(url.to_string());
+    if let Some(b) = bearer {
+        cfg = cfg.auth_header(b.to_string());
+    }
+    let transport = StreamableHttpClientTransport::with_client(Guarded(http), cfg);
+    ().serve(transport).await.map_err(|e| failed(format!("could not open an MCP session: {e}")))
+}
+
+/// The tools `url` offers.
+pub async fn list_tools(app: &App, url: &str, bearer: Option<&str>) -> Result<Vec<RemoteTool>> {
+    let work = async {
+        let client = connect(app, url, bearer).await?;
+        let tools = client.list_all_tools().await.map_err(|e| failed(format!("tools/list failed: {e}")));
+        let _ = client.cancel().await;
+        tools
+    };
+    let tools = tokio::time::timeout(CALL_TIMEOUT, work)
+        .await
+        .map_err(|_| failed("the MCP server did not answer in time"))??;
+    Ok(tools
+        .into_iter()
+        .map(|t| RemoteTool {
+            name: t.name.to_string(),
+            description: t.description.map(|d| d.to_string()),
+            input_schema: Value::Object((*t.input_schema).clone()),
+        })
+        .collect())
+}
+
+/// Calls tool `name` on `url` with `arguments`.
+pub async fn call_tool(
+    app: &App,
+    url: &str,
+    bearer: Option<&str>,
+    name: &str,
+    arguments: Map<String, Value>,
+) -> Result<RemoteResult> {
+    let work = async {
+        let client = connect(app, url, bearer).await?;
+        let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
+        let r = client.call_tool(params).await.map_err(|e| failed(format!("tools/call failed: {e}")));
+        let _ = client.cancel().await;
+        r
+    };
+    let r = tokio::time::timeout(CALL_TIMEOUT, work)
+        .await
+        .map_err(|_| failed("the MCP server did not answer in time"))??;
+    let text: Vec<String> = r.content.iter().filter_map(|c| c.as_text()).map(|t| t.text.clone()).collect();
+    Ok(RemoteResult { is_error: r.is_error == Some(true), text: text.join("\n\n"), structured: r.structured_content })
+}
