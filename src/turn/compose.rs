@@ -504,6 +504,15 @@ fn grounded_outcome(head: Option<&(String, String)>, grounding: &Grounding) -> O
 
 /// A short decline when retrieval found nothing: written by the workspace chat model in the
 /// visitor's language, or the fixed copy.
+/// The reply of an external MCP skill that claimed the turn (a directive's `external_mcp`
+/// binding): the tool's answer as it gave it, streamed as one chunk.
+pub fn external(text: &str, skill: &str, sink: &mut dyn Sink) -> Option<Composed> {
+    if !sink.chunk(text) {
+        return None;
+    }
+    Some(Composed::plain(text.to_string(), Outcome::Direct, Usage::default(), "mcp".into(), skill.to_string()))
+}
+
 pub fn decline(m: Option<&dyn ChatModel>, question: &str, sink: &mut dyn Sink, cancel: &Cancel) -> Option<Composed> {
     let mut text = String::new();
     let mut usage = Usage::default();

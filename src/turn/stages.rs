@@ -156,6 +156,8 @@ struct Evidence {
     hits: Vec<Hit>,
     settings: retrieval::Settings,
     context_block: String,
+    /// The reply of an external MCP skill that claimed the turn: `(skill name, text)`.
+    external: Option<(String, String)>,
 }
 
 /// The coverage assessment and what follows from it.
@@ -469,11 +471,32 @@ impl Turn<'_> {
                             "candidates": candidates});
             hits = retrieval::merge(vec![r.hits, hits], retrieval::FINAL_CONTEXT);
         }
+        // a bound external MCP skill claims the turn: its tool answers the visitor's message (a
+        // failure falls back to the normal answer, recorded in the trace)
+        let mut external = None;
+        let mut claim = Value::Null;
+        if let Some((directive_id, skill_name, cap)) = &selection.winner
+            && cap == "mcp_tool"
+            && let Some(skill) = agent.skill(skill_name)
+        {
+            let mut inputs = crate::delivery::skills::SkillInputs::new();
+            inputs.insert("message".into(), json!(input.message));
+            let r = crate::routines::tools::call(app, input, &skill.name, &inputs, &input.turn_id)?;
+            let answer = r["outputs"]["answer"].as_str().filter(|a| !a.trim().is_empty());
+            claim = json!({"directiveId": directive_id, "skillName": skill_name, "status": r["status"],
+                           "claimed": answer.is_some() && r["status"] == "completed", "reason": r["outputs"]["reason"]});
+            if r["status"] == "completed"
+                && let Some(a) = answer
+            {
+                external = Some((skill_name.clone(), a.to_string()));
+            }
+        }
         let mut sel_trace = selection.trace;
         sel_trace["lookup"] = lookup;
+        sel_trace["external"] = claim;
         self.stage(TraceStage::SkillSelection, StageStatus::Applied, sel_trace);
         self.check()?;
-        Ok(Evidence { hits, settings, context_block })
+        Ok(Evidence { hits, settings, context_block, external })
     }
 
     /// Composes the answer: direct, a decline when nothing was found, or grounded in the hits.
@@ -487,7 +510,9 @@ impl Turn<'_> {
         let cancel = self.slot.cancel.clone();
         let mut sink =
             StreamSink { slot: self.slot, events: &mut *self.events, streaming: self.streaming, pinned: false };
-        let composed = if plan.route.kind == RouteKind::Direct {
+        let composed = if let Some((skill, text)) = &ev.external {
+            compose::external(text, skill, &mut sink)
+        } else if plan.route.kind == RouteKind::Direct {
             let (chat, block, reason) = (as_model(&plan.models.chat), &ev.context_block, plan.route.reason);
             compose::direct(chat, agent, matched, block, reason, message, history, &mut sink, &cancel)
                 .map_err(compose::llm_error)?

@@ -317,8 +317,11 @@ pub fn select_binding(agent: &AgentConfig, matched: &[Matched], route: RouteKind
             None => Some("skill_missing"),
             Some(s) if !s.enabled => Some("skill_disabled"),
             Some(s) if s.invocation_mode != "agent_selectable" => Some("not_turn_selectable"),
-            // external MCP skills run through a connection; none is registered in this build
-            Some(s) if s.capability == "mcp_tool" => Some("not_registered"),
+            // an external MCP skill claims the turn when its server is bound
+            Some(s) if s.capability == "mcp_tool" && !s.config.contains_key(crate::agents::skills::MCP_SEALED) => {
+                Some("not_registered")
+            }
+            Some(s) if s.capability == "mcp_tool" => None,
             Some(s) if s.capability == "retrieve" && !agent.settings.retrieval_enabled => Some("retrieval_unavailable"),
             Some(s) if s.capability == "retrieve" && route != RouteKind::Retrieval => Some("direct_route"),
             Some(s) if s.capability != "retrieve" => Some("not_bindable"),

@@ -475,6 +475,33 @@ fn an_mcp_tool_skill_calls_a_second_stewards_mcp() {
     let hist = remote.dash("GET", "/api/v1/history/chat", Value::Null);
     assert!(hist.to_string().contains("\"mcp\""), "{hist}");
 
+    // a directive bound to an external MCP skill claims the turn: the remote agent's answer is the reply
+    local.dash(
+        "POST",
+        &format!("/api/v1/agents/{agent}/skills"),
+        json!({"name": "desk_direct", "capability": "mcp_tool", "invocationMode": "agent_selectable",
+            "target": {"kind": "mcp_connection", "id": "shipping-desk"},
+            "config": {"serverUrl": server_url, "credential": remote_secret, "toolName": "ask_agent"}}),
+    );
+    local.dash(
+        "POST",
+        &format!("/api/v1/agents/{agent}/directives"),
+        json!({"name": "shipping", "condition": {"kind": "always"}, "action": "Let the shipping desk answer with #desk_direct.",
+            "binding": {"kind": "skill", "skillName": "desk_direct"}}),
+    );
+    local.publish();
+    let before = remote.dash("GET", "/api/v1/history/chat", Value::Null).to_string().matches("\"mcp\"").count();
+    let v = local.dash(
+        "POST",
+        &format!("/api/v1/agents/{agent}/chat"),
+        json!({"message": "Do you sell gift cards?", "includeDebug": true}),
+    );
+    assert!(!v["answer"].as_str().unwrap().is_empty(), "{v}");
+    let trace = v["debug"]["turnTrace"].to_string();
+    assert!(trace.contains("\"claimed\":true"), "the external skill claimed the turn: {trace}");
+    let after = remote.dash("GET", "/api/v1/history/chat", Value::Null).to_string().matches("\"mcp\"").count();
+    assert!(after > before, "the remote agent answered a new conversation");
+
     let mut local = local;
     local.server.take().unwrap().terminate();
     let mut remote = remote;
