@@ -7,6 +7,7 @@
 //! snapshots one generation; publishing a candidate is what visitors' new conversations use.
 
 pub mod api;
+pub mod catalog;
 pub mod context;
 pub mod directives;
 pub mod revisions;

@@ -138,7 +138,7 @@ function SkillEditor({ agent, caps, skill, onClose, onSaved }) {
               value=${x.type} disabled hint="Supplied when the skill runs (by a routine step or the agent)." />`)}</div>`
               : html`<p class="hint">This capability's inputs are discovered from its connection.</p>`}
             <${TextArea} form=${f} name="configJson" label="Config (JSON)" rows="5" errorField="config" testid="skill-config"
-              hint=${cap && cap.id === "mcp_tool" ? "config.toolName is required." : cap && cap.id === "email" ? "mode: draft or send." : cap && cap.id === "notify" ? "delivery.recipientEmails (≤ 5), delivery.webhook.url, exposedInputs {message, email}." : "Capability-specific settings."} />
+              hint=${cap && cap.id === "mcp_tool" ? "config.toolName is required; config.serverUrl (the MCP server) and config.credential (its bearer token) are sealed and never shown again." : cap && cap.id === "email" ? "mode: draft or send." : cap && cap.id === "notify" ? "delivery.recipientEmails (≤ 5), delivery.webhook.url, exposedInputs {message, email}." : "Capability-specific settings."} />
           </fieldset>`}
       <div class="form-actions">
         <${Button} onClick=${onClose}>Cancel</${Button}>
