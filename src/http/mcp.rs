@@ -88,7 +88,7 @@ fn origin_allowed(app: &App, origin: &str) -> bool {
 /// Checks a `/mcp` request before the protocol sees it: the browser origin, the bearer MCP
 /// credential (401 otherwise), and a given `Mcp-Session-Id` being a live session of that
 /// credential and version (404 otherwise).
-pub async fn guard(State(app): State<Arc<App>>, mut req: Request, next: Next) -> Response {
+pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Response {
     if let Some(o) = req.headers().get(header::ORIGIN).and_then(|v| v.to_str().ok())
         && !origin_allowed(&app, o)
     {
@@ -123,6 +123,21 @@ pub async fn guard(State(app): State<Arc<App>>, mut req: Request, next: Next) ->
         return refuse(StatusCode::NOT_FOUND, &e);
     }
     let source = crate::http::extract::client_addr(&app, req.headers(), req.extensions()).unwrap_or_default();
+    // a new session (`initialize`) counts against the address's exchange limit: 429 with Retry-After
+    let mut req = if req.method() == axum::http::Method::POST && live.is_none() {
+        let (parts, body) = req.into_parts();
+        let Ok(bytes) = axum::body::to_bytes(body, crate::http::BODY_LIMIT).await else {
+            let e = Error::new(crate::ErrorCode::PayloadTooLarge, "the request body is over 1 MB");
+            return refuse(StatusCode::PAYLOAD_TOO_LARGE, &e);
+        };
+        let initialize = serde_json::from_slice::<Value>(&bytes).is_ok_and(|v| v["method"] == "initialize");
+        if initialize && let Err(e) = app.converse_exchanges.hit(&source, app.clock.now().timestamp_millis()) {
+            return e.into_response();
+        }
+        Request::from_parts(parts, axum::body::Body::from(bytes))
+    } else {
+        req
+    };
     req.extensions_mut().insert(McpAuth { credential, source });
     next.run(req).await
 }
@@ -517,15 +532,8 @@ impl ServerHandler for ConverseServer {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
+        // (a new session was counted against the address's exchange limit by `guard`)
         let auth = auth_of(&context)?;
-        let restoring =
-            context.extensions.get::<rmcp::transport::streamable_http_server::SessionRestoreMarker>().is_some();
-        if !restoring {
-            self.app
-                .converse_exchanges
-                .hit(&auth.source, self.app.clock.now().timestamp_millis())
-                .map_err(|e| ErrorData::invalid_request(e.message, None))?;
-        }
         if let Some(sid) = context.extensions.get::<McpSessionId>().map(|s| s.0.to_string()) {
             let client = ClientName {
                 name: Some(request.client_info.name.chars().take(128).collect()),

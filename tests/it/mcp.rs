@@ -406,7 +406,10 @@ fn the_typescript_sdk_initializes_lists_and_asks() {
 #[test]
 fn a_turn_over_the_budget_answers_pending_and_completes_through_updates() {
     // a budget of 0 s: every turn outlives it
-    let mut s = Setup::start_with(&[("STEWARD_MCP_TURN_BUDGET_SECS", "0")]);
+    let mut s = Setup::start_with(&[
+        ("STEWARD_MCP_TURN_BUDGET_SECS", "0"),
+        ("STEWARD_CONVERSE_EXCHANGES_PER_SOURCE_PER_MINUTE", "2"),
+    ]);
     let (_, secret) = s.credential("mcp");
     let mut py = Driver::python();
     py.ok(json!({"op": "connect", "url": format!("{}/mcp", s.base()), "headers": auth(&secret)}));
@@ -420,6 +423,22 @@ fn a_turn_over_the_budget_answers_pending_and_completes_through_updates() {
     assert_eq!(page["messages"][0]["author"], "agent", "{page}");
     assert!(page["messages"][0]["text"].as_str().unwrap().contains("3 to 5 business days"), "{page}");
     drop(py);
+    // new sessions per address are limited: the third initialize within the minute is 429
+    let init =
+        || {
+            s.http
+            .post(format!("{}/mcp", s.base()))
+            .bearer_auth(&secret)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+                "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}}))
+            .send()
+            .unwrap()
+        };
+    assert_eq!(init().status().as_u16(), 200);
+    let r = init();
+    assert_eq!(r.status().as_u16(), 429);
+    assert!(r.headers().contains_key("retry-after"));
     s.server.take().unwrap().terminate();
 }
 
