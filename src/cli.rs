@@ -247,7 +247,14 @@ fn overrides(global: &GlobalArgs, serve: &ServeArgs) -> CliOverrides {
 
 pub fn init_tracing(config: &Config) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_new(&config.log_level).unwrap_or_else(|_| EnvFilter::new("info"));
+    // the MCP SDK logs what clients send (their info, notifications, unknown methods) at INFO and
+    // WARN: client text never reaches our log, so it speaks only of errors unless asked by name
+    let level = if config.log_level.contains("rmcp") {
+        config.log_level.clone()
+    } else {
+        format!("{},rmcp=error", config.log_level)
+    };
+    let filter = EnvFilter::try_new(&level).unwrap_or_else(|_| EnvFilter::new("info,rmcp=error"));
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     let _ = match config.log_format {
         LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),

@@ -193,6 +193,17 @@ impl StreamableHttpClient for Guarded {
     }
 }
 
+/// What a failure says to the operator: the server's HTTP status when there was one, never the
+/// transport's internals or the server's body.
+fn describe(e: &str) -> String {
+    let status = e.split("HTTP ").nth(1).and_then(|r| r.split(':').next()).map(str::trim);
+    match status {
+        Some(s) => format!("the MCP server answered HTTP {s}"),
+        None if e.contains("connect") || e.contains("Connect") => "could not connect to the MCP server".into(),
+        None => "the MCP server's answer was not usable".into(),
+    }
+}
+
 fn failed(message: impl Into<String>) -> Error {
     Error::new(ErrorCode::ProviderMisconfigured, message).with_details(serde_json::json!({"code": "mcp_server_failed"}))
 }
@@ -214,14 +225,17 @@ async fn connect(
         cfg = cfg.auth_header(b.to_string());
     }
     let transport = StreamableHttpClientTransport::with_client(Guarded(http), cfg);
-    ().serve(transport).await.map_err(|e| failed(format!("could not open an MCP session: {e}")))
+    ().serve(transport).await.map_err(|e| {
+        tracing::debug!(error = %e, "mcp client: initialize failed");
+        failed(describe(&e.to_string()))
+    })
 }
 
 /// The tools `url` offers.
 pub async fn list_tools(app: &App, url: &str, bearer: Option<&str>) -> Result<Vec<RemoteTool>> {
     let work = async {
         let client = connect(app, url, bearer).await?;
-        let tools = client.list_all_tools().await.map_err(|e| failed(format!("tools/list failed: {e}")));
+        let tools = client.list_all_tools().await.map_err(|e| failed(describe(&e.to_string())));
         let _ = client.cancel().await;
         tools
     };
@@ -249,7 +263,7 @@ pub async fn call_tool(
     let work = async {
         let client = connect(app, url, bearer).await?;
         let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
-        let r = client.call_tool(params).await.map_err(|e| failed(format!("tools/call failed: {e}")));
+        let r = client.call_tool(params).await.map_err(|e| failed(describe(&e.to_string())));
         let _ = client.cancel().await;
         r
     };

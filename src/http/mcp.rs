@@ -593,6 +593,9 @@ impl ServerHandler for ConverseServer {
                     tool_ok(&summary, v)
                 }),
             },
+            PROFILE | ROUTINES if !args.is_empty() => {
+                Err(invalid_arguments(args.keys().map(|k| json!({"path": k, "code": "unknown_field"})).collect()))
+            }
             PROFILE => self.profile(&call).await.map(|v| {
                 let text = v["description"].as_str().unwrap_or_default().to_string();
                 tool_ok(&text, v)
