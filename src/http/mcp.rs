@@ -124,14 +124,22 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
     }
     let source = crate::http::extract::client_addr(&app, req.headers(), req.extensions()).unwrap_or_default();
     // a new session (`initialize`) counts against the address's exchange limit: 429 with Retry-After
-    let mut req = if req.method() == axum::http::Method::POST && live.is_none() {
+    // a body that is not JSON is the protocol's parse error (400, -32700)
+    let mut req = if req.method() == axum::http::Method::POST {
         let (parts, body) = req.into_parts();
         let Ok(bytes) = axum::body::to_bytes(body, crate::http::BODY_LIMIT).await else {
             let e = Error::new(crate::ErrorCode::PayloadTooLarge, "the request body is over 1 MB");
             return refuse(StatusCode::PAYLOAD_TOO_LARGE, &e);
         };
-        let initialize = serde_json::from_slice::<Value>(&bytes).is_ok_and(|v| v["method"] == "initialize");
-        if initialize && let Err(e) = app.converse_exchanges.hit(&source, app.clock.now().timestamp_millis()) {
+        let Ok(msg) = serde_json::from_slice::<Value>(&bytes) else {
+            let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error"}});
+            return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
+        };
+        let initialize = msg["method"] == "initialize";
+        if live.is_none()
+            && initialize
+            && let Err(e) = app.converse_exchanges.hit(&source, app.clock.now().timestamp_millis())
+        {
             return e.into_response();
         }
         Request::from_parts(parts, axum::body::Body::from(bytes))

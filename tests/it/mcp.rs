@@ -378,6 +378,17 @@ fn the_python_sdk_converses_invokes_routine_tools_and_survives_a_restart() {
     assert_eq!(post(Some(&rest), &[]), 401);
     assert_eq!(post(None, &[]), 401);
     assert_eq!(post(Some(&secret2), &[("origin", "http://evil.example")]), 403);
+    let r = s
+        .http
+        .post(&url)
+        .bearer_auth(&secret2)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 400, "a parse error");
+    assert_eq!(r.json::<Value>().unwrap()["error"]["code"], -32700);
     // the MCP credential on the API: 401
     let r = s.http.get(format!("{}/api/v1/agents", s.base())).bearer_auth(&secret2).send().unwrap();
     assert_eq!(r.status().as_u16(), 401);
