@@ -506,3 +506,23 @@ export function usePoll(fn, ms, active) {
 export function Json({ value }) {
   return html`<pre class="json">${JSON.stringify(value, null, 2)}</pre>`;
 }
+
+/** A Copy button: the clipboard when the browser allows it, else a hint to copy by hand. */
+export function CopyButton({ text, label = "Copy", what, testid }) {
+  const [copied, setCopied] = useState(false);
+  const timer = useRef(null);
+  useEffect(() => () => clearTimeout(timer.current), []);
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      setCopied(true);
+      clearTimeout(timer.current);
+      timer.current = setTimeout(() => setCopied(false), 2000);
+    } catch {
+      toast("The browser blocked the clipboard: select the text and copy it by hand.", "error");
+    }
+  };
+  return html`<${Button} small onClick=${copy} testid=${testid} data-copied=${copied ? "true" : undefined}>
+    ${copied ? "Copied" : label}${what && html`<span class="sr-only"> ${what}</span>`}
+  </${Button}>`;
+}

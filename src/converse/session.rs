@@ -53,6 +53,18 @@ pub struct ConverseSession {
     pub expires_at: String,
 }
 
+impl ConverseSession {
+    /// The caller the session acts for.
+    pub fn caller(&self) -> Caller {
+        Caller {
+            workspace_id: self.workspace_id.clone(),
+            agent_id: self.agent_id.clone(),
+            credential_id: self.credential_id.clone(),
+            credential_version: self.credential_version,
+        }
+    }
+}
+
 /// What calls the converse surface: the credential's agent.
 #[derive(Debug, Clone)]
 pub struct Caller {

@@ -11,6 +11,7 @@ use serde_json::{Map, Value, json};
 
 use crate::error::Error;
 use crate::routines::definition::{Definition, Slot, SlotType};
+use crate::routines::slots;
 use crate::turn::agent::AgentConfig;
 
 /// Longest string a routine tool accepts for one field (after trimming).
@@ -100,19 +101,6 @@ pub fn unknown_tool() -> Error {
         .with_details(json!({"code": "routine_tool_unknown"}))
 }
 
-fn is_email(s: &str) -> bool {
-    // ^[^\s@]+@[^\s@.]+(\.[^\s@.]+)+$
-    let Some((local, domain)) = s.split_once('@') else {
-        return false;
-    };
-    let plain = |c: char| !c.is_whitespace() && c != '@';
-    if local.is_empty() || !local.chars().all(plain) {
-        return false;
-    }
-    let labels: Vec<&str> = domain.split('.').collect();
-    labels.len() >= 2 && labels.iter().all(|l| !l.is_empty() && l.chars().all(plain))
-}
-
 fn is_date(s: &str) -> bool {
     let b = s.as_bytes();
     b.len() == 10
@@ -161,7 +149,7 @@ pub fn validate(def: &Definition, input: &Value) -> Result<Map<String, Value>, V
                 Some("too_long")
             }
             (SlotType::Text, Value::String(_)) => None,
-            (SlotType::Email, Value::String(t)) => (!is_email(t)).then_some("format"),
+            (SlotType::Email, Value::String(t)) => (!slots::is_email(t)).then_some("format"),
             (SlotType::Date, Value::String(t)) => (!is_date(t)).then_some("format"),
             _ => Some("type"),
         };
@@ -261,10 +249,10 @@ mod tests {
     #[test]
     fn emails_and_dates_follow_the_reference_rules() {
         for good in ["a@b.co", "first.last+x@mail.example.org"] {
-            assert!(is_email(good), "{good}");
+            assert!(slots::is_email(good), "{good}");
         }
         for bad in ["a@b", "a@@b.co", "a b@c.de", "@b.co", "a@b..co", "a@.b.co", "a@b.co."] {
-            assert!(!is_email(bad), "{bad}");
+            assert!(!slots::is_email(bad), "{bad}");
         }
         assert!(is_date("2024-02-29"));
         assert!(!is_date("2023-02-29"));

@@ -158,20 +158,21 @@ fn cookie(parts: &Parts, name: &str) -> Option<String> {
     None
 }
 
-fn credentials(parts: &Parts) -> Result<Credentials, Error> {
-    let bearer = match parts.headers.get(header::AUTHORIZATION) {
-        None => None,
-        Some(v) => {
-            let s = v.to_str().map_err(|_| Error::unauthorized("the Authorization header is not valid"))?;
-            match s.split_once(' ') {
-                Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
-                    Some(token.trim().to_string())
-                }
-                _ => return Err(Error::unauthorized("use Authorization: Bearer <token>")),
-            }
+/// The bearer token of `Authorization: Bearer <token>` (none without the header; 401 for another
+/// scheme or an unreadable value).
+pub fn bearer(headers: &axum::http::HeaderMap) -> Result<Option<String>, Error> {
+    let Some(v) = headers.get(header::AUTHORIZATION) else { return Ok(None) };
+    let s = v.to_str().map_err(|_| Error::unauthorized("the Authorization header is not valid"))?;
+    match s.split_once(' ') {
+        Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty() => {
+            Ok(Some(token.trim().to_string()))
         }
-    };
-    Ok(Credentials { bearer, session: cookie(parts, SESSION_COOKIE) })
+        _ => Err(Error::unauthorized("use Authorization: Bearer <token>")),
+    }
+}
+
+fn credentials(parts: &Parts) -> Result<Credentials, Error> {
+    Ok(Credentials { bearer: bearer(&parts.headers)?, session: cookie(parts, SESSION_COOKIE) })
 }
 
 fn request_id(parts: &Parts) -> Option<String> {

@@ -64,6 +64,8 @@ pub fn service(app: Arc<App>) -> StreamableHttpService<ConverseServer, Tagging> 
 pub struct McpAuth {
     pub credential: Credential,
     pub source: String,
+    /// The live session the request's `Mcp-Session-Id` names (checked by `guard`).
+    pub session: Option<ConverseSession>,
 }
 
 fn refuse(status: StatusCode, e: &Error) -> Response {
@@ -95,7 +97,7 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
         let e = Error::forbidden("this origin may not call /mcp").with_details(json!({"code": "origin_not_allowed"}));
         return refuse(StatusCode::FORBIDDEN, &e);
     }
-    let bearer = crate::http::routes::converse::bearer(req.headers());
+    let bearer = crate::http::extract::bearer(req.headers()).ok().flatten();
     let Some(secret) = bearer else {
         return refuse(StatusCode::UNAUTHORIZED, &session::invalid_credential());
     };
@@ -104,7 +106,7 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
         .blocking(move |app| {
             let c = session::credential(app, &secret)?;
             let live = match &sid {
-                Some(id) => Some(session::mcp_session(app, &c, id)?.is_some()),
+                Some(id) => Some(session::mcp_session(app, &c, id)?),
                 None => None,
             };
             Ok((c, live))
@@ -118,10 +120,14 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
             return refuse(StatusCode::SERVICE_UNAVAILABLE, &Error::unavailable("try again shortly"));
         }
     };
-    if live == Some(false) {
-        let e = Error::not_found("MCP session").with_details(json!({"code": "session_not_found"}));
-        return refuse(StatusCode::NOT_FOUND, &e);
-    }
+    let session = match live {
+        Some(None) => {
+            let e = Error::not_found("MCP session").with_details(json!({"code": "session_not_found"}));
+            return refuse(StatusCode::NOT_FOUND, &e);
+        }
+        Some(s) => s,
+        None => None,
+    };
     let source = crate::http::extract::client_addr(&app, req.headers(), req.extensions()).unwrap_or_default();
     // a new session (`initialize`) counts against the address's exchange limit: 429 with Retry-After
     // a body that is not JSON is the protocol's parse error (400, -32700)
@@ -136,7 +142,7 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
             return (StatusCode::BAD_REQUEST, axum::Json(body)).into_response();
         };
         let initialize = msg["method"] == "initialize";
-        if live.is_none()
+        if session.is_none()
             && initialize
             && let Err(e) = app.converse_exchanges.hit(&source, app.clock.now().timestamp_millis())
         {
@@ -146,7 +152,7 @@ pub async fn guard(State(app): State<Arc<App>>, req: Request, next: Next) -> Res
     } else {
         req
     };
-    req.extensions_mut().insert(McpAuth { credential, source });
+    req.extensions_mut().insert(McpAuth { credential, source, session });
     next.run(req).await
 }
 
@@ -369,17 +375,31 @@ fn text_arg(args: &Map<String, Value>, key: &str) -> Option<String> {
     args.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
 }
 
+/// Where an ask or update read lands: a given handle's conversation, else the session's, else
+/// (sessionless) a new one.
+fn target_of<'a>(app: &App, call: &'a Call, handle: Option<String>) -> Result<Target<'a>, Error> {
+    if let Some(h) = handle {
+        return Ok(Target::Sessionless(Some(session::from_handle(app, &call.caller, &h)?)));
+    }
+    Ok(match &call.session {
+        Some(s) => Target::Session(s),
+        None => Target::Sessionless(None),
+    })
+}
+
 impl ConverseServer {
     async fn call_of(&self, context: &RequestContext<RoleServer>) -> Result<Call, Error> {
         let auth = auth_of(context).map_err(|_| session::invalid_credential())?;
         let sid = context.extensions.get::<McpSessionId>().map(|s| s.0.to_string());
-        let c = auth.credential.clone();
-        let session = match sid {
-            Some(id) => {
+        let session = match (sid, &auth.session) {
+            // `guard` already checked the session the request names
+            (Some(id), Some(s)) if s.id == id => Some(s.clone()),
+            (Some(id), _) => {
+                let c = auth.credential.clone();
                 let s = self.app.blocking(move |app| session::mcp_session(app, &c, &id)).await?;
                 Some(s.ok_or_else(session::invalid_session)?)
             }
-            None => None,
+            (None, _) => None,
         };
         let caller = Caller::of(&auth.credential);
         Ok(Call { auth, caller, session })
@@ -410,18 +430,6 @@ impl ConverseServer {
         Ok((list, descriptors))
     }
 
-    /// Where an ask or update read lands: a given handle's conversation, else the session's,
-    /// else (sessionless) a new one.
-    fn target_of<'a>(&self, call: &'a Call, handle: Option<String>) -> Result<Target<'a>, Error> {
-        if let Some(h) = handle {
-            return Ok(Target::Sessionless(Some(session::from_handle(&self.app, &call.caller, &h)?)));
-        }
-        Ok(match &call.session {
-            Some(s) => Target::Session(s),
-            None => Target::Sessionless(None),
-        })
-    }
-
     async fn ask(
         &self,
         call: Call,
@@ -434,7 +442,7 @@ impl ConverseServer {
         self.app.converse_asks.hit(&limiter_key, self.app.clock.now().timestamp_millis())?;
         let app = self.app.clone();
         let (input, cursor) = tokio::task::spawn_blocking(move || {
-            let target = ConverseServer { app: app.clone() }.target_of(&call, handle)?;
+            let target = target_of(&app, &call, handle)?;
             let input = ask::prepare(&app, &call.caller, &target, a, None)?;
             let cursor = updates::cursor_now(&app, &call.caller, &input.conversation_id)?;
             let h = session::handle(&app, &call.caller, &input.conversation_id)?;
@@ -500,7 +508,7 @@ impl ConverseServer {
         let key = call.session.as_ref().map(|s| s.id.clone()).unwrap_or_else(|| call.caller.credential_id.clone());
         self.app.converse_reads_by_session.hit(&key, now)?;
         self.app.converse_reads_by_source.hit(&call.auth.source, now)?;
-        let cid = match self.target_of(&call, text_arg(args, "conversation"))? {
+        let cid = match target_of(&self.app, &call, text_arg(args, "conversation"))? {
             Target::Sessionless(cid) => cid,
             Target::Session(s) => {
                 let id = s.id.clone();

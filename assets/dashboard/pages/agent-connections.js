@@ -8,7 +8,7 @@ import { useEffect, useRef, useState } from "../../vendor/hooks.mjs";
 import { ApiError, get, post } from "../api.js";
 import { can } from "../session.js";
 import {
-  Badge, Button, Card, Empty, ErrorBox, FormError, Input, Loading, Modal, Select, Table, confirm, fmtDate, html, toast, useAsync, useForm, useId,
+  Badge, Button, Card, CopyButton, Empty, ErrorBox, FormError, Input, Loading, Modal, Select, Table, confirm, fmtDate, html, toast, useAsync, useForm, useId,
 } from "../ui.js";
 
 const AUDIENCE = { mcp: "MCP", rest: "REST" };
@@ -180,26 +180,6 @@ function Intro({ agent }) {
     </ul>
     <p class="muted small">A credential reaches only this agent — not other agents, documents or settings. Steward keeps only a hash of its secret, so the secret is shown once, when you create or rotate it; revoke a credential to cut its client off at once.</p>
   </div>`;
-}
-
-/** A Copy button: the clipboard when the browser allows it, else a hint to copy by hand. */
-function CopyButton({ text, what, testid }) {
-  const [copied, setCopied] = useState(false);
-  const timer = useRef(null);
-  useEffect(() => () => clearTimeout(timer.current), []);
-  const copy = async () => {
-    try {
-      await navigator.clipboard.writeText(text);
-      setCopied(true);
-      clearTimeout(timer.current);
-      timer.current = setTimeout(() => setCopied(false), 2000);
-    } catch {
-      toast("The browser blocked the clipboard: select the text and copy it by hand.", "error");
-    }
-  };
-  return html`<${Button} small onClick=${copy} testid=${testid} data-copied=${copied ? "true" : undefined}>
-    ${copied ? "Copied" : "Copy"}<span class="sr-only"> ${what}</span>
-  </${Button}>`;
 }
 
 /** A read-only snippet with its label and a Copy button. */

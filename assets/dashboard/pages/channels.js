@@ -8,7 +8,7 @@ import { get, post, put } from "../api.js";
 import { navigate } from "../router.js";
 import { can } from "../session.js";
 import {
-  Badge, Button, Card, ErrorBox, FormError, Input, Loading, PageHeader, Select, TextArea, confirm, fieldError, fmtDate, html, namesField, toast, useAsync, useId,
+  Badge, Button, Card, CopyButton, ErrorBox, FormError, Input, Loading, PageHeader, Select, TextArea, confirm, fieldError, fmtDate, html, namesField, toast, useAsync, useId,
 } from "../ui.js";
 
 const PATH = "/settings/general";
@@ -194,26 +194,6 @@ function Switch({ label, hint, checked, onChange, disabled, testid }) {
     <span class=${"ch-state" + (checked ? " on" : "")} aria-hidden="true">${checked ? "On" : "Off"}</span>
     ${hint && html`<p class="hint" id=${id + "-hint"}>${hint}</p>`}
   </div>`;
-}
-
-/** A Copy button: the clipboard when the browser allows it, else a hint to copy by hand. */
-function CopyButton({ text, label = "Copy", what, testid }) {
-  const [copied, setCopied] = useState(false);
-  const timer = useRef(null);
-  useEffect(() => () => clearTimeout(timer.current), []);
-  const copy = async () => {
-    try {
-      await navigator.clipboard.writeText(text);
-      setCopied(true);
-      clearTimeout(timer.current);
-      timer.current = setTimeout(() => setCopied(false), 2000);
-    } catch {
-      toast("The browser blocked the clipboard: select the text and copy it by hand.", "error");
-    }
-  };
-  return html`<${Button} small onClick=${copy} testid=${testid} data-copied=${copied ? "true" : undefined}>
-    ${copied ? "Copied" : label}${what && html`<span class="sr-only"> ${what}</span>`}
-  </${Button}>`;
 }
 
 function LastUsed({ at, testid }) {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing;
 use serde::Deserialize;
@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::app::App;
 use crate::converse::ask::{self, Ask};
-use crate::converse::session::{self, Caller, ClientName, ConverseSession, Target};
+use crate::converse::session::{self, ClientName, ConverseSession, Target};
 use crate::converse::{self, Credential, NewCredential, updates};
 use crate::error::{Error, ErrorCode, Result};
 use crate::http::extract::{Client, Json, Path, Query, RequestId, SessionCtx};
@@ -27,13 +27,6 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/mcp/converse/ask", routing::post(ask))
         .route("/api/v1/mcp/converse/tools", routing::get(tools))
         .route("/api/v1/mcp/converse/messages", routing::get(messages))
-}
-
-/// The bearer token of a request, if it has one.
-pub fn bearer(headers: &HeaderMap) -> Option<String> {
-    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, t) = v.split_once(' ')?;
-    (scheme.eq_ignore_ascii_case("bearer") && !t.trim().is_empty()).then(|| t.trim().to_string())
 }
 
 fn control_free(field: &str, v: &str, max: usize) -> Result<String> {
@@ -102,17 +95,8 @@ async fn exchange(
 
 /// The converse session of a request (401 `invalid_session` otherwise).
 async fn converse_session(app: &Arc<App>, headers: &HeaderMap) -> Result<ConverseSession> {
-    let t = bearer(headers);
+    let t = crate::http::extract::bearer(headers).map_err(|_| session::invalid_session())?;
     app.blocking(move |app| session::authenticate(app, t.as_deref())).await
-}
-
-fn caller_of(s: &ConverseSession) -> Caller {
-    Caller {
-        workspace_id: s.workspace_id.clone(),
-        agent_id: s.agent_id.clone(),
-        credential_id: s.credential_id.clone(),
-        credential_version: s.credential_version,
-    }
 }
 
 /// `GET /mcp/converse/session`: whether the session token still holds, and what it grants.
@@ -167,7 +151,7 @@ async fn ask(
     let a = b.ask()?;
     app.converse_asks.hit(&s.id, app.clock.now().timestamp_millis())?;
     let rid = request_id.map(|r| r.0.0);
-    let input = app.blocking(move |app| ask::prepare(app, &caller_of(&s), &Target::Session(&s), a, rid)).await?;
+    let input = app.blocking(move |app| ask::prepare(app, &s.caller(), &Target::Session(&s), a, rid)).await?;
     // the turn finishes (and tells the bus) even when the caller goes away
     let turn = tokio::spawn(crate::turn::execute(app, input, None));
     let reply = turn.await.map_err(|e| Error::internal_msg(format!("turn task: {e}")))??;
@@ -177,7 +161,7 @@ async fn ask(
 /// `GET /mcp/converse/tools`: the agent's current published routine tools.
 async fn tools(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<impl IntoResponse> {
     let s = converse_session(&app, &headers).await?;
-    let caller = caller_of(&s);
+    let caller = s.caller();
     let (name, tools) = app
         .blocking(move |app| {
             let cfg = session::release(app, &caller, &Target::Sessionless(None))?;
@@ -211,7 +195,7 @@ async fn messages(
     let now = app.clock.now().timestamp_millis();
     app.converse_reads_by_session.hit(&s.id, now)?;
     app.converse_reads_by_source.hit(&client.addr.unwrap_or_default(), now)?;
-    let caller = caller_of(&s);
+    let caller = s.caller();
     let page = updates::poll(app, caller, s.conversation_id.clone(), q.cursor, wait).await?;
     Ok(axum::Json(converse::api::page(&page)))
 }
