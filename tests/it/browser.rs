@@ -54,6 +54,19 @@ pub(crate) async fn console_problems(b: &Browser) -> Vec<String> {
         .collect()
 }
 
+/// Clicks the first element matching `css` after scrolling it to the middle of the window (the
+/// sticky top bar and save bars cover the edges).
+pub(crate) async fn click_at(b: &Browser, css: &str) {
+    let el = b.find(css).await;
+    b.js("document.querySelector(arguments[0]).scrollIntoView({block: 'center'})", json!([css])).await;
+    el.click().await;
+}
+
+/// Clicks the element with `data-testid` `testid` (see [`click_at`]).
+pub(crate) async fn click(b: &Browser, testid: &str) {
+    click_at(b, &tid(testid)).await;
+}
+
 /// Checks the page that is showing: axe, console, screenshot.
 pub(crate) async fn check_page(b: &Browser, name: &str, problems: &mut Vec<String>) {
     b.until("document.getElementById('page-title') && !document.querySelector('[aria-busy=true]')").await;

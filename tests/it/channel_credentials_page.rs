@@ -6,20 +6,9 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::browser::{check_page, shots, tid};
+use crate::browser::{check_page, click, click_at, shots};
 use crate::e2e::{Api, Server, bootstrap};
 use crate::webdriver::{Browser, Driver};
-
-/// Clicks the first element matching `css` after scrolling it to the middle of the window.
-async fn click_at(b: &Browser, css: &str) {
-    let el = b.find(css).await;
-    b.js("document.querySelector(arguments[0]).scrollIntoView({block: 'center'})", json!([css])).await;
-    el.click().await;
-}
-
-async fn click(b: &Browser, testid: &str) {
-    click_at(b, &tid(testid)).await;
-}
 
 /// The CSS of the credential row labelled `label` (waiting for it).
 async fn row(b: &Browser, label: &str) -> String {

@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::browser::{axe, check_page, tid};
+use crate::browser::{axe, check_page, click, click_at, tid};
 use crate::e2e::{Api, Server, bootstrap};
 use crate::webdriver::{Browser, Driver};
 
@@ -16,18 +16,6 @@ async fn fill(b: &Browser, testid: &str, text: &str) {
     )
     .await;
     b.tid(testid).await.send(text).await;
-}
-
-/// Clicks the first element matching `css` after scrolling it to the middle of the window (the
-/// sticky top bar and save bar cover the edges).
-async fn click_at(b: &Browser, css: &str) {
-    let el = b.find(css).await;
-    b.js("document.querySelector(arguments[0]).scrollIntoView({block: 'center'})", json!([css])).await;
-    el.click().await;
-}
-
-async fn click(b: &Browser, testid: &str) {
-    click_at(b, &tid(testid)).await;
 }
 
 async fn settings(api: &Api) -> Value {

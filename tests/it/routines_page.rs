@@ -7,7 +7,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::browser::{check_page, shots, tid};
+use crate::browser::{check_page, click, click_at, shots, tid};
 use crate::e2e::{Api, Server, bootstrap};
 use crate::webdriver::{Browser, Driver};
 
@@ -42,17 +42,6 @@ async fn set_value(b: &Browser, testid: &str, text: &str) {
         json!([testid, text]),
     )
     .await;
-}
-
-/// Clicks the first element matching `css` after scrolling it to the middle of the window.
-async fn click_at(b: &Browser, css: &str) {
-    let el = b.find(css).await;
-    b.js("document.querySelector(arguments[0]).scrollIntoView({block: 'center'})", json!([css])).await;
-    el.click().await;
-}
-
-async fn click(b: &Browser, testid: &str) {
-    click_at(b, &tid(testid)).await;
 }
 
 /// Clicks the button with this `data-testid` in the routine row named `name`.
