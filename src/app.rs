@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::jobs::{Handler, Jobs};
 use crate::metrics::Metrics;
 use crate::models::Models;
-use crate::ratelimit::RateLimiter;
+use crate::ratelimit::{RateLimiter, Slots};
 use crate::search::SearchIndex;
 use crate::storage::Db;
 
@@ -34,6 +34,8 @@ pub struct App {
     pub converse_reads_by_session: RateLimiter,
     pub converse_reads_by_source: RateLimiter,
     pub converse_exchanges: RateLimiter,
+    /// Caps on long-lived requests held at once (config `streams`).
+    pub streams: StreamSlots,
     /// Places for uploads being read at once (`uploads_concurrent`).
     pub uploads: Arc<tokio::sync::Semaphore>,
     /// Signalled whenever documents finish processing (ready or failed), for long-polls.
@@ -56,6 +58,29 @@ pub struct App {
     search: Option<SearchIndex>,
     pub started_at: Instant,
     _data_dir_lock: Option<File>,
+}
+
+/// The places for long-lived requests: visitor event streams per session and per address,
+/// operator event streams per person, waiting converse reads per credential.
+pub struct StreamSlots {
+    pub public_session: Arc<Slots>,
+    pub public_addr: Arc<Slots>,
+    pub events_user: Arc<Slots>,
+    pub converse_credential: Arc<Slots>,
+}
+
+impl StreamSlots {
+    fn new(l: &crate::config::StreamLimits) -> StreamSlots {
+        StreamSlots {
+            public_session: Slots::new("event streams for this chat session", l.public_per_session),
+            public_addr: Slots::new("chat event streams from this address", l.public_per_ip),
+            events_user: Slots::new("event streams for this account", l.events_per_user),
+            converse_credential: Slots::new(
+                "waiting update reads for this credential",
+                l.converse_waits_per_credential,
+            ),
+        }
+    }
 }
 
 /// How to build an [`App`].
@@ -113,6 +138,7 @@ impl App {
             converse_reads_by_session: RateLimiter::new(config.converse_reads_per_session),
             converse_reads_by_source: RateLimiter::new(config.converse_reads_per_source),
             converse_exchanges: RateLimiter::new(config.converse_exchanges_per_source),
+            streams: StreamSlots::new(&config.streams),
             uploads: Arc::new(tokio::sync::Semaphore::new(config.uploads_concurrent)),
             document_events: tokio::sync::Notify::new(),
             turns: Default::default(),

@@ -255,11 +255,19 @@ pub fn init_tracing(config: &Config) {
         format!("{},rmcp=error", config.log_level)
     };
     let filter = EnvFilter::try_new(&level).unwrap_or_else(|_| EnvFilter::new("info,rmcp=error"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // colour only on a terminal: a file, a pipe or the journal gets plain text (and NO_COLOR is honoured)
+    let ansi = colour_log(std::io::IsTerminal::is_terminal(&std::io::stderr()), std::env::var_os("NO_COLOR"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let _ = match config.log_format {
         LogFormat::Json => builder.json().flatten_event(true).with_current_span(true).try_init(),
         LogFormat::Text => builder.try_init(),
     };
+}
+
+/// Whether the text log is coloured: only when it goes to a terminal and `NO_COLOR` is unset or
+/// empty (<https://no-color.org>).
+fn colour_log(terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// Replaces the default panic output (which prints the panic's message, and a message can quote a
@@ -757,5 +765,16 @@ mod panic_tests {
         assert!(out.contains("src/cli.rs:"), "the location is logged: {out}");
         assert!(out.contains("req-42"), "inside the request's span: {out}");
         assert!(!out.contains("4111") && !out.contains("card"), "the message is withheld: {out}");
+    }
+}
+
+#[cfg(test)]
+mod log_tests {
+    #[test]
+    fn the_text_log_is_coloured_only_on_a_terminal_without_no_color() {
+        assert!(super::colour_log(true, None));
+        assert!(!super::colour_log(false, None), "a file, a pipe or the journal");
+        assert!(!super::colour_log(true, Some("1".into())));
+        assert!(super::colour_log(true, Some("".into())), "an empty NO_COLOR is unset");
     }
 }

@@ -110,6 +110,11 @@ pub struct Config {
     pub converse_reads_per_source: RateLimit,
     /// Converse session exchanges (and `/mcp` initializations) per client address per minute.
     pub converse_exchanges_per_source: RateLimit,
+    /// Long-lived requests (event streams, long polls) open at once per holder.
+    pub streams: StreamLimits,
+    /// How long a connection may take to send a request's headers before it is closed (a client
+    /// that opens a connection and never finishes its headers holds nothing longer).
+    pub header_read_timeout: Duration,
     /// How long an `/mcp` tool call waits for its turn before answering a pending envelope (the
     /// turn goes on; `get_conversation_updates` delivers its reply).
     pub mcp_turn_budget: Duration,
@@ -144,6 +149,32 @@ pub struct Config {
     pub public_session_secret: Option<Secret<String>>,
 }
 
+/// How many long-lived requests (event streams, long polls) one holder may have open at once; a
+/// request over a cap answers 429 with `Retry-After`. `0` turns a cap off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamLimits {
+    /// Visitor event streams per public session (`STEWARD_PUBLIC_STREAMS_PER_SESSION`).
+    pub public_per_session: usize,
+    /// Visitor event streams per client address (`STEWARD_PUBLIC_STREAMS_PER_IP`).
+    pub public_per_ip: usize,
+    /// Operator event streams (`GET /events`) per person (`STEWARD_EVENTS_STREAMS_PER_USER`).
+    pub events_per_user: usize,
+    /// Waiting converse update reads (REST long polls and `get_conversation_updates` with a wait)
+    /// per channel credential (`STEWARD_CONVERSE_WAITS_PER_CREDENTIAL`).
+    pub converse_waits_per_credential: usize,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        StreamLimits {
+            public_per_session: 4,
+            public_per_ip: 64,
+            events_per_user: 16,
+            converse_waits_per_credential: 128,
+        }
+    }
+}
+
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_UPLOAD_MAX_BYTES: u64 = 25 * 1024 * 1024;
 
@@ -175,6 +206,8 @@ impl Config {
             converse_reads_per_session: RateLimit { max: 60, window: Duration::from_secs(60) },
             converse_reads_per_source: RateLimit { max: 600, window: Duration::from_secs(60) },
             converse_exchanges_per_source: RateLimit { max: 60, window: Duration::from_secs(60) },
+            streams: StreamLimits::default(),
+            header_read_timeout: Duration::from_secs(15),
             mcp_turn_budget: Duration::from_secs(45),
             mcp_allowed_origins: Vec::new(),
             uploads_concurrent: 4,
@@ -339,6 +372,25 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
         if let Some(v) = env(var).filter(|v| !v.is_empty()) {
             limit.max = v.trim().parse().map_err(|_| invalid(var, "must be a whole number (0: no limit)"))?;
         }
+    }
+    for (var, cap) in [
+        ("STEWARD_PUBLIC_STREAMS_PER_SESSION", &mut c.streams.public_per_session),
+        ("STEWARD_PUBLIC_STREAMS_PER_IP", &mut c.streams.public_per_ip),
+        ("STEWARD_EVENTS_STREAMS_PER_USER", &mut c.streams.events_per_user),
+        ("STEWARD_CONVERSE_WAITS_PER_CREDENTIAL", &mut c.streams.converse_waits_per_credential),
+    ] {
+        if let Some(v) = env(var).filter(|v| !v.is_empty()) {
+            *cap = v.trim().parse().map_err(|_| invalid(var, "must be a whole number (0: no cap)"))?;
+        }
+    }
+    if let Some(v) = env("STEWARD_HEADER_READ_TIMEOUT_SECS").filter(|v| !v.is_empty()) {
+        let secs: u64 = v
+            .trim()
+            .parse()
+            .ok()
+            .filter(|s| (1..=300).contains(s))
+            .ok_or_else(|| invalid("STEWARD_HEADER_READ_TIMEOUT_SECS", "must be 1 to 300 seconds"))?;
+        c.header_read_timeout = Duration::from_secs(secs);
     }
     if let Some(v) = env("STEWARD_MCP_TURN_BUDGET_SECS").filter(|v| !v.is_empty()) {
         let secs: u64 =

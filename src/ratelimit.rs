@@ -1,5 +1,6 @@
-//! In-memory sliding-window rate limits (sign-in, registration, uploads). Per process: a restart
-//! forgets them, which is acceptable for a single-binary appliance.
+//! In-memory sliding-window rate limits (sign-in, registration, uploads), and [`Slots`]: caps on
+//! how many long-lived requests (event streams, long polls) one holder has open at once. Per
+//! process: a restart forgets them, which is acceptable for a single-binary appliance.
 //!
 //! Keys are bounded: a key longer than [`MAX_KEY_BYTES`] is replaced by its SHA-256, and the table
 //! holds at most [`MAX_KEYS`] keys (expired ones are pruned first, then the least recently hit are
@@ -129,6 +130,74 @@ fn evict(hits: &mut HashMap<String, VecDeque<i64>>, cutoff: i64) {
     });
 }
 
+/// How long a refused stream is told to wait before trying again.
+pub const SLOT_RETRY_SECS: u64 = 10;
+
+/// Places for long-lived requests per key (a visitor session, an address, a person, a credential):
+/// at most `max` held at once per key. A place is held by a [`Slot`] and freed when it is dropped
+/// (the stream ended or its client went away), so nothing leaks when a request dies early.
+pub struct Slots {
+    what: &'static str,
+    max: usize,
+    held: Mutex<HashMap<String, usize>>,
+}
+
+/// One held place; dropping it frees the place.
+pub struct Slot {
+    slots: std::sync::Arc<Slots>,
+    key: String,
+}
+
+impl Slots {
+    /// Caps `what` (named in the refusal: "event streams for this session") at `max` per key; `0`
+    /// is no cap.
+    pub fn new(what: &'static str, max: usize) -> std::sync::Arc<Slots> {
+        std::sync::Arc::new(Slots { what, max, held: Mutex::new(HashMap::new()) })
+    }
+
+    /// Takes a place for `key`, or 429 `rate_limit_exceeded` with `Retry-After` when `key` holds
+    /// its `max` already. Check and take are one step.
+    pub fn acquire(self: &std::sync::Arc<Self>, key: &str) -> Result<Slot, Error> {
+        let key = bounded(key).into_owned();
+        if self.max > 0 {
+            let mut held = self.held.lock();
+            let n = held.entry(key.clone()).or_insert(0);
+            if *n >= self.max {
+                return Err(Error::new(
+                    ErrorCode::RateLimitExceeded,
+                    format!("too many open {}; close one or try again in {SLOT_RETRY_SECS} seconds", self.what),
+                )
+                .with_details(serde_json::json!({
+                    "limit": self.max,
+                    "retryAfterSeconds": SLOT_RETRY_SECS,
+                })));
+            }
+            *n += 1;
+        }
+        Ok(Slot { slots: self.clone(), key })
+    }
+
+    /// Places held now for `key`.
+    pub fn held(&self, key: &str) -> usize {
+        self.held.lock().get(bounded(key).as_ref()).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if self.slots.max == 0 {
+            return;
+        }
+        let mut held = self.slots.held.lock();
+        if let Some(n) = held.get_mut(&self.key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                held.remove(&self.key);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -182,6 +251,28 @@ mod tests {
         rl.refund("k", 10);
         rl.refund("k", 13);
         assert!(rl.is_empty(), "an empty key is dropped");
+    }
+
+    #[test]
+    fn slots_cap_what_is_held_and_free_on_drop() {
+        let s = Slots::new("event streams", 2);
+        let a = s.acquire("v1").unwrap();
+        let b = s.acquire("v1").unwrap();
+        let e = s.acquire("v1").err().unwrap();
+        assert_eq!(e.code, ErrorCode::RateLimitExceeded);
+        assert_eq!(e.details.as_ref().unwrap()["retryAfterSeconds"], SLOT_RETRY_SECS);
+        let _other = s.acquire("v2").unwrap();
+        drop(a);
+        let _c = s.acquire("v1").unwrap();
+        drop(b);
+        assert_eq!(s.held("v1"), 1);
+        drop(_c);
+        assert_eq!(s.held("v1"), 0);
+        assert_eq!(s.held.lock().len(), 1, "a key holding nothing is dropped");
+        // no cap
+        let open = Slots::new("streams", 0);
+        let all: Vec<_> = (0..100).map(|_| open.acquire("k").unwrap()).collect();
+        assert_eq!(all.len(), 100);
     }
 
     #[test]

@@ -395,6 +395,20 @@ impl<'a> SkillView<'a> {
             c.insert("webhookUrlConfigured".into(), Value::Bool(true));
             v.config = std::borrow::Cow::Owned(c);
         }
+        // a URL saved before user info was refused is shown without it
+        let url_of = |c: &Map<String, Value>| c.get("url").and_then(Value::as_str).map(str::to_string);
+        if let Some(u) = url_of(&v.config)
+            && let std::borrow::Cow::Owned(shown) = crate::delivery::shown_url(&u)
+        {
+            v.config.to_mut().insert("url".into(), Value::String(shown));
+        }
+        let hook = v.config.get("delivery").and_then(|d| d.pointer("/webhook/url")).and_then(Value::as_str);
+        if let Some(u) = hook.map(str::to_string)
+            && let std::borrow::Cow::Owned(shown) = crate::delivery::shown_url(&u)
+            && let Some(w) = v.config.to_mut().get_mut("delivery").and_then(|d| d.get_mut("webhook"))
+        {
+            w["url"] = Value::String(shown);
+        }
         if v.config.contains_key(super::skills::MCP_SEALED) {
             let mut c = v.config.clone().into_owned();
             c.remove(super::skills::MCP_SEALED);

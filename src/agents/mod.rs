@@ -38,10 +38,19 @@ pub(crate) fn hex_color(v: &str) -> bool {
     v.len() == 7 && v.starts_with('#') && v[1..].chars().all(|c| c.is_ascii_hexdigit())
 }
 
+/// An http(s) URL of at most 2048 characters, with no user name or password in it (a URL is shown
+/// to members; credentials go in a secret, never the URL).
 pub fn check_http_url(field: &str, url: &str) -> Result<()> {
-    let ok = url.len() <= 2048
-        && reqwest::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
-    if ok { Ok(()) } else { Err(Error::invalid_field(field, "must be an http(s) URL of at most 2048 characters")) }
+    let parsed = reqwest::Url::parse(url)
+        .ok()
+        .filter(|u| url.len() <= 2048 && matches!(u.scheme(), "http" | "https") && u.host().is_some());
+    let Some(u) = parsed else {
+        return Err(Error::invalid_field(field, "must be an http(s) URL of at most 2048 characters"));
+    };
+    if !u.username().is_empty() || u.password().is_some() {
+        return Err(Error::invalid_field(field, "must not carry a user name or password (user:password@)"));
+    }
+    Ok(())
 }
 
 pub fn check_recipients(field: &str, emails: &mut Vec<String>) -> Result<()> {

@@ -9,7 +9,11 @@
 //!    address here); the per-session limit stays at its default.
 //! 2. **Idle streams**: `idle_streams` event streams held open on the visitors' conversations
 //!    (round robin), each read until its `ready`; reported is the server's resident memory before
-//!    and after, and the difference per stream.
+//!    and after, and the difference per stream. The stream caps are off for these two runs (they
+//!    measure capacity, and every visitor comes from one address).
+//! 3. **Caps reached**: the server restarted with the default stream caps; 50 of the visitors
+//!    each try to open 10 streams at once from the one address. Reported: streams opened and
+//!    refused (429), the server's memory with the caps reached, and per open stream.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -150,7 +154,11 @@ async fn idle_stream(
 pub async fn run(c: &Collection, sessions: usize, messages: usize, idle_streams: usize) -> anyhow::Result<Value> {
     let (ingest, s) = ingest_cranfield(c, &cranfield_ingestion(), 8).await?;
     eprintln!("ingested {} documents in {:.1} s", ingest.docs, ingest.seconds);
-    let s = s.restart(&[("STEWARD_PUBLIC_CHAT_PER_IP_PER_MINUTE", "0".into())])?;
+    let s = s.restart(&[
+        ("STEWARD_PUBLIC_CHAT_PER_IP_PER_MINUTE", "0".into()),
+        ("STEWARD_PUBLIC_STREAMS_PER_SESSION", "0".into()),
+        ("STEWARD_PUBLIC_STREAMS_PER_IP", "0".into()),
+    ])?;
     let g = s
         .send_session(reqwest::Method::PUT, "/api/v1/settings/general", &json!({"anonymousChatEnabled": true}))
         .await?;
@@ -213,11 +221,36 @@ pub async fn run(c: &Collection, sessions: usize, messages: usize, idle_streams:
         "rssBeforeMiB": before, "rssAfterMiB": after, "rssPerStreamKiB": (per_stream_kib * 10.0).round() / 10.0,
     });
     drop(streams);
+    eprintln!("idle streams: {idle}");
+
+    // the caps at their defaults: one address tries to hold 500 streams
+    let s = s.restart(&[("STEWARD_PUBLIC_CHAT_PER_IP_PER_MINUTE", "0".into())])?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = s.rss().1;
+    let attempts = targets.iter().take(50).flat_map(|(session, cid)| {
+        (0..10).map(|_| {
+            let (http, base, token) = (http.clone(), s.base.clone(), token.clone());
+            let (session, cid) = (session.clone(), cid.clone());
+            async move { idle_stream(&http, &base, &token, &session, &cid).await }
+        })
+    });
+    let held = join_all(attempts).await;
+    let opened = held.iter().filter(|r| r.is_ok()).count();
+    let refused = held.iter().filter(|r| r.as_ref().err().is_some_and(|e| e.to_string().contains("429"))).count();
+    let after = s.rss().1;
+    let caps = json!({
+        "attempts": held.len(), "opened": opened, "refused429": refused,
+        "rssBeforeMiB": before, "rssWithCapsReachedMiB": after,
+        "rssPerStreamKiB": (((after - before) * 1024.0 / opened.max(1) as f64) * 10.0).round() / 10.0,
+    });
+    eprintln!("caps reached: {caps}");
+    drop(held);
     s.stop();
     Ok(json!({
         "machine": {"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)},
         "documents": ingest.docs,
         "load": load,
         "idleStreams": idle,
+        "capsReached": caps,
     }))
 }

@@ -111,7 +111,9 @@ pub fn cursor_now(app: &App, caller: &Caller, conversation_id: &str) -> Result<S
 
 /// Reads the page after `cursor`; when it is empty and `wait_ms` > 0, waits for the
 /// conversation's next message or ownership change until the deadline, then answers an empty
-/// page (with the ownership as it is then). The bus subscription is taken before the first read, so nothing slips between them.
+/// page (with the ownership as it is then). The bus subscription is taken before the first read,
+/// so nothing slips between them. A waiting read holds a place of its credential's
+/// (`streams.converse_waits_per_credential`) while it waits; one over the cap is 429.
 pub async fn poll(
     app: Arc<App>,
     caller: Caller,
@@ -120,6 +122,8 @@ pub async fn poll(
     wait_ms: u64,
 ) -> Result<UpdatePage> {
     let after = parse_cursor(cursor.as_deref())?;
+    // a waiting read holds one of its credential's places until it answers (429 over the cap)
+    let _slot = if wait_ms > 0 { Some(app.streams.converse_credential.acquire(&caller.credential_id)?) } else { None };
     let mut rx = app.bus.subscribe();
     let deadline = tokio::time::Instant::now() + Duration::from_millis(wait_ms.min(MAX_WAIT_MS));
     let read_now = |app: Arc<App>| {

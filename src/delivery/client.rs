@@ -106,14 +106,18 @@ pub struct Outbound {
     /// Built on first use, on a blocking thread (building and dropping the blocking client must
     /// not happen on an async thread).
     client: std::sync::OnceLock<Client>,
+    /// The same client with a public-only resolver, for redirect hops to another origin: the
+    /// allow-list admits the URL the operator saved, never where a server sends us.
+    public_client: std::sync::OnceLock<Client>,
 }
 
 impl Drop for Outbound {
     /// The blocking client owns a small runtime, which must not be dropped on an async thread (an
     /// `App` may be dropped anywhere): it is dropped on a thread of its own.
     fn drop(&mut self) {
-        if let Some(c) = self.client.take() {
-            let _ = std::thread::Builder::new().name("steward-outbound-drop".into()).spawn(move || drop(c));
+        let clients = [self.client.take(), self.public_client.take()];
+        if clients.iter().any(Option::is_some) {
+            let _ = std::thread::Builder::new().name("steward-outbound-drop".into()).spawn(move || drop(clients));
         }
     }
 }
@@ -128,11 +132,20 @@ impl Outbound {
             roots = reqwest::Certificate::from_pem_bundle(&pem)
                 .map_err(|e| crate::Error::internal_msg(format!("delivery CA file {}: {e}", path.display())))?;
         }
-        Ok(Outbound { guard, cfg: cfg.clone(), roots, client: std::sync::OnceLock::new() })
+        Ok(Outbound {
+            guard,
+            cfg: cfg.clone(),
+            roots,
+            client: std::sync::OnceLock::new(),
+            public_client: std::sync::OnceLock::new(),
+        })
     }
 
-    fn client(&self) -> Result<&Client, Failure> {
-        if let Some(c) = self.client.get() {
+    /// The blocking client whose resolver is `guard`'s (`public`: the public-only guard).
+    fn client(&self, public: bool) -> Result<&Client, Failure> {
+        let (cell, guard) =
+            if public { (&self.public_client, Guard::default()) } else { (&self.client, self.guard.clone()) };
+        if let Some(c) = cell.get() {
             return Ok(c);
         }
         let mut b = Client::builder()
@@ -141,14 +154,14 @@ impl Outbound {
             .connect_timeout(self.cfg.connect_timeout)
             .timeout(self.cfg.timeout)
             .user_agent(concat!("Steward/", env!("CARGO_PKG_VERSION")))
-            .dns_resolver(std::sync::Arc::new(GuardedResolver { guard: self.guard.clone() }));
+            .dns_resolver(std::sync::Arc::new(GuardedResolver { guard }));
         for r in &self.roots {
             b = b.add_root_certificate(r.clone());
         }
         let c = b.build().map_err(|e| Failure::Transport(format!("client: {e}")))?;
         // a racing first use builds a second client; the loser drops it here, on this blocking thread
-        let _ = self.client.set(c);
-        self.client.get().ok_or_else(|| Failure::Transport("client unavailable".into()))
+        let _ = cell.set(c);
+        cell.get().ok_or_else(|| Failure::Transport("client unavailable".into()))
     }
 
     pub fn guard(&self) -> &Guard {
@@ -184,10 +197,17 @@ impl Outbound {
             let value = HeaderValue::from_str(v).map_err(|e| Failure::Invalid(format!("header {k}: {e}")))?;
             hmap.insert(name, value);
         }
-        let client = self.client()?;
+        let saved = url.origin();
         let mut post = true;
         for hop in 0..=MAX_REDIRECTS {
-            self.guard.check_url(&url).map_err(Failure::Refused)?;
+            // the allow-list admits the saved URL's origin; a hop elsewhere is public-only, both in
+            // its URL and in the addresses its name resolves to
+            let elsewhere = url.origin() != saved;
+            let guard = if elsewhere { &Guard::default() } else { &self.guard };
+            guard
+                .check_url(&url)
+                .map_err(|m| Failure::Refused(if elsewhere { format!("redirect: {m}") } else { m }))?;
+            let client = self.client(elsewhere)?;
             let left = self
                 .cfg
                 .timeout
@@ -199,7 +219,10 @@ impl Outbound {
             } else {
                 client.get(url.clone())
             };
-            let resp = req.timeout(left).send().map_err(|e| failure_of(&e))?;
+            let resp = req.timeout(left).send().map_err(|e| match failure_of(&e) {
+                Failure::Refused(m) if elsewhere => Failure::Refused(format!("redirect: {m}")),
+                f => f,
+            })?;
             let status = resp.status().as_u16();
             if matches!(status, 301 | 302 | 303 | 307 | 308) {
                 let loc = resp
@@ -210,12 +233,7 @@ impl Outbound {
                 if hop == MAX_REDIRECTS {
                     return Err(Failure::Transport(format!("more than {MAX_REDIRECTS} redirects")));
                 }
-                let next = url.join(loc).map_err(|e| Failure::Invalid(format!("redirect Location: {e}")))?;
-                if next.origin() != url.origin() {
-                    // another origin: only a public HTTPS one (the allow-list admits what the operator configured, not where a server sends us)
-                    Guard::default().check_url(&next).map_err(|m| Failure::Refused(format!("redirect: {m}")))?;
-                }
-                url = next;
+                url = url.join(loc).map_err(|e| Failure::Invalid(format!("redirect Location: {e}")))?;
                 post = post && matches!(status, 307 | 308);
                 continue;
             }

@@ -21,8 +21,12 @@ pub struct DeliveryConfig {
     pub connect_timeout: Duration,
     /// The whole request, redirects included.
     pub timeout: Duration,
-    /// Most bytes of a response read (the rest is dropped unread).
+    /// Most bytes of a webhook's response read (the rest is dropped unread: only a prefix is
+    /// kept, for the delivery log).
     pub max_response_bytes: usize,
+    /// Most bytes of one outbound MCP answer (a JSON body, or one event stream as a whole): MCP
+    /// messages must arrive whole, so an answer over it is aborted, not truncated.
+    pub mcp_max_response_bytes: usize,
 }
 
 impl Default for DeliveryConfig {
@@ -33,6 +37,7 @@ impl Default for DeliveryConfig {
             connect_timeout: Duration::from_secs(5),
             timeout: Duration::from_secs(15),
             max_response_bytes: 64 * 1024,
+            mcp_max_response_bytes: 1024 * 1024,
         }
     }
 }
@@ -86,6 +91,7 @@ pub struct FileDelivery {
     pub ca_file: Option<PathBuf>,
     pub connect_timeout_secs: Option<u64>,
     pub timeout_secs: Option<u64>,
+    pub mcp_max_response_bytes: Option<usize>,
 }
 
 /// `[smtp]` in the config file.
@@ -132,6 +138,16 @@ pub fn load(
     }
     if let Some(s) = secs("STEWARD_DELIVERY_TIMEOUT_SECS", fd.timeout_secs)? {
         d.timeout = Duration::from_secs(s.clamp(1, 300));
+    }
+    let mcp_max = match env("STEWARD_DELIVERY_MCP_MAX_RESPONSE_BYTES") {
+        Some(v) => Some(
+            v.parse::<usize>()
+                .map_err(|_| invalid("STEWARD_DELIVERY_MCP_MAX_RESPONSE_BYTES", "must be a number of bytes"))?,
+        ),
+        None => fd.mcp_max_response_bytes,
+    };
+    if let Some(n) = mcp_max {
+        d.mcp_max_response_bytes = n.clamp(4 * 1024, 64 * 1024 * 1024);
     }
     Ok((d, smtp(fs, env)?))
 }

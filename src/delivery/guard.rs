@@ -72,6 +72,8 @@ fn blocked_v4(ip: Ipv4Addr) -> Option<&'static str> {
         (100, 64..=127, _) => "a shared (CGNAT) address",
         (127, ..) => "a loopback address",
         (169, 254, _) => "a link-local or cloud metadata address",
+        // Azure's host agent (the wire server), reachable from every VM
+        (168, 63, 129) if ip.octets()[3] == 16 => "a cloud host-agent address",
         (172, 16..=31, _) => "a private address",
         (192, 0, 0) => "an IETF protocol address",
         (192, 0, 2) | (198, 51, 100) | (203, 0, 113) => "a documentation address",
@@ -152,6 +154,11 @@ impl Guard {
             return Err(format!("the scheme {scheme}: is not allowed (https only)"));
         }
         let host = url.host_str().ok_or("the URL has no host")?;
+        if !url.username().is_empty() || url.password().is_some() {
+            return Err(
+                "the URL carries a user name or password; put credentials in a header or secret, not the URL".into()
+            );
+        }
         let literal = match url.host() {
             Some(url::Host::Ipv4(ip)) => Some(IpAddr::V4(ip)),
             Some(url::Host::Ipv6(ip)) => Some(IpAddr::V6(ip)),
@@ -220,54 +227,63 @@ mod tests {
         g.clear(&Url::parse(url).unwrap()).is_err()
     }
 
+    /// Every blocked form, with the reason the refusal gives: a table, so a new form is one line.
     #[test]
     fn hostile_targets_are_refused_before_any_connection() {
         let g = Guard::default();
         let hostile = [
-            "https://127.0.0.1/",
-            "https://127.1.2.3:8443/x",
-            "https://[::1]/",
-            "https://0.0.0.0/",
-            "https://[::]/",
-            "https://10.0.0.1/",
-            "https://10.255.255.255/",
-            "https://172.16.0.1/",
-            "https://172.31.255.254/",
-            "https://192.168.0.1/",
-            "https://169.254.169.254/latest/meta-data/",
-            "https://169.254.0.1/",
-            "https://100.64.0.1/",
-            "https://100.100.100.200/",
-            "https://[fd00::1]/",
-            "https://[fc00::1]/",
-            "https://[fe80::1]/",
-            "https://[fd00:ec2::254]/",
-            "https://[::ffff:127.0.0.1]/",
-            "https://[::ffff:169.254.169.254]/",
-            "https://[::ffff:10.0.0.1]/",
-            "https://[64:ff9b::7f00:1]/",
-            "https://[64:ff9b::a9fe:a9fe]/",
-            "https://[64:ff9b:1::1]/",
-            "https://[2002:7f00:1::]/",
-            "https://[::127.0.0.1]/",
-            "https://2130706433/",
-            "https://0x7f000001/",
-            "https://017700000001/",
-            "https://0177.0.0.1/",
-            "https://127.1/",
-            "https://localhost/",
-            "https://api.localhost/",
-            "https://224.0.0.1/",
-            "https://[ff02::1]/",
-            "https://255.255.255.255/",
-            "https://192.0.2.10/",
-            "https://[2001:db8::1]/",
-            "https://198.18.0.1/",
-            "ftp://example.com/",
-            "file:///etc/passwd",
+            ("https://127.0.0.1/", "loopback"),
+            ("https://127.1.2.3:8443/x", "loopback"),
+            ("https://[::1]/", "loopback"),
+            ("https://0.0.0.0/", "unspecified"),
+            ("https://[::]/", "unspecified"),
+            ("https://10.0.0.1/", "private"),
+            ("https://10.255.255.255/", "private"),
+            ("https://172.16.0.1/", "private"),
+            ("https://172.31.255.254/", "private"),
+            ("https://192.168.0.1/", "private"),
+            ("https://169.254.169.254/latest/meta-data/", "metadata"),
+            ("https://169.254.0.1/", "link-local"),
+            ("https://168.63.129.16/machine?comp=goalstate", "host-agent"),
+            ("https://[::ffff:168.63.129.16]/", "host-agent"),
+            ("https://[64:ff9b::a83f:8110]/", "host-agent"),
+            ("https://[2002:a83f:8110::]/", "host-agent"),
+            ("https://100.64.0.1/", "CGNAT"),
+            ("https://100.100.100.200/", "CGNAT"),
+            ("https://[fd00::1]/", "unique local"),
+            ("https://[fc00::1]/", "unique local"),
+            ("https://[fe80::1]/", "link-local"),
+            ("https://[fd00:ec2::254]/", "unique local"),
+            ("https://[::ffff:127.0.0.1]/", "loopback"),
+            ("https://[::ffff:169.254.169.254]/", "metadata"),
+            ("https://[::ffff:10.0.0.1]/", "private"),
+            ("https://[64:ff9b::7f00:1]/", "loopback"),
+            ("https://[64:ff9b::a9fe:a9fe]/", "metadata"),
+            ("https://[64:ff9b:1::1]/", "NAT64"),
+            ("https://[2002:7f00:1::]/", "loopback"),
+            ("https://[::127.0.0.1]/", "loopback"),
+            ("https://2130706433/", "loopback"),
+            ("https://0x7f000001/", "loopback"),
+            ("https://017700000001/", "loopback"),
+            ("https://0177.0.0.1/", "loopback"),
+            ("https://127.1/", "loopback"),
+            ("https://localhost/", "loopback name"),
+            ("https://api.localhost/", "loopback name"),
+            ("https://224.0.0.1/", "multicast"),
+            ("https://[ff02::1]/", "multicast"),
+            ("https://255.255.255.255/", "reserved"),
+            ("https://192.0.2.10/", "documentation"),
+            ("https://[2001:db8::1]/", "documentation"),
+            ("https://198.18.0.1/", "benchmarking"),
+            ("https://user:secret@93.184.215.14/hook", "user name or password"),
+            ("https://token@example.com/hook", "user name or password"),
+            ("https://:secret@example.com/hook", "user name or password"),
+            ("ftp://example.com/", "scheme"),
+            ("file:///etc/passwd", "scheme"),
         ];
-        for url in hostile {
-            assert!(refused(&g, url), "{url} must be refused");
+        for (url, why) in hostile {
+            let err = g.clear(&Url::parse(url).unwrap()).expect_err(url);
+            assert!(err.contains(why), "{url}: expected a refusal naming `{why}`, got `{err}`");
         }
     }
 

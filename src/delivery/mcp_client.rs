@@ -3,11 +3,14 @@
 //! guard is its only resolver, IP-literal URLs are checked first, and redirects are not followed.
 //!
 //! Each use opens a session (initialize), does its one thing (list the tools, or call one) and
-//! closes it; calls are bounded by [`CALL_TIMEOUT`].
+//! closes it; calls are bounded by [`CALL_TIMEOUT`], and every answer (a JSON body, an error body,
+//! each event stream) is read through a byte limit (`mcp_max_response_bytes`) as it arrives: over
+//! it, the read stops and the use fails saying so.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -47,9 +50,82 @@ pub struct RemoteResult {
     pub structured: Option<Value>,
 }
 
-/// The delivery client, as the MCP transport's HTTP client.
+/// The delivery client, as the MCP transport's HTTP client, with the byte limit of one answer.
 #[derive(Clone)]
-struct Guarded(reqwest::Client);
+struct Guarded {
+    http: reqwest::Client,
+    limit: usize,
+    /// Set when an answer went over the limit (the transport's own error loses the reason).
+    over: Arc<AtomicBool>,
+}
+
+/// Why a capped read stopped.
+#[derive(Debug)]
+enum ReadError {
+    Http(reqwest::Error),
+    TooLarge(usize),
+}
+
+impl std::fmt::Display for ReadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadError::Http(e) => write!(f, "{e}"),
+            ReadError::TooLarge(n) => write!(f, "the answer exceeds the limit of {n} bytes"),
+        }
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl Guarded {
+    fn too_large(&self) -> ReadError {
+        if !self.over.swap(true, Ordering::Relaxed) {
+            tracing::warn!(limit = self.limit, "outbound MCP: an answer went over the size limit; read aborted");
+        }
+        ReadError::TooLarge(self.limit)
+    }
+
+    /// The whole body, or `TooLarge` as soon as more than the limit has arrived (a declared
+    /// length over it is refused before anything is read).
+    async fn read(&self, resp: reqwest::Response) -> std::result::Result<Vec<u8>, ReadError> {
+        if resp.content_length().is_some_and(|n| n > self.limit as u64) {
+            return Err(self.too_large());
+        }
+        let mut body = Vec::new();
+        let mut chunks = resp.bytes_stream();
+        while let Some(chunk) = chunks.next().await {
+            let chunk = chunk.map_err(ReadError::Http)?;
+            if body.len() + chunk.len() > self.limit {
+                return Err(self.too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body)
+    }
+
+    /// The body as a stream of chunks that ends with `TooLarge` once the stream as a whole passes
+    /// the limit.
+    fn stream(
+        &self,
+        resp: reqwest::Response,
+    ) -> impl futures::Stream<Item = std::result::Result<bytes::Bytes, ReadError>> + Send + 'static {
+        let this = self.clone();
+        let mut seen = 0usize;
+        let mut done = false;
+        resp.bytes_stream()
+            .map(move |chunk| {
+                let chunk = chunk.map_err(ReadError::Http)?;
+                seen = seen.saturating_add(chunk.len());
+                if seen > this.limit { Err(this.too_large()) } else { Ok(chunk) }
+            })
+            .take_while(move |r| {
+                // nothing after the first error
+                let go = !done;
+                done = done || r.is_err();
+                futures::future::ready(go)
+            })
+    }
+}
 
 type E = StreamableHttpError<reqwest::Error>;
 const SESSION: &str = "mcp-session-id";
@@ -98,7 +174,8 @@ impl StreamableHttpClient for Guarded {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> std::result::Result<StreamableHttpPostResponse, E> {
-        let rb = self.0.post(uri.as_ref()).header(header::ACCEPT, "text/event-stream, application/json").json(&message);
+        let rb =
+            self.http.post(uri.as_ref()).header(header::ACCEPT, "text/event-stream, application/json").json(&message);
         let resp = apply(rb, session_id.as_deref(), auth_header, custom_headers)
             .send()
             .await
@@ -116,21 +193,25 @@ impl StreamableHttpClient for Guarded {
         let new_sid = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()).map(str::to_owned);
         let awaits_nothing = !matches!(message, ClientJsonRpcMessage::Request(_));
         if !status.is_success() {
-            let body = resp.text().await.unwrap_or_default();
-            if let Ok(m @ ServerJsonRpcMessage::Error(_)) = serde_json::from_str(&body) {
+            let body = self.read(resp).await.unwrap_or_default();
+            if let Ok(m @ ServerJsonRpcMessage::Error(_)) = serde_json::from_slice(&body) {
                 return Ok(StreamableHttpPostResponse::Json(m, new_sid));
             }
-            let body: String = body.chars().take(300).collect();
-            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!("HTTP {status}: {body}"))));
+            return Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(format!("HTTP {status}"))));
         }
         if content_type_is(&resp, "text/event-stream") {
             return Ok(StreamableHttpPostResponse::Sse(
-                SseStream::from_bytes_stream(resp.bytes_stream()).boxed(),
+                SseStream::from_bytes_stream(self.stream(resp)).boxed(),
                 new_sid,
             ));
         }
         if content_type_is(&resp, "application/json") {
-            let bytes = resp.bytes().await.map_err(StreamableHttpError::Client)?;
+            let bytes = self.read(resp).await.map_err(|e| match e {
+                ReadError::Http(e) => StreamableHttpError::Client(e),
+                tl @ ReadError::TooLarge(_) => {
+                    StreamableHttpError::UnexpectedServerResponse(Cow::Owned(tl.to_string()))
+                }
+            })?;
             return match serde_json::from_slice::<ServerJsonRpcMessage>(&bytes) {
                 Ok(m) => Ok(StreamableHttpPostResponse::Json(m, new_sid)),
                 Err(_) if awaits_nothing => Ok(StreamableHttpPostResponse::Accepted),
@@ -152,7 +233,7 @@ impl StreamableHttpClient for Guarded {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> std::result::Result<(), E> {
-        let resp = apply(self.0.delete(uri.as_ref()), Some(&session_id), auth_header, custom_headers)
+        let resp = apply(self.http.delete(uri.as_ref()), Some(&session_id), auth_header, custom_headers)
             .send()
             .await
             .map_err(StreamableHttpError::Client)?;
@@ -171,7 +252,7 @@ impl StreamableHttpClient for Guarded {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> std::result::Result<BoxStream<'static, std::result::Result<Sse, SseError>>, E> {
-        let mut rb = self.0.get(uri.as_ref()).header(header::ACCEPT, "text/event-stream");
+        let mut rb = self.http.get(uri.as_ref()).header(header::ACCEPT, "text/event-stream");
         if let Some(id) = last_event_id {
             rb = rb.header("last-event-id", id);
         }
@@ -189,13 +270,16 @@ impl StreamableHttpClient for Guarded {
         if !content_type_is(&resp, "text/event-stream") {
             return Err(StreamableHttpError::UnexpectedContentType(None));
         }
-        Ok(SseStream::from_bytes_stream(resp.bytes_stream()).boxed())
+        Ok(SseStream::from_bytes_stream(self.stream(resp)).boxed())
     }
 }
 
-/// What a failure says to the operator: the server's HTTP status when there was one, never the
-/// transport's internals or the server's body.
-fn describe(e: &str) -> String {
+/// What a failure says to the operator: the size limit when an answer passed it, the server's
+/// HTTP status when there was one, never the transport's internals or the server's body.
+fn describe(e: &str, over: &AtomicBool, limit: usize) -> String {
+    if over.load(Ordering::Relaxed) {
+        return format!("the MCP server's answer was larger than the limit of {limit} bytes; the read was stopped");
+    }
     let status = e.split("HTTP ").nth(1).and_then(|r| r.split(':').next()).map(str::trim);
     match status {
         Some(s) => format!("the MCP server answered HTTP {s}"),
@@ -208,12 +292,13 @@ fn failed(message: impl Into<String>) -> Error {
     Error::new(ErrorCode::ProviderMisconfigured, message).with_details(serde_json::json!({"code": "mcp_server_failed"}))
 }
 
-/// A running client session with `url`, authenticated with `bearer`.
+/// A running client session with `url`, authenticated with `bearer`, and the flag its transport
+/// sets when an answer goes over the size limit.
 async fn connect(
     app: &App,
     url: &str,
     bearer: Option<&str>,
-) -> Result<rmcp::service::RunningService<rmcp::RoleClient, ()>> {
+) -> Result<(rmcp::service::RunningService<rmcp::RoleClient, ()>, Arc<AtomicBool>)> {
     let parsed = url::Url::parse(url).map_err(|_| Error::invalid_field("serverUrl", "serverUrl is not a URL"))?;
     app.outbound
         .guard()
@@ -224,18 +309,24 @@ async fn connect(
     if let Some(b) = bearer {
         cfg = cfg.auth_header(b.to_string());
     }
-    let transport = StreamableHttpClientTransport::with_client(Guarded(http), cfg);
-    ().serve(transport).await.map_err(|e| {
-        tracing::debug!(error = %e, "mcp client: initialize failed");
-        failed(describe(&e.to_string()))
-    })
+    let over = Arc::new(AtomicBool::new(false));
+    let limit = app.config.delivery.mcp_max_response_bytes;
+    let transport = StreamableHttpClientTransport::with_client(Guarded { http, limit, over: over.clone() }, cfg);
+    match ().serve(transport).await {
+        Ok(client) => Ok((client, over)),
+        Err(e) => {
+            tracing::debug!(error = %e, "mcp client: initialize failed");
+            Err(failed(describe(&e.to_string(), &over, limit)))
+        }
+    }
 }
 
 /// The tools `url` offers.
 pub async fn list_tools(app: &App, url: &str, bearer: Option<&str>) -> Result<Vec<RemoteTool>> {
     let work = async {
-        let client = connect(app, url, bearer).await?;
-        let tools = client.list_all_tools().await.map_err(|e| failed(describe(&e.to_string())));
+        let (client, over) = connect(app, url, bearer).await?;
+        let limit = app.config.delivery.mcp_max_response_bytes;
+        let tools = client.list_all_tools().await.map_err(|e| failed(describe(&e.to_string(), &over, limit)));
         let _ = client.cancel().await;
         tools
     };
@@ -261,9 +352,10 @@ pub async fn call_tool(
     arguments: Map<String, Value>,
 ) -> Result<RemoteResult> {
     let work = async {
-        let client = connect(app, url, bearer).await?;
+        let (client, over) = connect(app, url, bearer).await?;
+        let limit = app.config.delivery.mcp_max_response_bytes;
         let params = CallToolRequestParams::new(name.to_string()).with_arguments(arguments);
-        let r = client.call_tool(params).await.map_err(|e| failed(describe(&e.to_string())));
+        let r = client.call_tool(params).await.map_err(|e| failed(describe(&e.to_string(), &over, limit)));
         let _ = client.cancel().await;
         r
     };

@@ -149,6 +149,19 @@ pub fn loggable_url(url: &str) -> String {
     }
 }
 
+/// A URL as members see it: without a user name or password (a URL saved before they were
+/// refused may carry one; it is never shown).
+pub fn shown_url(url: &str) -> std::borrow::Cow<'_, str> {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) if !u.username().is_empty() || u.password().is_some() => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            std::borrow::Cow::Owned(u.to_string())
+        }
+        _ => std::borrow::Cow::Borrowed(url),
+    }
+}
+
 /// `https://host:port/…`: where a secret URL goes, without the part that is the secret.
 fn origin_only(url: &str) -> String {
     match reqwest::Url::parse(url) {

@@ -179,18 +179,29 @@ fn request_id(parts: &Parts) -> Option<String> {
     parts.extensions.get::<RequestId>().map(|r| r.0.clone())
 }
 
-/// Refuses cookie-authenticated state changes that a browser sent from another site.
+/// Refuses cookie-authenticated state changes unless the request shows it came from this site: an
+/// `Origin` naming this host, or, when a client sent no `Origin`, `Sec-Fetch-Site: same-origin`.
+/// A state change with neither header is refused: every browser sends one of them, so only a
+/// request that hides where it came from lacks both.
 fn check_same_origin(parts: &Parts) -> Result<(), Error> {
     if matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS) {
         return Ok(());
     }
+    let refused = || Error::forbidden("cross-site requests with the dashboard session are refused");
     let Some(origin) = parts.headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
-        return Ok(());
+        let site = parts.headers.get("sec-fetch-site").and_then(|v| v.to_str().ok());
+        return if site == Some("same-origin") {
+            Ok(())
+        } else {
+            Err(Error::forbidden(
+                "a state change with the dashboard session needs the Origin header (or Sec-Fetch-Site: same-origin)",
+            ))
+        };
     };
     let host = parts.headers.get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
     let origin_host = origin.split_once("://").map(|(_, h)| h).unwrap_or(origin);
     if origin == "null" || origin_host != host {
-        return Err(Error::forbidden("cross-site requests with the dashboard session are refused"));
+        return Err(refused());
     }
     Ok(())
 }

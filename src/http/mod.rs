@@ -8,7 +8,6 @@ pub mod extract;
 pub mod mcp;
 pub(crate) mod routes;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -128,10 +127,12 @@ async fn timeout(State(app): State<Arc<App>>, req: Request, next: Next) -> Respo
     }
 }
 
-/// A request body that notes when it has been read to its end.
+/// A request body that notes when it has been read to its end, and when dropped before that
+/// hands what is left back to [`close_unread`] (to drain).
 struct Tracked {
     inner: axum::body::Body,
     done: Arc<AtomicBool>,
+    left: Arc<parking_lot::Mutex<Option<axum::body::Body>>>,
 }
 
 impl axum::body::HttpBody for Tracked {
@@ -158,10 +159,38 @@ impl axum::body::HttpBody for Tracked {
     }
 }
 
-/// Says `Connection: close` on a response sent before the request's body was read to its end (an
-/// early 400, 401 or 413): the server will not read the rest, so it closes the connection after
-/// the response, and without the header a client reusing the connection meets a closed socket on
-/// its next request.
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        if !self.done.load(Ordering::Relaxed) {
+            *self.left.lock() = Some(std::mem::replace(&mut self.inner, axum::body::Body::empty()));
+        }
+    }
+}
+
+/// What [`close_unread`] reads of a body a response left unread, at most.
+const DRAIN_BYTES: usize = 4 * 1024 * 1024;
+/// How long [`close_unread`] reads such a body, at most.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads and discards up to [`DRAIN_BYTES`] of `body` for up to [`DRAIN_TIME`].
+async fn drain(mut body: axum::body::Body) {
+    use http_body_util::BodyExt;
+    let deadline = tokio::time::Instant::now() + DRAIN_TIME;
+    let mut read = 0usize;
+    while read <= DRAIN_BYTES {
+        match tokio::time::timeout_at(deadline, body.frame()).await {
+            Ok(Some(Ok(f))) => read += f.data_ref().map_or(0, |d| d.len()),
+            _ => return,
+        }
+    }
+}
+
+/// A response sent before the request's body was read to its end (an early 400, 401 or 413):
+/// first reads on a little of what the client is still sending (up to 4 MiB or 2 s), so a client
+/// that sends its whole body before reading (Python's `requests`, `urllib`) gets to read the
+/// answer instead of a reset; then says `Connection: close`, since the server will not read the
+/// rest, and without the header a client reusing the connection meets a closed socket on its next
+/// request. A client that sent `Expect: 100-continue` has sent nothing yet: it is answered at once.
 async fn close_unread(req: Request, next: Next) -> Response {
     let has_body = req.headers().contains_key(axum::http::header::TRANSFER_ENCODING)
         || req
@@ -173,37 +202,109 @@ async fn close_unread(req: Request, next: Next) -> Response {
     if !has_body {
         return next.run(req).await;
     }
+    let waits_to_send = req
+        .headers()
+        .get(axum::http::header::EXPECT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
     let done = Arc::new(AtomicBool::new(false));
+    let left = Arc::new(parking_lot::Mutex::new(None));
     let (parts, body) = req.into_parts();
-    let body = axum::body::Body::new(Tracked { inner: body, done: done.clone() });
+    let body = axum::body::Body::new(Tracked { inner: body, done: done.clone(), left: left.clone() });
     let mut resp = next.run(Request::from_parts(parts, body)).await;
     if !done.load(Ordering::Relaxed) {
+        let rest = left.lock().take();
+        if let Some(rest) = rest
+            && !waits_to_send
+        {
+            drain(rest).await;
+        }
         resp.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
     }
     resp
 }
 
 /// Serves until `shutdown` resolves, then stops accepting and lets in-flight requests finish.
+///
+/// Each connection is HTTP/1.1 through hyper with a header-read timeout (`header_read_timeout`):
+/// a client that connects and never finishes a request's headers, or leaves a kept-alive
+/// connection idle that long, is disconnected instead of holding a descriptor.
 pub async fn serve(
     app: Arc<App>,
     listener: tokio::net::TcpListener,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use hyper_util::service::TowerToHyperService;
+    use tower::ServiceExt;
+
     let router = router(app.clone());
-    // long-lived streams end when the shutdown begins
-    let shutdown = async move {
-        shutdown.await;
-        app.closing.cancel();
-    };
-    // streamed replies write many small frames: without TCP_NODELAY each one after the first
-    // waits for the client's delayed ACK (~40 ms)
-    let listener = listener.tap_io(|tcp| {
+    let header_timeout = app.config.header_read_timeout;
+    // connections watch `stop` to begin their graceful shutdown; each holds a `done` sender, so
+    // the receiver ends when the last connection has finished
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<()>(1);
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            r = listener.accept() => r,
+            _ = &mut shutdown => break,
+        };
+        let (tcp, addr) = match accepted {
+            Ok(x) => x,
+            Err(e) => {
+                // a connection that failed before it was accepted concerns only that client; running
+                // out of descriptors passes as the connections in flight finish
+                if !matches!(e.kind(), std::io::ErrorKind::ConnectionAborted | std::io::ErrorKind::ConnectionReset) {
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                continue;
+            }
+        };
+        // streamed replies write many small frames: without TCP_NODELAY each one after the first
+        // waits for the client's delayed ACK (~40 ms)
         if let Err(e) = tcp.set_nodelay(true) {
             tracing::debug!(error = %e, "could not set TCP_NODELAY");
         }
-    });
-    axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+        let svc = router.clone().map_request(move |req: axum::http::Request<hyper::body::Incoming>| {
+            let mut req = req.map(axum::body::Body::new);
+            req.extensions_mut().insert(axum::extract::ConnectInfo(addr));
+            req
+        });
+        let (mut stop, done) = (stop_rx.clone(), done_tx.clone());
+        tokio::spawn(async move {
+            let mut b = hyper::server::conn::http1::Builder::new();
+            b.timer(TokioTimer::new()).header_read_timeout(header_timeout);
+            let conn = b.serve_connection(TokioIo::new(tcp), TowerToHyperService::new(svc));
+            let mut conn = std::pin::pin!(conn);
+            let mut stopping = *stop.borrow();
+            if stopping {
+                conn.as_mut().graceful_shutdown();
+            }
+            loop {
+                tokio::select! {
+                    r = conn.as_mut() => {
+                        if let Err(e) = r {
+                            tracing::trace!(error = %e, "connection ended with an error");
+                        }
+                        break;
+                    }
+                    changed = stop.changed(), if !stopping => {
+                        stopping = true;
+                        let _ = changed;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
+            }
+            drop(done);
+        });
+    }
+    // long-lived streams end when the shutdown begins
+    app.closing.cancel();
+    drop(listener);
+    let _ = stop_tx.send(true);
+    drop(done_tx);
+    let _ = done_rx.recv().await;
+    Ok(())
 }

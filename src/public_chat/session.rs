@@ -145,12 +145,14 @@ pub struct Session {
     pub public_session_id: String,
     pub channel: String,
     pub origin: Option<String>,
+    /// When the session token runs out (unix seconds): an events stream ends then.
+    pub expires_at: i64,
 }
 
 /// Checks a request's session token against its launch token and the current settings: the
 /// token's signature and lifetime, the launch token it was made under (rotation breaks it), the
-/// channel still on, and for the embed the origin still admitted and the same as the request's.
-/// Any failure is 404 `Not found` (the caller learns nothing more).
+/// channel still on, for the embed the origin still admitted and the same as the request's, and
+/// the agent still the workspace's default. Any failure is 404 `Not found` (the caller learns nothing more).
 pub fn authenticate(
     app: &App,
     launch_token: &str,
@@ -169,7 +171,14 @@ pub fn authenticate(
     if open != c.origin {
         return Err(nf());
     }
+    // a session serves the agent it was opened for while that agent is still the default: after
+    // the default changes the session ends (its resume token is refused too), and the visitor's
+    // next session talks to the new default agent in a new conversation
+    if default_agent(app, &ws)? != c.agent_id {
+        return Err(nf());
+    }
     Ok(Session {
+        expires_at: c.expires_at,
         workspace_id: c.workspace_id,
         agent_id: c.agent_id,
         public_session_id: c.public_session_id,

@@ -53,10 +53,25 @@ pub fn record_delivery(app: &App, id: &str, status: &str) {
 
 fn check_name(name: &str) -> Result<String> {
     let n = name.trim();
-    if n.is_empty() || n.chars().count() > 120 {
-        return Err(Error::invalid_field("name", "name is 1 to 120 characters"));
+    if n.is_empty() || n.chars().count() > 200 {
+        return Err(Error::invalid_field("name", "name is 1 to 200 characters"));
     }
     Ok(n.to_string())
+}
+
+/// 409 `conflict` when another destination of the workspace (other than `except`) already has
+/// `name`, compared case-insensitively (Unicode lower case); checked inside the writing
+/// transaction, so two concurrent creates cannot both pass.
+fn check_name_free(tx: &crate::storage::Tx, ws: &str, name: &str, except: Option<&str>) -> Result<()> {
+    let wanted = name.to_lowercase();
+    let taken = store::destinations(tx, ws)?
+        .into_iter()
+        .any(|d| Some(d.id.as_str()) != except && d.name.to_lowercase() == wanted);
+    if taken {
+        return Err(Error::conflict(format!("a webhook destination named `{name}` already exists"))
+            .with_details(serde_json::json!({"field": "name"})));
+    }
+    Ok(())
 }
 
 /// HTTPS (unless the operator's allow-list admits the host) and a public address.
@@ -115,6 +130,7 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, name: &str, url: &str) ->
         updated_at: now.clone(),
     };
     app.db.write(|tx| {
+        check_name_free(tx, &ws, &d.name, None)?;
         store::insert_destination(tx, &d)?;
         audit::record(
             tx,
@@ -147,6 +163,9 @@ pub fn update(
             updated_at: now.clone(),
             ..cur
         };
+        if name.is_some() {
+            check_name_free(tx, &p.workspace_id.0, &d.name, Some(id))?;
+        }
         store::update_destination(tx, &d)?;
         audit::record(
             tx,

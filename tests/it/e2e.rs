@@ -17,6 +17,16 @@ pub struct Server {
     pub base: String,
 }
 
+/// A server a failed test left running is stopped with the test, not left behind.
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 impl Server {
     pub fn start(data_dir: &std::path::Path, extra_env: &[(&str, &str)]) -> Server {
         Server::start_at(data_dir, "127.0.0.1:0", extra_env)

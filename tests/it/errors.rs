@@ -110,6 +110,7 @@ async fn bodies_over_one_megabyte_get_413_on_every_route() {
                 _ => unreachable!(),
             },
         )
+        .header("sec-fetch-site", "same-origin")
         .body(Body::from_stream(stream))
         .unwrap();
     let r = t.raw(req).await;

@@ -19,6 +19,7 @@ pub mod e2e;
 mod errors;
 mod formats;
 mod hardening;
+mod hardening3;
 mod jobs;
 mod mcp;
 mod migrations;

@@ -146,7 +146,8 @@ impl Setup {
         let mut req = self
             .http
             .request(method.parse().unwrap(), format!("{}{path}", self.base()))
-            .header(header::COOKIE, &self.cookie);
+            .header(header::COOKIE, &self.cookie)
+            .header(header::ORIGIN, self.base());
         if !body.is_null() {
             req = req.json(&body);
         }

@@ -210,15 +210,15 @@ use crate::chat::{corpus, held_model, sse_events, wait, with_model};
 use crate::support::Auth;
 
 /// A visitor on a public channel: the launch token and the session.
-struct Visitor {
-    token: String,
-    session: String,
-    resume: String,
-    origin: Option<&'static str>,
+pub(crate) struct Visitor {
+    pub token: String,
+    pub session: String,
+    pub resume: String,
+    pub origin: Option<&'static str>,
 }
 
 impl Visitor {
-    async fn open(t: &TestApp, token: &str, channel: &str, origin: Option<&'static str>) -> Visitor {
+    pub async fn open(t: &TestApp, token: &str, channel: &str, origin: Option<&'static str>) -> Visitor {
         let headers: Vec<(&str, &str)> = origin.map(|o| vec![("origin", o)]).unwrap_or_default();
         let r = t
             .send(
@@ -239,7 +239,7 @@ impl Visitor {
         }
     }
 
-    async fn call(&self, t: &TestApp, method: Method, path: &str, body: Option<Value>) -> crate::support::Resp {
+    pub async fn call(&self, t: &TestApp, method: Method, path: &str, body: Option<Value>) -> crate::support::Resp {
         let mut headers: Vec<(&str, &str)> = vec![("x-service-public-session", &self.session)];
         if let Some(o) = self.origin {
             headers.push(("origin", o));
@@ -252,12 +252,12 @@ impl Visitor {
         t.send(method, &path, &Auth::None, body, &headers).await
     }
 
-    async fn say(&self, t: &TestApp, body: Value) -> crate::support::Resp {
+    pub async fn say(&self, t: &TestApp, body: Value) -> crate::support::Resp {
         self.call(t, Method::POST, "", Some(body)).await
     }
 }
 
-async fn public_app(t: &TestApp) -> (Auth, String, String) {
+pub(crate) async fn public_app(t: &TestApp) -> (Auth, String, String) {
     let owner = t.owner().await;
     let g = t
         .put(

@@ -68,7 +68,9 @@ impl Drop for Receiver {
     }
 }
 
-fn certificates() -> (String, rustls::pki_types::CertificateDer<'static>, rustls::pki_types::PrivateKeyDer<'static>) {
+fn certificates(
+    names: &[String],
+) -> (String, rustls::pki_types::CertificateDer<'static>, rustls::pki_types::PrivateKeyDer<'static>) {
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.distinguished_name.push(rcgen::DnType::CommonName, "Steward test CA");
@@ -76,7 +78,9 @@ fn certificates() -> (String, rustls::pki_types::CertificateDer<'static>, rustls
     let ca_key = KeyPair::generate().unwrap();
     let ca_cert = ca.self_signed(&ca_key).unwrap();
     let issuer = Issuer::new(ca, ca_key);
-    let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+    let mut all = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+    all.extend(names.iter().cloned());
+    let mut leaf = CertificateParams::new(all).unwrap();
     leaf.distinguished_name.push(rcgen::DnType::CommonName, "localhost");
     leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let leaf_key = KeyPair::generate().unwrap();
@@ -87,8 +91,13 @@ fn certificates() -> (String, rustls::pki_types::CertificateDer<'static>, rustls
 
 impl Receiver {
     pub async fn start() -> Receiver {
+        Receiver::start_for(&[]).await
+    }
+
+    /// A receiver whose certificate also names `names` (host names that resolve to this machine).
+    pub async fn start_for(names: &[String]) -> Receiver {
         let dir = tempfile::tempdir().unwrap();
-        let (ca_pem, cert, key) = certificates();
+        let (ca_pem, cert, key) = certificates(names);
         let ca_file = dir.path().join("ca.pem");
         std::fs::write(&ca_file, ca_pem).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());

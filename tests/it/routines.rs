@@ -235,7 +235,7 @@ async fn approvals_gate_a_refund_and_the_completion_export_is_signed() {
     d.assert_status(201);
     let dest = d.json();
     let secret = dest["secret"].as_str().unwrap().to_string();
-    let dest_id = dest["id"].as_str().unwrap().to_string();
+    let dest_id = dest["destination"]["id"].as_str().unwrap().to_string();
     assert!(t.get("/api/v1/settings/webhook-destinations", &owner).await.text().find(&secret).is_none(), "shown once");
     add_routine(&t, &owner, &agent, refund_routine(&dest_id)).await;
     // the destination is in use: it cannot be deleted
@@ -587,8 +587,8 @@ async fn a_crash_before_the_resolve_commits_leaves_it_pending_and_the_retry_acts
     let r =
         reqwest::Client::new().post(format!("{}{path}", crashing.base)).bearer_auth(&token).json(&body).send().await;
     assert!(r.is_err(), "the connection dies with the process");
-    let mut child = crashing.child;
-    let _ = child.wait();
+    let mut crashing = crashing;
+    let _ = crashing.child.wait();
 
     let server = crate::e2e::Server::start(dir.path(), &env);
     let api = crate::e2e::Api::new(&server.base, &token);

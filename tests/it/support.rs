@@ -138,7 +138,8 @@ impl TestApp {
         let mut b = Request::builder().method(method).uri(path);
         match auth {
             Auth::None => {}
-            Auth::Cookie(c) => b = b.header(header::COOKIE, c),
+            // a browser says where a request came from; a cookie state change without it is refused
+            Auth::Cookie(c) => b = b.header(header::COOKIE, c).header("sec-fetch-site", "same-origin"),
             Auth::Bearer(t) => b = b.header(header::AUTHORIZATION, format!("Bearer {t}")),
         }
         for (k, v) in headers {
@@ -163,7 +164,8 @@ impl TestApp {
         let mut b = Request::builder().method(method).uri(path).header(header::CONTENT_TYPE, content_type);
         match auth {
             Auth::None => {}
-            Auth::Cookie(c) => b = b.header(header::COOKIE, c),
+            // a browser says where a request came from; a cookie state change without it is refused
+            Auth::Cookie(c) => b = b.header(header::COOKIE, c).header("sec-fetch-site", "same-origin"),
             Auth::Bearer(t) => b = b.header(header::AUTHORIZATION, format!("Bearer {t}")),
         }
         self.raw(b.body(Body::from(bytes)).unwrap()).await
@@ -334,7 +336,8 @@ impl TestApp {
             .header(header::CONTENT_TYPE, format!("multipart/form-data; boundary={boundary}"));
         match auth {
             Auth::None => {}
-            Auth::Cookie(c) => b = b.header(header::COOKIE, c),
+            // a browser says where a request came from; a cookie state change without it is refused
+            Auth::Cookie(c) => b = b.header(header::COOKIE, c).header("sec-fetch-site", "same-origin"),
             Auth::Bearer(t) => b = b.header(header::AUTHORIZATION, format!("Bearer {t}")),
         }
         self.raw(b.body(Body::from(body)).unwrap()).await

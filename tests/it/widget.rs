@@ -199,8 +199,11 @@ impl Setup {
     /// A call with the owner's dashboard session (takeover, reply and settings need one); panics
     /// unless it succeeds.
     async fn dashboard(&self, method: Method, path: &str, body: Value) -> Value {
-        let mut req =
-            self.http.request(method, format!("{}{path}", self.server.base)).header(header::COOKIE, &self.cookie);
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.server.base))
+            .header(header::COOKIE, &self.cookie)
+            .header(header::ORIGIN, &self.server.base);
         if !body.is_null() {
             req = req.json(&body);
         }

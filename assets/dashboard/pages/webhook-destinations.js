@@ -32,7 +32,7 @@ export default function WebhookDestinations() {
     setProblem(null);
     try {
       const r = await post(`${PATH}/${d.id}/rotate-secret`);
-      setDialog({ kind: "secret", d: r, secret: r.secret, rotated: true });
+      setDialog({ kind: "secret", d: r.destination, secret: r.secret, rotated: true });
       res.reload();
     } catch (e) { setProblem(e); }
   };
@@ -67,7 +67,7 @@ export default function WebhookDestinations() {
     </${Card}>
     <${SignatureHelp} />
     ${dialog && dialog.kind === "create" && html`<${DestinationForm} onClose=${closeKind("create")}
-      onCreated=${(r) => { res.reload(); setDialog({ kind: "secret", d: r, secret: r.secret }); }} />`}
+      onCreated=${(r) => { res.reload(); setDialog({ kind: "secret", d: r.destination, secret: r.secret }); }} />`}
     ${dialog && dialog.kind === "edit" && html`<${DestinationForm} d=${dialog.d} onClose=${closeKind("edit")}
       onSaved=${() => { res.reload(); setDialog(null); toast("Destination saved."); }} />`}
     ${dialog && dialog.kind === "secret" && html`<${SecretDialog} d=${dialog.d} secret=${dialog.secret} rotated=${dialog.rotated} onClose=${closeKind("secret")} />`}

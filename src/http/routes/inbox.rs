@@ -185,28 +185,40 @@ async fn inbox(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoRespons
 
 /// `GET /events`: the workspace's conversation events as server-sent events — `ready` first,
 /// then `message.created`, `ownership.changed` and `inbox.changed` with `{conversationId}`. A
-/// listener that falls behind gets `resync` and should reload what it shows.
+/// listener that falls behind gets `resync` and should reload what it shows. A person holds a
+/// capped number of these streams at once (`streams.events_per_user`; one more is 429).
 async fn events(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     ctx.p.require(Perm::ConversationsRead)?;
+    let holder = match (&ctx.p.user_id, &ctx.p.credential_id) {
+        (Some(u), _) => u.0.clone(),
+        (None, Some(c)) => c.clone(),
+        (None, None) => ctx.p.org_id.0.clone(),
+    };
+    let slot = app.streams.events_user.acquire(&holder)?;
     let ws = ctx.p.workspace_id.0.clone();
     let rx = app.bus.subscribe();
     let first = Event::default().event("ready").json_data(json!({"workspaceId": ws})).unwrap_or_default();
-    let stream = futures::stream::unfold((Some(first), rx, ws), |(first, mut rx, ws)| async move {
+    let state = (Some(first), rx, ws, app.clone(), slot);
+    let stream = futures::stream::unfold(state, |(first, mut rx, ws, app, slot)| async move {
         if let Some(f) = first {
-            return Some((Ok::<_, Infallible>(f), (None, rx, ws)));
+            return Some((Ok::<_, Infallible>(f), (None, rx, ws, app, slot)));
         }
         loop {
-            match rx.recv().await {
+            let e = tokio::select! {
+                e = rx.recv() => e,
+                _ = app.closing.cancelled() => return None,
+            };
+            match e {
                 Ok(e) if e.workspace_id == ws => {
                     let ev = Event::default()
                         .event(e.kind.as_str())
                         .json_data(json!({"conversationId": e.conversation_id}))
                         .unwrap_or_default();
-                    return Some((Ok(ev), (None, rx, ws)));
+                    return Some((Ok(ev), (None, rx, ws, app, slot)));
                 }
                 Ok(_) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    return Some((Ok(Event::default().event("resync").data("{}")), (None, rx, ws)));
+                    return Some((Ok(Event::default().event("resync").data("{}")), (None, rx, ws, app, slot)));
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             }

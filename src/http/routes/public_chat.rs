@@ -395,44 +395,75 @@ async fn get_tail(
 }
 
 /// `ready` once subscribed, then `message.created` for each new message of the conversation. The
-/// session is checked again before each event: a rotated token, a switched-off channel or a
-/// removed origin ends the stream.
+/// session is checked again before each event: a rotated token, a switched-off channel, a removed
+/// origin or a new default agent ends the stream, and so does the session token running out. A
+/// session and an address hold a capped number of streams at once (`streams` in the config);
+/// one more is 429 with `Retry-After`.
 async fn events(
     State(app): State<Arc<App>>,
     Path((token, cid)): Path<(String, String)>,
+    Client(client): Client,
     headers: HeaderMap,
 ) -> Result<Response> {
     let s = authenticate(&app, token.clone(), &headers).await?;
+    // places are taken before any work and held by the stream: they are freed when it ends or
+    // its client goes away
+    let mut slots = vec![app.streams.public_session.acquire(&s.public_session_id)?];
+    if let Some(a) = client.addr.as_deref() {
+        slots.push(app.streams.public_addr.acquire(a)?);
+    }
+    let expires = chrono::DateTime::from_timestamp(s.expires_at, 0).unwrap_or_default();
+    let left = (expires - app.clock.now()).to_std().unwrap_or_default();
+    let ends_at = tokio::time::Instant::now() + left;
     let c2 = cid.clone();
     app.blocking(move |app| history::check_own(app, &s, &c2)).await?;
     let rx = app.bus.subscribe();
     let ready = Event::default().event("ready").json_data(json!({"conversationId": cid})).unwrap_or_default();
-    let state = (Some(ready), rx, app.clone(), token, headers, cid);
-    let stream = futures::stream::unfold(state, |(first, mut rx, app, token, headers, cid)| async move {
-        if let Some(f) = first {
-            return Some((Ok::<_, Infallible>(f), (None, rx, app, token, headers, cid)));
+    let state = Watch { first: Some(ready), rx, app: app.clone(), token, headers, cid, ends_at, _slots: slots };
+    let stream = futures::stream::unfold(state, |mut w| async move {
+        if let Some(f) = w.first.take() {
+            return Some((Ok::<_, Infallible>(f), w));
         }
+        let changed = || Event::default().event("message.created").json_data(json!({"conversationId": w.cid}));
         loop {
-            let e = match rx.recv().await {
+            let e = tokio::select! {
+                e = w.rx.recv() => e,
+                _ = tokio::time::sleep_until(w.ends_at) => return None,
+                _ = w.app.closing.cancelled() => return None,
+            };
+            let e = match e {
                 Ok(e) => e,
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    let ev = Event::default().event("message.created").json_data(json!({"conversationId": cid}));
-                    return Some((Ok(ev.unwrap_or_default()), (None, rx, app, token, headers, cid)));
+                    let ev = changed().unwrap_or_default();
+                    return Some((Ok(ev), w));
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
             };
-            if e.conversation_id.as_deref() != Some(cid.as_str()) || e.kind != crate::bus::BusKind::MessageCreated {
+            if e.conversation_id.as_deref() != Some(w.cid.as_str()) || e.kind != crate::bus::BusKind::MessageCreated {
                 continue;
             }
-            authenticate(&app, token.clone(), &headers).await.ok()?;
-            let ev = Event::default().event("message.created").json_data(json!({"conversationId": cid}));
-            return Some((Ok(ev.unwrap_or_default()), (None, rx, app, token, headers, cid)));
+            authenticate(&w.app, w.token.clone(), &w.headers).await.ok()?;
+            let ev = changed().unwrap_or_default();
+            return Some((Ok(ev), w));
         }
     });
     let mut r = Sse::new(stream).keep_alive(KeepAlive::default()).into_response();
     r.headers_mut().insert("x-accel-buffering", HeaderValue::from_static("no"));
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(r)
+}
+
+/// What a visitor's events stream holds between events.
+struct Watch {
+    first: Option<Event>,
+    rx: tokio::sync::broadcast::Receiver<crate::bus::BusEvent>,
+    app: Arc<App>,
+    token: String,
+    headers: HeaderMap,
+    cid: String,
+    /// When the session token runs out.
+    ends_at: tokio::time::Instant,
+    _slots: Vec<crate::ratelimit::Slot>,
 }
 
 // ---- feedback ----
@@ -447,10 +478,13 @@ pub struct FeedbackBody {
 async fn rate(
     State(app): State<Arc<App>>,
     Path((token, mid)): Path<(String, String)>,
+    Client(client): Client,
     headers: HeaderMap,
     Json(b): Json<FeedbackBody>,
 ) -> Result<Response> {
     let s = authenticate(&app, token, &headers).await?;
+    // each rating is a write and an inbox broadcast: it counts like a message
+    limit(&app, &s, client.addr.as_deref())?;
     let f = app.blocking(move |app| history::rate(app, &s, &mid, &b.rating, b.comment)).await?;
     Ok(axum::Json(json!({"feedback": {
         "messageId": f.message_id, "conversationId": f.conversation_id, "rating": f.rating.as_str(),
@@ -462,9 +496,11 @@ async fn rate(
 async fn clear_rating(
     State(app): State<Arc<App>>,
     Path((token, mid)): Path<(String, String)>,
+    Client(client): Client,
     headers: HeaderMap,
 ) -> Result<Response> {
     let s = authenticate(&app, token, &headers).await?;
+    limit(&app, &s, client.addr.as_deref())?;
     app.blocking(move |app| history::clear(app, &s, &mid)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -124,14 +124,13 @@ async fn resolve(
 // ---- webhook destinations ----
 
 fn destination(d: &routines::Destination) -> serde_json::Value {
-    json!({"id": d.id, "name": d.name, "url": d.url, "lastDeliveryStatus": d.last_delivery_status,
+    json!({"id": d.id, "name": d.name, "url": crate::delivery::shown_url(&d.url), "lastDeliveryStatus": d.last_delivery_status,
            "lastDeliveryAt": d.last_delivery_at, "createdAt": d.created_at, "updatedAt": d.updated_at})
 }
 
+/// `{destination, secret}`: the secret shown this once (create and rotate).
 fn with_secret(c: &destinations::Created) -> serde_json::Value {
-    let mut v = destination(&c.destination);
-    v["secret"] = json!(c.secret);
-    v
+    json!({"destination": destination(&c.destination), "secret": c.secret})
 }
 
 #[derive(Deserialize)]
@@ -159,7 +158,7 @@ async fn create_destination(
 
 async fn get_destination(State(app): State<Arc<App>>, ctx: Ctx, Path(did): Path<String>) -> Result<impl IntoResponse> {
     let d = app.blocking(move |app| destinations::get(app, &ctx.p, &did)).await?;
-    Ok(axum::Json(destination(&d)))
+    Ok(axum::Json(json!({"destination": destination(&d)})))
 }
 
 async fn update_destination(
@@ -171,7 +170,7 @@ async fn update_destination(
     let d = app
         .blocking(move |app| destinations::update(app, &ctx.p, &ctx.actor(), &did, b.name.as_deref(), b.url.as_deref()))
         .await?;
-    Ok(axum::Json(destination(&d)))
+    Ok(axum::Json(json!({"destination": destination(&d)})))
 }
 
 async fn rotate_destination(
