@@ -100,7 +100,10 @@ impl Default for Options {
 
 /// Every job kind the product runs, with its handler: one line per area that has jobs.
 fn handlers() -> HashMap<&'static str, Handler> {
-    [crate::documents::jobs(), crate::delivery::jobs(), crate::routines::jobs()].into_iter().flatten().collect()
+    [crate::documents::jobs(), crate::search::spaces::jobs(), crate::delivery::jobs(), crate::routines::jobs()]
+        .into_iter()
+        .flatten()
+        .collect()
 }
 
 impl App {
@@ -184,6 +187,17 @@ impl App {
     pub fn start_background(self: &Arc<Self>) {
         if let Err(e) = self.models.embedder() {
             tracing::error!("{}", e.message);
+        }
+        // workspaces whose vectors are not in the space they should be in are re-embedded
+        match crate::search::spaces::reconcile_all(self) {
+            Ok(n) if n > 0 => {
+                tracing::info!(workspaces = n, "re-embedding queued for workspaces in an older embedding space")
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "could not check the workspaces' embedding spaces"),
+        }
+        if let Err(e) = crate::search::history::schedule_today(self) {
+            tracing::warn!(error = %e, "could not queue the search history cleanup");
         }
         Pipeline::start(self);
         Jobs::start(self, self.config.workers);

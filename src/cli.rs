@@ -81,6 +81,11 @@ pub enum Command {
     Doctor,
     /// Rebuild the search indexes from the database (stop the server first).
     Reindex,
+    /// The model files this install has.
+    Models {
+        #[command(subcommand)]
+        command: ModelsCommand,
+    },
     /// Internal helpers the server runs as child processes.
     #[command(hide = true)]
     Internal {
@@ -90,8 +95,15 @@ pub enum Command {
     /// Benchmarks (figures in docs/performance.md).
     Bench {
         #[command(subcommand)]
-        command: BenchCommand,
+        command: crate::bench::command::BenchCommand,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ModelsCommand {
+    /// List the embedding and chat models: where each file is, its size, whether its hash is the
+    /// pinned release's, and which embedding models workspaces can choose.
+    List,
 }
 
 #[derive(Subcommand, Debug)]
@@ -101,109 +113,6 @@ pub enum InternalCommand {
         #[arg(long)]
         format: String,
         path: PathBuf,
-    },
-}
-
-#[derive(Subcommand, Debug)]
-pub enum BenchCommand {
-    /// Raw embedding throughput of the local model on the Cranfield abstracts.
-    Embed {
-        /// The Cranfield collection directory.
-        #[arg(long, default_value = "../shared/bench/cranfield")]
-        cranfield: PathBuf,
-        /// Repetitions; the median is reported.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-    },
-    /// Cranfield through the HTTP API (ingestion, search latency and quality, memory), plus a
-    /// synthetic corpus of 50,000+ chunks.
-    Knowledge {
-        #[arg(long, default_value = "../shared/bench/cranfield")]
-        cranfield: PathBuf,
-        /// Ingestion repetitions (fresh server each); medians are reported.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-        /// Concurrent document uploads.
-        #[arg(long, default_value_t = 8)]
-        concurrency: usize,
-        /// Chunks in the synthetic corpus (0 skips it).
-        #[arg(long, default_value_t = 50_000)]
-        synthetic_chunks: usize,
-        /// Also write the results as JSON here.
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
-    /// The local GGUF chat model (load, prompt and generation speed, time to first token,
-    /// memory) and the built-in extractive answerer's latency.
-    Models {
-        #[arg(long, default_value = "../shared/bench/cranfield")]
-        cranfield: PathBuf,
-        /// Repetitions; medians are reported.
-        #[arg(long, default_value_t = 3)]
-        runs: usize,
-    },
-    /// The answer turn on Cranfield through the REST chat route: turn latency (server and end to
-    /// end), how often answers cite a judged-relevant document, and the same with the local GGUF.
-    Chat {
-        #[arg(long, default_value = "../shared/bench/cranfield")]
-        cranfield: PathBuf,
-        /// Concurrent document uploads while ingesting.
-        #[arg(long, default_value_t = 8)]
-        concurrency: usize,
-        /// Queries also asked with the local GGUF model (0 skips it; ~5 s each on 2 cores).
-        #[arg(long, default_value_t = 20)]
-        gguf_queries: usize,
-        /// Also write the results as JSON here.
-        #[arg(long)]
-        out: Option<PathBuf>,
-    },
-    /// Anonymous visitors on the public link: concurrent sessions sending streamed messages with
-    /// the built-in answerer (messages/s, first-chunk latency, errors, memory), then idle event
-    /// streams held open (memory per stream).
-    PublicChat {
-        #[arg(long, default_value = "../shared/bench/cranfield")]
-        cranfield: PathBuf,
-        /// Visitors at once.
-        #[arg(long, default_value_t = 200)]
-        sessions: usize,
-        /// Streamed messages each visitor sends, one after another.
-        #[arg(long, default_value_t = 5)]
-        messages: usize,
-        /// Idle event streams held open at the end.
-        #[arg(long, default_value_t = 1000)]
-        idle_streams: usize,
-    },
-    /// The converse surface with the built-in answerer: the same questions through REST agent
-    /// chat and `ask_agent` over `/mcp` (latency p50/p95, MCP/REST ratio), then concurrent long
-    /// polls held for 25 s (server memory and CPU while they wait).
-    Converse {
-        #[arg(long, default_value = "../shared/bench/cranfield")]
-        cranfield: PathBuf,
-        /// Questions asked on each path (REST and MCP, alternating).
-        #[arg(long, default_value_t = 50)]
-        questions: usize,
-        /// Long polls held at once, each in its own converse session.
-        #[arg(long, default_value_t = 100)]
-        polls: usize,
-    },
-    /// What routines add to a turn with the built-in answerer: plain turns without routines,
-    /// plain turns with a routine published, and routine turns (server time p50/p95).
-    Routines {
-        /// Turns of each kind.
-        #[arg(long, default_value_t = 60)]
-        turns: usize,
-    },
-    /// Sign-in and registration under a flood: 64 concurrent bogus registrations and 100
-    /// concurrent wrong passwords from one address, with the server's memory.
-    Auth,
-    /// Score retrieval settings on Cranfield in-process (used to choose the defaults).
-    #[command(hide = true)]
-    Tune {
-        #[arg(long, default_value = "../shared/bench/cranfield")]
-        cranfield: PathBuf,
-        /// Ingestion settings as JSON, e.g. '{"chunkingStrategy":"fixed_window","fixedWindowChunkSize":4000}'.
-        #[arg(long, default_value = "{}")]
-        ingestion: String,
     },
 }
 
@@ -304,7 +213,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Bench { command }) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
-            bench(config, command)
+            crate::bench::command::run(config, command)
         }
         Some(Command::Internal { command: InternalCommand::Extract { format, path } }) => {
             let code = crate::documents::extract::run_child(&format, &path);
@@ -327,6 +236,39 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             Ok(doctor(&config))
         }
+        Some(Command::Models { command: ModelsCommand::List }) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            models_list(&config);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn models_list(config: &Config) {
+    use crate::models::{embed, locate};
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "Embedding models (a workspace's knowledge settings choose one):");
+    let models = crate::models::Models::new(config);
+    for m in embed::MODELS {
+        let space = models.space_of(m);
+        let state = if models.installed(m) { "installed" } else { "not installed" };
+        let _ = writeln!(out, "  {:<24} {:<46} up to {} tokens  {state}", m.id, m.name, space.max_tokens);
+    }
+    let _ = writeln!(out, "\nFiles:");
+    for f in locate::inventory(config) {
+        let size = f.bytes.map(|b| format!("{:.1} MB", b as f64 / 1e6)).unwrap_or_default();
+        let state = match (&f.path, f.verified) {
+            (None, _) if f.required => "MISSING (required)".to_string(),
+            (None, _) => "not installed (optional)".to_string(),
+            (Some(_), Some(true)) => "ok (hash verified)".to_string(),
+            (Some(_), Some(false)) => "hash differs from the pinned release".to_string(),
+            (Some(_), None) => "ok".to_string(),
+        };
+        let at = f.path.as_ref().map(|p| p.display().to_string()).unwrap_or_else(|| "-".into());
+        let _ = writeln!(out, "  {:<42} {:>9}  {state}\n      {}\n      {at}", f.relative, size, f.what);
+    }
+    if locate::models_dir(config).is_none() {
+        let _ = writeln!(out, "\nNo models directory found; {}", locate::FETCH_HINT);
     }
 }
 
@@ -544,185 +486,6 @@ impl Doctor {
             }
         }
     }
-}
-
-fn bench(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
-    use crate::bench;
-    match cmd {
-        BenchCommand::Embed { cranfield, runs } => {
-            let c = bench::cranfield::Collection::load(&cranfield)?;
-            let texts: Vec<String> = c.docs.iter().map(|d| format!("{}\n{}", d.title, d.body)).collect();
-            let queries: Vec<String> = c.queries.iter().map(|q| q.text.clone()).collect();
-            let r = bench::embed::run(&config, &texts, &queries, runs.max(1))?;
-            let med = bench::median(&r.runs_secs);
-            println!(
-                "embedding: {} texts, {} tokens (max {} per text, {} threads): median {:.2} s over {} runs = {:.1} texts/s, {:.0} tokens/s",
-                r.texts,
-                r.tokens,
-                config.embed_max_tokens,
-                config.embed_threads,
-                med,
-                r.runs_secs.len(),
-                r.texts as f64 / med,
-                r.tokens as f64 / med
-            );
-            println!(
-                "query embedding: {} queries one at a time: p50 {:.2} ms, p95 {:.2} ms",
-                r.query_ms.len(),
-                bench::median(&r.query_ms),
-                bench::percentile(&r.query_ms, 95.0)
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        BenchCommand::Knowledge { cranfield, runs, concurrency, synthetic_chunks, out } => {
-            let c = bench::cranfield::Collection::load(&cranfield)?;
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report =
-                rt.block_on(knowledge_report(&config, &c, runs.max(1), concurrency.max(1), synthetic_chunks))?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            if let Some(path) = out {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        BenchCommand::Models { cranfield, runs } => {
-            let c = bench::cranfield::Collection::load(&cranfield)?;
-            let report = bench::models::run(&config, &c, runs.max(1))?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            Ok(ExitCode::SUCCESS)
-        }
-        BenchCommand::Chat { cranfield, concurrency, gguf_queries, out } => {
-            let c = bench::cranfield::Collection::load(&cranfield)?;
-            let gguf = crate::models::resolve::local_model_path(&config).filter(|p| p.is_file());
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report = rt.block_on(bench::chat::run(&c, concurrency.max(1), gguf, gguf_queries))?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            if let Some(path) = out {
-                if let Some(dir) = path.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        BenchCommand::PublicChat { cranfield, sessions, messages, idle_streams } => {
-            let c = bench::cranfield::Collection::load(&cranfield)?;
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report = rt.block_on(bench::public_chat::run(&c, sessions.max(1), messages.max(1), idle_streams))?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            Ok(ExitCode::SUCCESS)
-        }
-        BenchCommand::Converse { cranfield, questions, polls } => {
-            let c = bench::cranfield::Collection::load(&cranfield)?;
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report = rt.block_on(bench::converse::run(&c, questions.max(1), polls.max(1)))?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            eprintln!("{}", bench::converse::summary(&report));
-            Ok(ExitCode::SUCCESS)
-        }
-        BenchCommand::Routines { turns } => {
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report = rt.block_on(bench::routines::run(turns.max(3)))?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            Ok(ExitCode::SUCCESS)
-        }
-        BenchCommand::Auth => {
-            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report = rt.block_on(bench::auth::run())?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            Ok(ExitCode::SUCCESS)
-        }
-        BenchCommand::Tune { cranfield, ingestion } => {
-            let c = bench::cranfield::Collection::load(&cranfield)?;
-            bench::tune::run(&c, serde_json::from_str(&ingestion)?, config)?;
-            Ok(ExitCode::SUCCESS)
-        }
-    }
-}
-
-async fn knowledge_report(
-    config: &Config,
-    c: &crate::bench::cranfield::Collection,
-    runs: usize,
-    concurrency: usize,
-    synthetic_chunks: usize,
-) -> anyhow::Result<serde_json::Value> {
-    use crate::bench::{self, knowledge};
-    let settings = knowledge::cranfield_ingestion();
-    let mut ingests = Vec::new();
-    let mut last = None;
-    for run in 0..runs {
-        let (r, server) = knowledge::ingest_cranfield(c, &settings, concurrency).await?;
-        eprintln!(
-            "run {}: {} docs, {} chunks in {:.2} s ({:.1} docs/s), peak RSS {:.0} MiB",
-            run + 1,
-            r.docs,
-            r.chunks,
-            r.seconds,
-            r.docs as f64 / r.seconds,
-            r.peak_rss_mib
-        );
-        ingests.push(r);
-        if let Some(old) = last.replace(server) {
-            knowledge_stop(old);
-        }
-    }
-    #[allow(clippy::expect_used, reason = "the loop runs at least once")]
-    let server = last.expect("at least one run");
-    let modes = knowledge::evaluate(&server, c).await?;
-    let peak_after_queries = server.rss().0;
-    knowledge_stop(server);
-    let secs: Vec<f64> = ingests.iter().map(|r| r.seconds).collect();
-    let med = bench::median(&secs);
-    let docs = ingests[0].docs;
-    let chunks = ingests[0].chunks;
-    let texts: Vec<String> = c.docs.iter().filter(|d| !d.body.trim().is_empty()).map(|d| d.body.clone()).collect();
-    let queries: Vec<String> = c.queries.iter().map(|q| q.text.clone()).collect();
-    let raw = bench::embed::run(config, &texts, &queries, 3)?;
-    let raw_med = bench::median(&raw.runs_secs);
-    let synthetic = if synthetic_chunks > 0 {
-        let s = knowledge::synthetic(c, synthetic_chunks, concurrency).await?;
-        Some(serde_json::json!({
-            "documents": s.docs, "chunks": s.chunks, "ingestSeconds": s.ingest_seconds, "chunksPerSecond": s.chunks as f64 / s.ingest_seconds,
-            "hybridP50Ms": s.p50_ms, "hybridP95Ms": s.p95_ms, "hybridServerP50Ms": s.server_p50_ms, "hybridServerP95Ms": s.server_p95_ms,
-            "peakRssMiB": s.peak_rss_mib, "rssAfterQueriesMiB": s.rss_after_mib,
-        }))
-    } else {
-        None
-    };
-    Ok(serde_json::json!({
-        "machine": {"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)},
-        "cranfield": {
-            "documents": docs,
-            "chunks": chunks,
-            "ingestion": {
-                "runs": secs,
-                "medianSeconds": med,
-                "documentsPerSecond": docs as f64 / med,
-                "chunksPerSecond": chunks as f64 / med,
-                "peakRssMiB": ingests.iter().map(|r| r.peak_rss_mib).fold(0.0, f64::max),
-                "settings": settings,
-            },
-            "rawEmbedding": {
-                "texts": raw.texts, "tokens": raw.tokens, "medianSeconds": raw_med, "textsPerSecond": raw.texts as f64 / raw_med,
-                "pipelineOverheadRatio": med / raw_med,
-                "queryP50Ms": bench::median(&raw.query_ms), "queryP95Ms": bench::percentile(&raw.query_ms, 95.0),
-            },
-            "search": modes.iter().map(|m| serde_json::json!({
-                "mode": m.mode, "ndcg10": m.ndcg10, "ndcg10OddQueries": m.ndcg10_odd, "ndcg10EvenQueries": m.ndcg10_even, "recall100": m.recall100,
-                "p50Ms": m.p50_ms, "p95Ms": m.p95_ms, "serverP50Ms": m.server_p50_ms, "serverP95Ms": m.server_p95_ms,
-            })).collect::<Vec<_>>(),
-            "peakRssMiBAfterQueries": peak_after_queries,
-        },
-        "synthetic": synthetic,
-    }))
-}
-
-fn knowledge_stop(s: crate::bench::server::ChildServer) {
-    s.stop();
 }
 
 #[cfg(test)]

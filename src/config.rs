@@ -133,8 +133,9 @@ pub struct Config {
     pub encryption_key: Option<Secret<[u8; 32]>>,
     /// Embedding sessions run in parallel (one thread each).
     pub embed_threads: usize,
-    /// Longest input, in tokens, one embedding sees (longer chunks are truncated). 128 is the
-    /// truncation the model's tokenizer is configured with (and the length it was trained at).
+    /// Longest input, in tokens, the English model (MiniLM) sees (longer text is truncated): its
+    /// model card's 256 by default, which default chunks fit. The multilingual model uses its own
+    /// limit (512).
     pub embed_max_tokens: usize,
     pub llm: LlmConfig,
     /// The `steward` executable that parses uploaded PDF/DOCX/XLSX files in a child process; `None`
@@ -173,6 +174,11 @@ impl Default for StreamLimits {
             converse_waits_per_credential: 128,
         }
     }
+}
+
+/// MiniLM's sequence limit as its model card states it.
+const fn embed_default_tokens() -> usize {
+    crate::models::embed::MINILM.max_tokens
 }
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -217,7 +223,7 @@ impl Config {
             shutdown_grace: Duration::from_secs(20),
             encryption_key: None,
             embed_threads: cores.clamp(1, 4),
-            embed_max_tokens: 128,
+            embed_max_tokens: embed_default_tokens(),
             llm: LlmConfig {
                 // all cores but one: prompt reading scales with threads (110 → 190 tokens/s
                 // from 1 to 2 on an idle 2-core machine), but llama.cpp's threads spin, and when

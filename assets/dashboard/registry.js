@@ -35,6 +35,7 @@ export const pages = [
   { path: "/app/traces/:id", title: "Turn trace", permission: "workspace.conversations.read", load: () => import("./pages/trace.js") },
 
   { path: "/app/settings/ingestion", title: "Ingestion", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/ingestion.js") },
+  { path: "/app/settings/knowledge", title: "Knowledge index", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/knowledge.js") },
   { path: "/app/settings/document-types", title: "Document types", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/document-types.js") },
   { path: "/app/settings/models", title: "Models & providers", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/models.js") },
   { path: "/app/settings/retrieval", title: "Retrieval defaults", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/retrieval.js") },

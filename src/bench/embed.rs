@@ -16,7 +16,11 @@ pub struct EmbedReport {
 /// Embeds every Cranfield document (`title` + `body`) `runs` times, then each query alone.
 pub fn run(config: &Config, texts: &[String], queries: &[String], runs: usize) -> anyhow::Result<EmbedReport> {
     let files = crate::models::locate::embedding(config).map_err(|m| anyhow::anyhow!("{m}"))?;
-    let embedder = Embedder::load(&files, config.embed_threads, config.embed_max_tokens)?;
+    let embedder = Embedder::load(
+        &files,
+        config.embed_threads,
+        crate::models::embed::Space::of(&crate::models::embed::MINILM, config.embed_max_tokens),
+    )?;
     let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
     // warm up
     embedder.embed(&refs[..refs.len().min(64)])?;

@@ -7,7 +7,7 @@ use std::time::Instant;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-use super::cranfield::{Collection, ndcg_at, recall_at};
+use super::cranfield::Collection;
 use super::server::ChildServer;
 use super::{median, percentile};
 
@@ -66,80 +66,6 @@ pub async fn ingest_cranfield(
     Ok((IngestRun { seconds, docs: n, chunks: p["index"]["liveChunks"].as_i64().unwrap_or(0), peak_rss_mib: peak }, s))
 }
 
-pub struct ModeReport {
-    pub mode: &'static str,
-    pub ndcg10: f64,
-    pub ndcg10_odd: f64,
-    pub ndcg10_even: f64,
-    pub recall100: f64,
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub server_p50_ms: f64,
-    pub server_p95_ms: f64,
-}
-
-async fn search(s: &ChildServer, query: &str, mode: &str, limit: usize) -> anyhow::Result<(Value, f64)> {
-    let t = Instant::now();
-    let debug = std::env::var("BENCH_SEARCH_DEBUG").is_ok();
-    let v = s
-        .send(
-            reqwest::Method::POST,
-            "/api/v1/document/search",
-            &json!({"query": query, "mode": mode, "limit": limit, "includeDebug": debug}),
-        )
-        .await?;
-    if debug && limit == 10 {
-        eprintln!("{mode} {}", v["debug"]["timingsMs"]);
-    }
-    Ok((v, t.elapsed().as_secs_f64() * 1000.0))
-}
-
-/// Quality (limit 100) and latency (limit 10, sequential, after a warm-up pass) per mode.
-pub async fn evaluate(s: &ChildServer, c: &Collection) -> anyhow::Result<Vec<ModeReport>> {
-    let mut out = Vec::new();
-    for mode in ["bm25", "vector", "hybrid"] {
-        let (mut all, mut odd, mut even, mut rec) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        for (i, q) in c.queries.iter().enumerate() {
-            let Some(judged) = c.qrels.get(&q.id) else { continue };
-            let (v, _) = search(s, &q.text, mode, 100).await?;
-            let ranked: Vec<u32> = v["results"]
-                .as_array()
-                .map(|a| a.iter().filter_map(|h| h["metadata"]["cranfieldId"].as_u64().map(|x| x as u32)).collect())
-                .unwrap_or_default();
-            let n = ndcg_at(&ranked, judged, 10);
-            all.push(n);
-            if i % 2 == 1 {
-                odd.push(n)
-            } else {
-                even.push(n)
-            }
-            rec.push(recall_at(&ranked, judged, 100));
-        }
-        for q in &c.queries {
-            search(s, &q.text, mode, 10).await?; // warm-up
-        }
-        let (mut e2e, mut server) = (Vec::new(), Vec::new());
-        for q in &c.queries {
-            let (v, ms) = search(s, &q.text, mode, 10).await?;
-            e2e.push(ms);
-            server.push(v["tookMs"].as_f64().unwrap_or(f64::NAN));
-        }
-        let mean = |x: &[f64]| x.iter().sum::<f64>() / x.len().max(1) as f64;
-        out.push(ModeReport {
-            mode,
-            ndcg10: mean(&all),
-            ndcg10_odd: mean(&odd),
-            ndcg10_even: mean(&even),
-            recall100: mean(&rec),
-            p50_ms: median(&e2e),
-            p95_ms: percentile(&e2e, 95.0),
-            server_p50_ms: median(&server),
-            server_p95_ms: percentile(&server, 95.0),
-        });
-    }
-    Ok(out)
-}
-
 /// Synthetic documents of about `chunks` chunks: paragraphs recombined from Cranfield sentences
 /// (a fixed pseudo-random order), ten 600-character chunks per document.
 pub fn synthetic_docs(c: &Collection, chunks: usize) -> Vec<Value> {
@@ -169,14 +95,26 @@ pub struct SyntheticReport {
     pub docs: usize,
     pub chunks: i64,
     pub ingest_seconds: f64,
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub server_p50_ms: f64,
-    pub server_p95_ms: f64,
+    /// (seconds since the start, chunks searchable then), sampled every 15 s while ingesting.
+    pub rate: Vec<(f64, i64)>,
+    /// Per mode: (mode, p50, p95 end to end, p50, p95 server), ms.
+    pub modes: Vec<(&'static str, f64, f64, f64, f64)>,
     pub peak_rss_mib: f64,
     pub rss_after_mib: f64,
+    pub index_bytes: u64,
+    pub database_bytes: u64,
 }
 
+async fn timed_search(s: &ChildServer, query: &str, mode: &str) -> anyhow::Result<(f64, f64)> {
+    let t = Instant::now();
+    let v = s
+        .send(reqwest::Method::POST, "/api/v1/document/search", &json!({"query": query, "mode": mode, "limit": 10}))
+        .await?;
+    Ok((t.elapsed().as_secs_f64() * 1000.0, v["tookMs"].as_f64().unwrap_or(f64::NAN)))
+}
+
+/// The synthetic corpus of about `chunks` chunks through the HTTP API: ingestion (with the rate
+/// over time), then every Cranfield query once per mode as warm-up and once measured.
 pub async fn synthetic(c: &Collection, chunks: usize, concurrency: usize) -> anyhow::Result<SyntheticReport> {
     let s = ChildServer::start(&[])?;
     s.send_session(
@@ -188,29 +126,63 @@ pub async fn synthetic(c: &Collection, chunks: usize, concurrency: usize) -> any
     let docs = synthetic_docs(c, chunks);
     let n = docs.len();
     let started = Instant::now();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (http, base, token, done) = (s.http.clone(), s.base.clone(), s.token.clone(), done.clone());
+        tokio::spawn(async move {
+            let mut rate = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                tokio::time::sleep(std::time::Duration::from_secs(15)).await;
+                let r = http.get(format!("{base}/api/v1/document/progress")).bearer_auth(&token).send().await;
+                if let Ok(r) = r
+                    && let Ok(v) = r.json::<Value>().await
+                {
+                    rate.push((started.elapsed().as_secs_f64(), v["index"]["liveChunks"].as_i64().unwrap_or(0)));
+                }
+            }
+            rate
+        })
+    };
     post_all(&s, docs, concurrency).await?;
     let p = s.wait_idle().await?;
     let ingest_seconds = started.elapsed().as_secs_f64();
-    for q in &c.queries {
-        search(&s, &q.text, "hybrid", 10).await?;
-    }
-    let (mut e2e, mut server) = (Vec::new(), Vec::new());
-    for q in &c.queries {
-        let (v, ms) = search(&s, &q.text, "hybrid", 10).await?;
-        e2e.push(ms);
-        server.push(v["tookMs"].as_f64().unwrap_or(f64::NAN));
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rate = sampler.await.unwrap_or_default();
+    let mut modes = Vec::new();
+    for mode in ["bm25", "vector", "hybrid"] {
+        for q in &c.queries {
+            timed_search(&s, &q.text, mode).await?;
+        }
+        let (mut e2e, mut server) = (Vec::new(), Vec::new());
+        for q in &c.queries {
+            let (ms, took) = timed_search(&s, &q.text, mode).await?;
+            e2e.push(ms);
+            server.push(took);
+        }
+        modes.push((mode, median(&e2e), percentile(&e2e, 95.0), median(&server), percentile(&server, 95.0)));
+        eprintln!(
+            "synthetic {mode}: p50 {:.2} ms, p95 {:.2} ms (server {:.2} / {:.2})",
+            median(&e2e),
+            percentile(&e2e, 95.0),
+            median(&server),
+            percentile(&server, 95.0)
+        );
     }
     let (peak, now) = s.rss();
+    let data = s.data_dir();
     let r = SyntheticReport {
         docs: n,
         chunks: p["index"]["liveChunks"].as_i64().unwrap_or(0),
         ingest_seconds,
-        p50_ms: median(&e2e),
-        p95_ms: percentile(&e2e, 95.0),
-        server_p50_ms: median(&server),
-        server_p95_ms: percentile(&server, 95.0),
+        rate,
+        modes,
         peak_rss_mib: peak,
         rss_after_mib: now,
+        index_bytes: super::retrieval::dir_size(&data.join("index")),
+        database_bytes: ["steward.db", "steward.db-wal"]
+            .iter()
+            .map(|f| std::fs::metadata(data.join(f)).map(|m| m.len()).unwrap_or(0))
+            .sum(),
     };
     s.stop();
     Ok(r)

@@ -1,14 +1,19 @@
 //! `steward bench …`: the benchmarks behind the figures in docs/performance.md.
 #![allow(clippy::print_stdout, reason = "benchmarks print their reports")]
 
+pub mod api;
 pub mod auth;
 pub mod chat;
+pub mod collection;
+pub mod command;
 pub mod converse;
 pub mod cranfield;
 pub mod embed;
 pub mod knowledge;
 pub mod models;
+pub mod plain;
 pub mod public_chat;
+pub mod retrieval;
 pub mod routines;
 pub mod server;
 pub mod tune;

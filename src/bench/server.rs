@@ -14,6 +14,16 @@ pub struct ChildServer {
     pub http: reqwest::Client,
 }
 
+/// A benchmark that fails stops its server with it (its data directory goes with the TempDir).
+impl Drop for ChildServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
 fn exe() -> anyhow::Result<PathBuf> {
     Ok(std::env::current_exe()?)
 }

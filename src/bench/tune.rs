@@ -1,36 +1,48 @@
-//! `steward bench tune`: ingests Cranfield in-process once and scores retrieval settings
-//! (fusion weights, candidate depth, field boosts) on all queries and on two halves, so a choice
-//! that only fits one half shows. Used to pick the defaults in `search::Tuning`.
+//! `steward bench tune`: ingests a collection in-process once (or reuses a data dir ingested
+//! before, `--data`) and scores retrieval settings on all judged queries and on the odd and even
+//! halves, so a choice that only fits one half (or one collection) shows. Used to pick the defaults
+//! in `search::Tuning`. Variants come from a JSON file: `[{"name", "tuning": {…}}]` with the keys
+//! of [`patch`].
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::cranfield::{Collection, ndcg_at, recall_at};
+use super::collection::{Collection, Quality, Scorer};
 use crate::app::{App, Options};
 use crate::auth::accounts::{ClientInfo, RegisterInput};
 use crate::config::Config;
 use crate::documents::{self, NewDocument};
 use crate::search::query::{Retrieve, retrieve_tuned};
-use crate::search::{Mode, Tuning};
+use crate::search::{Feedback, FeedbackSource, Fusion, Mode, Tuning};
 
-pub struct Scored {
-    pub ndcg10: f64,
-    pub recall100: f64,
+/// The metadata key that carries a document's collection id.
+const ID_KEY: &str = "benchId";
+
+fn principal(app: &App) -> anyhow::Result<crate::auth::Principal> {
+    let signed = crate::auth::accounts::login(app, "bench@example.com", "bench-password", &ClientInfo::default())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let creds = crate::auth::Credentials { bearer: None, session: Some(signed.session_token) };
+    crate::auth::authenticate(app, &creds, None).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// Loads Cranfield into a fresh app in `dir` with `ingestion` settings; returns the app and the
-/// principal's workspace.
+/// Opens the app on `dir`; when it holds no workspace yet, registers the bench owner, applies
+/// `ingestion` and loads the collection. Returns the app and the owner.
 pub fn ingest(
     dir: &std::path::Path,
     c: &Collection,
-    ingestion: serde_json::Value,
+    ingestion: Value,
     config: Option<Config>,
 ) -> anyhow::Result<(Arc<App>, crate::auth::Principal)> {
     let mut config = config.unwrap_or_else(|| Config::with_data_dir(dir));
     config.data_dir = dir.to_path_buf();
+    let fresh = !dir.join("steward.db").exists();
     let app = App::build(config, Options::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if !fresh {
+        let p = principal(&app)?;
+        return Ok((app, p));
+    }
     let reg = RegisterInput {
         email: "bench@example.com".into(),
         password: "bench-password".into(),
@@ -38,22 +50,26 @@ pub fn ingest(
         invitation_token: None,
         organization_name: None,
     };
-    let signed =
-        crate::auth::accounts::register(&app, reg, &ClientInfo::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let creds = crate::auth::Credentials { bearer: None, session: Some(signed.session_token) };
-    let p = crate::auth::authenticate(&app, &creds, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    crate::auth::accounts::register(&app, reg, &ClientInfo::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let p = principal(&app)?;
     let actor = p.actor(None);
     let patch: crate::settings::ingestion::IngestionPatch = serde_json::from_value(ingestion)?;
     documents::update_ingestion_settings(&app, &p, &actor, patch).map_err(|e| anyhow::anyhow!("{e}"))?;
-    for d in c.docs.iter().filter(|d| !d.body.trim().is_empty()) {
+    // TUNE_MODEL=<id>: the workspace's embedding model (before anything is embedded)
+    if let Ok(model) = std::env::var("TUNE_MODEL") {
+        let patch = crate::search::spaces::KnowledgePatch { model: Some(Some(model)), ..Default::default() };
+        crate::search::spaces::update(&app, &p, &actor, patch).map_err(|e| anyhow::anyhow!("{e}"))?;
+        crate::jobs::run_until_idle(&app).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    for d in c.docs.iter().filter(|d| !(d.title.trim().is_empty() && d.text.trim().is_empty())) {
         documents::create(
             &app,
             &p,
             &actor,
             NewDocument {
-                title: if d.title.trim().is_empty() { format!("Cranfield {}", d.id) } else { d.title.clone() },
-                content: d.body.clone(),
-                metadata: Some(json!({"cranfieldId": d.id})),
+                title: if d.title.trim().is_empty() { format!("Document {}", d.id) } else { d.title.clone() },
+                content: if d.text.trim().is_empty() { d.title.clone() } else { d.text.clone() },
+                metadata: Some(json!({ ID_KEY: d.id })),
                 external_document_id: None,
                 enrichment_override: None,
                 source_id: None,
@@ -71,7 +87,7 @@ pub fn ingest(
     Ok((app, p))
 }
 
-/// Ranked Cranfield doc ids for `query`.
+/// Ranked collection ids for `query`.
 pub fn ranked(
     app: &App,
     p: &crate::auth::Principal,
@@ -79,7 +95,7 @@ pub fn ranked(
     mode: Mode,
     t: &Tuning,
     k: usize,
-) -> anyhow::Result<Vec<u32>> {
+) -> anyhow::Result<Vec<String>> {
     let hits = retrieve_tuned(
         app,
         &p.workspace_id,
@@ -95,96 +111,143 @@ pub fn ranked(
         t,
     )
     .map_err(|e| anyhow::anyhow!("{e}"))?;
-    Ok(hits.iter().filter_map(|h| h.metadata["cranfieldId"].as_u64().map(|x| x as u32)).collect())
+    Ok(hits.iter().filter_map(|h| h.metadata[ID_KEY].as_str().map(str::to_string)).collect())
 }
 
-/// Mean nDCG@10 and recall@100 over the queries selected by `keep` (queries with judgments).
+/// Quality of `mode` with `t` over the judged queries.
 pub fn score(
     app: &App,
     p: &crate::auth::Principal,
     c: &Collection,
     mode: Mode,
     t: &Tuning,
-    keep: impl Fn(usize) -> bool,
-) -> anyhow::Result<Scored> {
-    let (mut n, mut r, mut count) = (0.0, 0.0, 0usize);
-    for (i, q) in c.queries.iter().enumerate() {
-        let Some(judged) = c.qrels.get(&q.id) else { continue };
-        if !keep(i) {
-            continue;
-        }
-        let ranked = ranked(app, p, &q.text, mode, t, 100)?;
-        n += ndcg_at(&ranked, judged, 10);
-        r += recall_at(&ranked, judged, 100);
-        count += 1;
+) -> anyhow::Result<(Quality, Vec<f64>)> {
+    let mut s = Scorer::default();
+    for (i, q, judged) in c.judged_queries() {
+        let r = ranked(app, p, &q.text, mode, t, 100)?;
+        s.add(i, &r, judged);
     }
-    Ok(Scored { ndcg10: n / count.max(1) as f64, recall100: r / count.max(1) as f64 })
+    Ok((s.quality(), s.per_query))
 }
 
-pub fn run(c: &Collection, ingestion: serde_json::Value, config: Config) -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
-    let started = std::time::Instant::now();
-    let (app, p) = ingest(dir.path(), c, ingestion, Some(config))?;
-    println!("ingested {} docs in {:.1} s", c.docs.len(), started.elapsed().as_secs_f64());
-    use crate::search::{Feedback, FeedbackSource, Fusion};
-    let base = Tuning::default();
-    let mut variants: Vec<(String, Tuning)> = vec![
-        ("default".into(), base),
-        ("no feedback".into(), Tuning { feedback: None, ..base }),
-        ("rrf k60, no feedback".into(), Tuning { feedback: None, fusion: Fusion::Rrf, ..base }),
-    ];
-    for (docs, terms, tw, vw, alpha) in [(3, 10, 0.5, 0.5, 0.5), (3, 10, 0.7, 0.5, 0.5), (5, 10, 0.5, 0.5, 0.5)] {
-        for src in [FeedbackSource::Fused, FeedbackSource::Lexical] {
-            let fb = Some(Feedback { docs, terms, term_weight: tw, vector_weight: vw, lexical_source: src });
-            variants.push((
-                format!("fb d{docs} t{terms} w{tw} v{vw} a{alpha} {src:?}"),
-                Tuning { feedback: fb, fusion: Fusion::Convex { alpha }, ..base },
-            ));
+/// `base` with the keys of `patch` applied: `lexicalK`, `vectorK`, `rrfK`, `minSimilarity`,
+/// `lexicalWeight`, `vectorWeight`, `fusion` (`"rrf"` or `{"convex": alpha}`), `feedback` (`null`
+/// or `{docs, terms, termWeight, vectorWeight, source: "fused" | "lexical"}`), `questionWords`
+/// (bool), `restWeight`.
+pub fn patch(base: &Tuning, patch: &Value) -> anyhow::Result<Tuning> {
+    let mut t = *base;
+    let Some(obj) = patch.as_object() else { return Ok(t) };
+    let f = |v: &Value| v.as_f64().map(|x| x as f32).ok_or_else(|| anyhow::anyhow!("not a number: {v}"));
+    let u = |v: &Value| v.as_u64().map(|x| x as usize).ok_or_else(|| anyhow::anyhow!("not a count: {v}"));
+    for (k, v) in obj {
+        match k.as_str() {
+            "lexicalK" => t.lexical_k = u(v)?,
+            "vectorK" => t.vector_k = u(v)?,
+            "rrfK" => t.rrf_k = f(v)?,
+            "minSimilarity" => t.min_similarity = f(v)?,
+            "lexicalWeight" => t.lexical_weight = f(v)?,
+            "vectorWeight" => t.vector_weight = f(v)?,
+            "fusion" => {
+                t.fusion = match v {
+                    Value::String(s) if s == "rrf" => Fusion::Rrf,
+                    Value::Object(o) if o.contains_key("convex") => Fusion::Convex { alpha: f(&o["convex"])? },
+                    _ => anyhow::bail!("fusion is \"rrf\" or {{\"convex\": alpha}}"),
+                }
+            }
+            "feedback" => {
+                t.feedback = match v {
+                    Value::Null => None,
+                    Value::Object(o) => {
+                        let d = t.feedback.unwrap_or(Feedback {
+                            docs: 3,
+                            terms: 10,
+                            term_weight: 0.5,
+                            vector_weight: 0.5,
+                            lexical_source: FeedbackSource::Fused,
+                        });
+                        Some(Feedback {
+                            docs: o.get("docs").map(u).transpose()?.unwrap_or(d.docs),
+                            terms: o.get("terms").map(u).transpose()?.unwrap_or(d.terms),
+                            term_weight: o.get("termWeight").map(f).transpose()?.unwrap_or(d.term_weight),
+                            vector_weight: o.get("vectorWeight").map(f).transpose()?.unwrap_or(d.vector_weight),
+                            lexical_source: match o.get("source").and_then(Value::as_str) {
+                                Some("lexical") => FeedbackSource::Lexical,
+                                Some("fused") => FeedbackSource::Fused,
+                                _ => d.lexical_source,
+                            },
+                        })
+                    }
+                    _ => anyhow::bail!("feedback is null or an object"),
+                }
+            }
+            "questionWords" => {
+                t.question_words = v.as_bool().ok_or_else(|| anyhow::anyhow!("questionWords is a boolean"))?
+            }
+            "restWeight" => t.rest_weight = f(v)?,
+            other => anyhow::bail!("unknown tuning key {other}"),
         }
     }
+    Ok(t)
+}
+
+pub struct TuneOptions {
+    pub collection: std::path::PathBuf,
+    pub ingestion: Value,
+    /// A data dir kept between runs (ingested on the first).
+    pub data: Option<std::path::PathBuf>,
+    /// `[{"name", "tuning": {…}}]`; without it, the defaults alone.
+    pub variants: Option<std::path::PathBuf>,
+    pub modes: Vec<Mode>,
+}
+
+pub fn run(o: &TuneOptions, config: Config) -> anyhow::Result<()> {
+    let c = Collection::load(&o.collection)?;
+    let tmp = tempfile::tempdir()?;
+    let dir = o.data.clone().unwrap_or_else(|| tmp.path().to_path_buf());
+    std::fs::create_dir_all(&dir)?;
+    let started = Instant::now();
+    let (app, p) = ingest(&dir, &c, o.ingestion.clone(), Some(config))?;
+    let (text_docs, vectors) = app.search().map(|s| s.counts()).unwrap_or((0, 0));
+    eprintln!(
+        "{}: {} documents ready in {:.1} s ({text_docs} chunks in the text index, {vectors} vectors)",
+        c.name,
+        c.docs.len(),
+        started.elapsed().as_secs_f64()
+    );
     if std::env::var("TUNE_ANSWER").is_ok() {
-        answer_sweep(&app, &p, c)?;
+        answer_sweep(&app, &p, &c)?;
         app.shutdown();
         return Ok(());
     }
-    if std::env::var("TUNE_LATENCY").is_ok() {
-        // Latency per mode, interleaved over several rounds; medians of per-query times.
-        let embedder = app.models.embedder().map_err(|e| anyhow::anyhow!("{e}"))?;
-        println!("text segments: {}", app.search().map(|s| s.text_segments()).unwrap_or(0));
-        let mut times: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
-        for _round in 0..3 {
-            for q in &c.queries {
-                let t0 = Instant::now();
-                embedder.embed_query(&q.text)?;
-                times.entry("query embedding".into()).or_default().push(t0.elapsed().as_secs_f64() * 1000.0);
-                for (name, t) in [("default", base), ("no feedback", Tuning { feedback: None, ..base })] {
-                    for mode in [Mode::Bm25, Mode::Vector, Mode::Hybrid] {
-                        let t0 = Instant::now();
-                        ranked(&app, &p, &q.text, mode, &t, 10)?;
-                        times.entry(format!("{name} {mode:?}")).or_default().push(t0.elapsed().as_secs_f64() * 1000.0);
-                    }
-                }
-            }
+    let variants: Vec<(String, Tuning)> = match &o.variants {
+        None => vec![("default".into(), Tuning::default())],
+        Some(path) => {
+            let list: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(path)?)?;
+            list.iter()
+                .map(|v| {
+                    let name = v["name"].as_str().unwrap_or("variant").to_string();
+                    Ok((name, patch(&Tuning::default(), &v["tuning"])?))
+                })
+                .collect::<anyhow::Result<_>>()?
         }
-        for (k, v) in &times {
-            println!("{k:<24} p50 {:.3} ms  p95 {:.3} ms", crate::bench::median(v), crate::bench::percentile(v, 95.0));
-        }
-        return Ok(());
-    }
+    };
     println!(
-        "{:<28} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}",
-        "variant", "bm25", "vector", "hybrid", "hyb-odd", "hyb-even", "hyb-R100"
+        "{:<40} {:<7} {:>7} {:>7} {:>7} {:>7} {:>7}",
+        "variant", "mode", "nDCG10", "odd", "even", "R@100", "MRR10"
     );
     for (name, t) in variants {
-        let b = score(&app, &p, c, Mode::Bm25, &t, |_| true)?;
-        let v = score(&app, &p, c, Mode::Vector, &t, |_| true)?;
-        let h = score(&app, &p, c, Mode::Hybrid, &t, |_| true)?;
-        let odd = score(&app, &p, c, Mode::Hybrid, &t, |i| i % 2 == 1)?;
-        let even = score(&app, &p, c, Mode::Hybrid, &t, |i| i % 2 == 0)?;
-        println!(
-            "{name:<28} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>8.4} {:>8.4}",
-            b.ndcg10, v.ndcg10, h.ndcg10, odd.ndcg10, even.ndcg10, h.recall100
-        );
+        for &mode in &o.modes {
+            let (q, _) = score(&app, &p, &c, mode, &t)?;
+            println!(
+                "{name:<40} {:<7} {:>7.4} {:>7.4} {:>7.4} {:>7.4} {:>7.4}",
+                format!("{mode:?}").to_lowercase(),
+                q.ndcg10,
+                q.ndcg10_odd,
+                q.ndcg10_even,
+                q.recall100,
+                q.mrr10
+            );
+        }
     }
     app.shutdown();
     Ok(())
@@ -205,10 +268,10 @@ fn answer_sweep(app: &App, p: &crate::auth::Principal, c: &Collection) -> anyhow
         let Some(judged) = c.qrels.get(&q.id) else { continue };
         let r = retrieval::run(app, &p.workspace_id, &settings, &helpers, &q.text, &[], None, &cancel)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let ids: std::collections::HashMap<String, u32> = r
+        let ids: std::collections::HashMap<String, String> = r
             .hits
             .iter()
-            .filter_map(|h| h.metadata["cranfieldId"].as_u64().map(|x| (h.chunk_id.clone(), x as u32)))
+            .filter_map(|h| h.metadata[ID_KEY].as_str().map(|x| (h.chunk_id.clone(), x.to_string())))
             .collect();
         let passages = crate::turn::compose::passages(&r.hits, r.hits.len());
         per_query.push((q.text.clone(), judged.clone(), ids, passages));

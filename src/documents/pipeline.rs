@@ -128,27 +128,51 @@ pub fn run_until_idle(app: &App) -> Result<usize> {
 pub fn step(app: &App) -> Result<bool> {
     let pending = app.db.read(|c| store::pending_chunks(c, STEP_CHUNKS))?;
     let mut progressed = false;
-    if !pending.is_empty() {
-        let embedder = match app.models.embedder() {
+    // each workspace's chunks in its own embedding space
+    let mut by_space: Vec<(String, Vec<&store::PendingChunk>)> = Vec::new();
+    for p in &pending {
+        let space = crate::search::spaces::live_space(app, &p.workspace_id)?;
+        match by_space.iter_mut().find(|(s, _)| *s == space) {
+            Some((_, list)) => list.push(p),
+            None => by_space.push((space, vec![p])),
+        }
+    }
+    for (space_id, chunks) in by_space {
+        let Some(space) = embed::Space::parse(&space_id) else {
+            fail_waiting_refs(
+                app,
+                &chunks,
+                &format!("the workspace's embedding space {space_id} is unknown to this build"),
+            )?;
+            progressed = true;
+            continue;
+        };
+        let embedder = match app.models.embedder_for(space) {
             Ok(e) => e,
             Err(e) => {
-                fail_waiting(app, &pending, &e.message)?;
-                return Ok(true);
+                fail_waiting_refs(app, &chunks, &e.message)?;
+                progressed = true;
+                continue;
             }
         };
-        let texts: Vec<String> = pending.iter().map(|p| embedding_text(&p.title, &p.content)).collect();
+        let texts: Vec<String> = chunks.iter().map(|p| embedding_text(&p.title, &p.content)).collect();
         let refs: Vec<&str> = texts.iter().map(|s| s.as_str()).collect();
-        let ids = embedder.tokenize(&refs).map_err(crate::error::Error::internal)?;
+        let ids = embedder.tokenize_passages(&refs).map_err(crate::error::Error::internal)?;
         let out = match embedder.embed_tokenized(&ids, false) {
             Ok(o) => o,
             Err(e) => {
-                fail_waiting(app, &pending, &format!("embedding failed: {e}"))?;
-                return Ok(true);
+                fail_waiting_refs(app, &chunks, &format!("embedding failed: {e}"))?;
+                progressed = true;
+                continue;
             }
         };
         app.db.write(|tx| {
-            for (i, p) in pending.iter().enumerate() {
-                store::set_embedding(tx, p.key, &encode_vector(&out.vectors[i]), ids[i].len() as i64)?;
+            for (i, p) in chunks.iter().enumerate() {
+                // a workspace that switched space meanwhile gets its chunk embedded again
+                if crate::search::spaces::live_space_tx(app, tx, &p.workspace_id)? != space_id {
+                    continue;
+                }
+                store::set_embedding(tx, p.key, &encode_vector(&out.vectors[i]), ids[i].len() as i64, &space_id)?;
             }
             Ok(())
         })?;
@@ -159,7 +183,7 @@ pub fn step(app: &App) -> Result<bool> {
 }
 
 /// The documents of `pending` fail with `reason` (the embedding model is unavailable).
-fn fail_waiting(app: &App, pending: &[store::PendingChunk], reason: &str) -> Result<()> {
+fn fail_waiting_refs(app: &App, pending: &[&store::PendingChunk], reason: &str) -> Result<()> {
     let now = rfc3339(app.clock.now());
     let mut docs: Vec<&str> = pending.iter().map(|p| p.document_id.as_str()).collect();
     docs.sort();
@@ -220,7 +244,7 @@ pub fn finalize(app: &App) -> Result<usize> {
                             document_id: id,
                             revision: *rev,
                             provider: embed::PROVIDER,
-                            model: embed::MODEL_ID,
+                            model: &info.embedding_model,
                             input_bytes: info.embedded_bytes,
                             vector_count: info.embedded_vectors,
                             tokens: info.embedded_tokens,

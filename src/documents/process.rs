@@ -94,7 +94,8 @@ fn process(app: &App, ctx: &JobCtx, id: &str, rev: i64, enrichment_override: Opt
         if doc.source_kind == "uploaded_file" {
             store::set_extracted(tx, id, &extracted.text, &content_hash(&extracted.text), &format.name())?;
         }
-        store_chunks(tx, &doc, rev, &drafts, &now)?;
+        let space = crate::search::spaces::live_space_tx(app, tx, &doc.workspace_id.0)?;
+        store_chunks(tx, &doc, rev, &drafts, &space, &now)?;
         Ok(true)
     })?;
     if stored {
@@ -128,7 +129,14 @@ fn read_text(app: &App, doc: &super::Document) -> Result<std::result::Result<(Ex
 }
 
 /// Stores the chunks of `doc`'s revision `rev`, without embeddings.
-fn store_chunks(tx: &Tx, doc: &super::Document, rev: i64, drafts: &[chunking::ChunkDraft], now: &str) -> Result<()> {
+fn store_chunks(
+    tx: &Tx,
+    doc: &super::Document,
+    rev: i64,
+    drafts: &[chunking::ChunkDraft],
+    space: &str,
+    now: &str,
+) -> Result<()> {
     for (i, d) in drafts.iter().enumerate() {
         let chunk_id = crate::ids::new_id();
         let meta = match &d.language {
@@ -154,6 +162,7 @@ fn store_chunks(tx: &Tx, doc: &super::Document, rev: i64, drafts: &[chunking::Ch
                 metadata: &meta,
                 content_hash: &hash,
             },
+            space,
             now,
         )?;
     }

@@ -408,17 +408,32 @@ pub fn delete_unlive_chunks(tx: &Tx, doc: &str) -> Result<usize> {
     )?)
 }
 
-/// Inserts a chunk; when a chunk with the same text already has an embedding in the workspace, it
-/// is copied (no duplicate embedding work). Returns whether an embedding was reused.
-pub fn insert_chunk(tx: &Tx, ws: &WorkspaceId, doc: &str, revision: i64, c: &NewChunk, now: &str) -> Result<bool> {
+/// `coalesce(embedding_space, …)`: a chunk embedded before spaces were recorded is in the legacy one.
+const SPACE_OF: &str = "coalesce(embedding_space, 'all-minilm-l6-v2@128')";
+
+/// Inserts a chunk; when a chunk with the same text already has an embedding in the workspace's
+/// embedding space `space`, it is copied (no duplicate embedding work). Returns whether an
+/// embedding was reused.
+pub fn insert_chunk(
+    tx: &Tx,
+    ws: &WorkspaceId,
+    doc: &str,
+    revision: i64,
+    c: &NewChunk,
+    space: &str,
+    now: &str,
+) -> Result<bool> {
     let cached: Option<Vec<u8>> = tx
-        .prepare_cached("SELECT embedding FROM chunks WHERE workspace_id = ?1 AND content_hash = ?2 AND embedding IS NOT NULL LIMIT 1")?
-        .query_row(params![ws, c.content_hash], |r| r.get(0))
+        .prepare_cached(&format!(
+            "SELECT embedding FROM chunks WHERE workspace_id = ?1 AND content_hash = ?2 AND embedding IS NOT NULL AND {SPACE_OF} = ?3 LIMIT 1"
+        ))?
+        .query_row(params![ws, c.content_hash, space], |r| r.get(0))
         .optional()?;
+    let cached_space = cached.as_ref().map(|_| space);
     tx.prepare_cached(
         "INSERT INTO chunks (id, document_id, workspace_id, revision, chunk_index, content, start_offset, end_offset, heading_path, page, sheet,
-            kind, metadata, content_hash, embedding, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
+            kind, metadata, content_hash, embedding, embedding_space, created_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17)",
     )?
     .execute(params![
         c.id,
@@ -436,6 +451,7 @@ pub fn insert_chunk(tx: &Tx, ws: &WorkspaceId, doc: &str, revision: i64, c: &New
         c.metadata.to_string(),
         c.content_hash,
         cached,
+        cached_space,
         now
     ])?;
     Ok(cached.is_some())
@@ -445,6 +461,7 @@ pub fn insert_chunk(tx: &Tx, ws: &WorkspaceId, doc: &str, revision: i64, c: &New
 pub struct PendingChunk {
     pub key: i64,
     pub document_id: String,
+    pub workspace_id: String,
     pub content: String,
     pub title: String,
 }
@@ -452,19 +469,84 @@ pub struct PendingChunk {
 /// Up to `limit` chunks without an embedding, of documents whose revision they belong to.
 pub fn pending_chunks(c: &Conn, limit: usize) -> Result<Vec<PendingChunk>> {
     let mut stmt = c.prepare_cached(
-        "SELECT c.rowid, c.document_id, c.content, d.title FROM chunks c JOIN documents d ON d.id = c.document_id
+        "SELECT c.rowid, c.document_id, c.workspace_id, c.content, d.title FROM chunks c JOIN documents d ON d.id = c.document_id
          WHERE c.embedding IS NULL AND c.revision = d.revision ORDER BY c.rowid LIMIT ?1",
     )?;
     let rows = stmt.query_map([limit as i64], |r| {
-        Ok(PendingChunk { key: r.get(0)?, document_id: r.get(1)?, content: r.get(2)?, title: r.get(3)? })
+        Ok(PendingChunk {
+            key: r.get(0)?,
+            document_id: r.get(1)?,
+            workspace_id: r.get(2)?,
+            content: r.get(3)?,
+            title: r.get(4)?,
+        })
     })?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub fn set_embedding(tx: &Tx, key: i64, embedding: &[u8], tokens: i64) -> Result<()> {
-    tx.prepare_cached("UPDATE chunks SET embedding = ?2, token_count = ?3 WHERE rowid = ?1 AND embedding IS NULL")?
-        .execute(params![key, embedding, tokens])?;
+/// Stores a chunk's first embedding, in `space`.
+pub fn set_embedding(tx: &Tx, key: i64, embedding: &[u8], tokens: i64, space: &str) -> Result<()> {
+    tx.prepare_cached(
+        "UPDATE chunks SET embedding = ?2, token_count = ?3, embedding_space = ?4 WHERE rowid = ?1 AND embedding IS NULL",
+    )?
+    .execute(params![key, embedding, tokens, space])?;
     Ok(())
+}
+
+/// Every live chunk's embedded text (the document's title and the chunk, as the pipeline embeds
+/// it) with its document's metadata (the retrieval benchmark hands them to the plain pipeline).
+pub fn embedded_texts(c: &Conn) -> Result<Vec<(String, String, String)>> {
+    let mut stmt = c.prepare(
+        "SELECT d.metadata, d.title, c.content FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE c.revision = d.indexed_revision ORDER BY c.rowid",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+// -- re-embedding a workspace into another space (driven by `search::spaces`)
+
+/// Up to `limit` chunks of `ws` that have an embedding but no vector in the target space yet:
+/// (key, document title, content).
+pub fn chunks_to_reembed(c: &Conn, ws: &str, limit: usize) -> Result<Vec<(i64, String, String)>> {
+    let mut stmt = c.prepare_cached(
+        "SELECT c.rowid, d.title, c.content FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE c.workspace_id = ?1 AND c.embedding IS NOT NULL AND c.next_embedding IS NULL ORDER BY c.rowid LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![ws, limit as i64], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// (chunks of `ws` with a target-space vector, chunks with an embedding).
+pub fn reembed_counts(c: &Conn, ws: &str) -> Result<(i64, i64)> {
+    Ok(c.query_row(
+        "SELECT count(next_embedding), count(*) FROM chunks WHERE workspace_id = ?1 AND embedding IS NOT NULL",
+        [ws],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )?)
+}
+
+pub fn set_next_embedding(tx: &Tx, key: i64, embedding: &[u8]) -> Result<()> {
+    tx.prepare_cached("UPDATE chunks SET next_embedding = ?2 WHERE rowid = ?1 AND embedding IS NOT NULL")?
+        .execute(params![key, embedding])?;
+    Ok(())
+}
+
+/// The target-space vectors of `ws` become its embeddings, in `space`.
+pub fn promote_next_embeddings(tx: &Tx, ws: &str, space: &str) -> Result<usize> {
+    Ok(tx.execute(
+        "UPDATE chunks SET embedding = next_embedding, embedding_space = ?2, next_embedding = NULL
+         WHERE workspace_id = ?1 AND next_embedding IS NOT NULL",
+        params![ws, space],
+    )?)
+}
+
+/// Drops the target-space vectors of `ws` (a re-embedding abandoned or retargeted).
+pub fn clear_next_embeddings(tx: &Tx, ws: &str) -> Result<usize> {
+    Ok(tx.execute(
+        "UPDATE chunks SET next_embedding = NULL WHERE workspace_id = ?1 AND next_embedding IS NOT NULL",
+        [ws],
+    )?)
 }
 
 /// Documents in `processing` whose current revision has chunks and none of them pending.
@@ -495,6 +577,8 @@ pub struct FinalizeInfo {
     pub source_kind: String,
     pub source_size_bytes: Option<i64>,
     pub content_size_bytes: i64,
+    /// The model the revision's chunks were embedded with (the space's model).
+    pub embedding_model: String,
 }
 
 pub fn finalize_info(c: &Conn, doc: &str, revision: i64) -> Result<Option<FinalizeInfo>> {
@@ -504,7 +588,8 @@ pub fn finalize_info(c: &Conn, doc: &str, revision: i64) -> Result<Option<Finali
             (SELECT count(*) FROM chunks c WHERE c.document_id = d.id AND c.revision = ?2 AND c.token_count IS NOT NULL),
             (SELECT coalesce(sum(length(CAST(c.content AS BLOB))), 0) FROM chunks c WHERE c.document_id = d.id AND c.revision = ?2 AND c.token_count IS NOT NULL),
             (SELECT coalesce(sum(c.token_count), 0) FROM chunks c WHERE c.document_id = d.id AND c.revision = ?2 AND c.token_count IS NOT NULL),
-            d.indexed_revision, d.metered_bytes, d.source_kind, d.source_size_bytes, d.content_size_bytes
+            d.indexed_revision, d.metered_bytes, d.source_kind, d.source_size_bytes, d.content_size_bytes,
+            (SELECT coalesce(c.embedding_space, 'all-minilm-l6-v2@128') FROM chunks c WHERE c.document_id = d.id AND c.revision = ?2 LIMIT 1)
          FROM documents d JOIN workspaces w ON w.id = d.workspace_id WHERE d.id = ?1 AND d.revision = ?2",
         params![doc, revision],
         |r| {
@@ -520,6 +605,10 @@ pub fn finalize_info(c: &Conn, doc: &str, revision: i64) -> Result<Option<Finali
                 source_kind: r.get(8)?,
                 source_size_bytes: r.get(9)?,
                 content_size_bytes: r.get(10)?,
+                embedding_model: r
+                    .get::<_, Option<String>>(11)?
+                    .map(|s| s.split('@').next().unwrap_or_default().to_string())
+                    .unwrap_or_default(),
             })
         },
     )

@@ -117,6 +117,18 @@ pub fn enqueue_tx(tx: &Tx, now_ms: i64, default_max_attempts: u32, job: &NewJob)
     store::insert(tx, now_ms, default_max_attempts, job)
 }
 
+/// Queues a job that runs once per period (a daily cleanup): `key` names the period, so however
+/// often this is called for it, one job is queued; it runs at `run_at_ms` (at once when that has
+/// passed).
+pub fn schedule_once(app: &App, kind: &str, key: &str, run_at_ms: i64) -> Result<()> {
+    let job = NewJob::new(kind, serde_json::json!({})).dedupe(key).run_at(run_at_ms).priority(-2);
+    let e = app.db.write(|tx| enqueue_tx(tx, app.clock.now_ms(), app.jobs.default_max_attempts(), &job))?;
+    if e.created {
+        app.jobs.wake();
+    }
+    Ok(())
+}
+
 /// What a running handler can see and do.
 pub struct JobCtx<'a> {
     pub id: i64,

@@ -1,5 +1,8 @@
-//! The local sentence embedder: all-MiniLM-L6-v2 (int8 ONNX, 384 dimensions, mean pooling,
-//! L2-normalized) on ONNX Runtime, with its WordPiece tokenizer.
+//! The local sentence embedders on ONNX Runtime, each with its tokenizer: all-MiniLM-L6-v2 (English,
+//! int8, WordPiece) and multilingual-e5-small (about 100 languages, 4-bit, SentencePiece unigram,
+//! `query: `/`passage: ` prefixes); both 384 dimensions, mean pooling, L2-normalized ([`MODELS`]).
+//! An embedding [`Space`] is one model at one sequence limit: vectors of different spaces are
+//! never compared.
 //!
 //! Throughput comes from computing (almost) no padding and from parallel sessions: inputs are
 //! tokenized once and sorted by length; texts of 64 tokens or more run one at a time (a text's
@@ -26,7 +29,104 @@ use super::locate::EmbeddingFiles;
 
 pub const DIMENSIONS: usize = 384;
 pub const PROVIDER: &str = "local";
-pub const MODEL_ID: &str = "all-MiniLM-L6-v2-int8";
+
+/// A sentence-embedding model Steward can run.
+#[derive(Debug)]
+pub struct ModelSpec {
+    /// The id settings and spaces use.
+    pub id: &'static str,
+    pub name: &'static str,
+    pub languages: &'static str,
+    /// Its directory under the models directory.
+    pub dir: &'static str,
+    /// Model files in that directory, best first (builds made at install, then the published one).
+    pub onnx: &'static [&'static str],
+    /// The sequence limit its model card states.
+    pub max_tokens: usize,
+    pub query_prefix: &'static str,
+    pub passage_prefix: &'static str,
+    /// Embedding cost relative to MiniLM at the same text length (measured, docs/performance.md).
+    pub relative_cost: f32,
+}
+
+pub const MINILM: ModelSpec = ModelSpec {
+    id: "all-minilm-l6-v2",
+    name: "all-MiniLM-L6-v2 (English)",
+    languages: "English",
+    dir: "minilm",
+    onnx: &["model.fused.q8.onnx", "model.q8.onnx", "model.onnx"],
+    max_tokens: 256,
+    query_prefix: "",
+    passage_prefix: "",
+    relative_cost: 1.0,
+};
+
+pub const E5_SMALL: ModelSpec = ModelSpec {
+    id: "multilingual-e5-small",
+    name: "multilingual-e5-small (about 100 languages)",
+    languages: "about 100 languages",
+    dir: "e5-small",
+    onnx: &["model.onnx"],
+    max_tokens: 512,
+    query_prefix: "query: ",
+    passage_prefix: "passage: ",
+    relative_cost: 3.5,
+};
+
+/// Every model, the default first.
+pub const MODELS: [&ModelSpec; 2] = [&MINILM, &E5_SMALL];
+
+/// The model of id `id`.
+pub fn spec(id: &str) -> Option<&'static ModelSpec> {
+    MODELS.into_iter().find(|m| m.id == id)
+}
+
+/// An embedding space: one model at one sequence limit. Its id (`all-minilm-l6-v2@256`) is stored
+/// with every vector and with each workspace's index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Space {
+    pub model: &'static ModelSpec,
+    pub max_tokens: usize,
+}
+
+impl PartialEq for ModelSpec {
+    fn eq(&self, other: &Self) -> bool {
+        self.id == other.id
+    }
+}
+
+impl Eq for ModelSpec {}
+
+impl std::hash::Hash for ModelSpec {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.id.hash(state)
+    }
+}
+
+/// The space every data dir written before spaces existed is in: MiniLM truncating at 128 tokens.
+pub const LEGACY_SPACE: &str = "all-minilm-l6-v2@128";
+
+impl Space {
+    pub fn of(model: &'static ModelSpec, max_tokens: usize) -> Space {
+        Space { model, max_tokens: max_tokens.clamp(16, model.max_tokens.max(16)) }
+    }
+
+    pub fn id(&self) -> String {
+        format!("{}@{}", self.model.id, self.max_tokens)
+    }
+
+    /// The space of a stored id (`None`: a model this build does not know).
+    pub fn parse(id: &str) -> Option<Space> {
+        let (m, n) = id.split_once('@')?;
+        Some(Space { model: spec(m)?, max_tokens: n.parse().ok()? })
+    }
+}
+
+impl std::fmt::Display for Space {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}", self.model.id, self.max_tokens)
+    }
+}
 
 /// Padding budget: a batch holds at most this many token slots (sequences × longest length).
 /// Small batches keep the activations in cache; measured best on 2 cores.
@@ -61,6 +161,7 @@ pub struct Embedded {
 }
 
 pub struct Embedder {
+    space: Space,
     tokenizer: Tokenizer,
     /// One single-threaded session per parallel worker.
     sessions: Vec<Mutex<Session>>,
@@ -122,9 +223,10 @@ impl Embedder {
     /// to build, and several `App`s in one process (the test suite, `bench tune`) load the same
     /// file; each `App` still owns its handle (`Models::embedder`). It is keyed by everything
     /// that makes two loads differ, so no `App` sees another's configuration.
-    pub fn load(files: &EmbeddingFiles, threads: usize, max_tokens: usize) -> Result<Arc<Embedder>, EmbedError> {
+    pub fn load(files: &EmbeddingFiles, threads: usize, space: Space) -> Result<Arc<Embedder>, EmbedError> {
         type Cache = Mutex<HashMap<(PathBuf, usize, usize), Arc<Embedder>>>;
         static CACHE: OnceLock<Cache> = OnceLock::new();
+        let max_tokens = space.max_tokens;
         let key = (files.onnx.clone(), threads, max_tokens);
         let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
         let mut cache = cache.lock();
@@ -155,6 +257,7 @@ impl Embedder {
                 message: "the model has no outputs".into(),
             })?;
         let e = Arc::new(Embedder {
+            space,
             tokenizer,
             sessions: sessions.into_iter().map(Mutex::new).collect(),
             query_session: Mutex::new(query_session),
@@ -168,6 +271,21 @@ impl Embedder {
 
     pub fn max_tokens(&self) -> usize {
         self.max_tokens
+    }
+
+    /// The space this embedder's vectors are in.
+    pub fn space(&self) -> Space {
+        self.space
+    }
+
+    /// Token ids of passages (documents' chunks), with the model's passage prefix.
+    pub fn tokenize_passages(&self, texts: &[&str]) -> Result<Vec<Vec<u32>>, EmbedError> {
+        let prefix = self.space.model.passage_prefix;
+        if prefix.is_empty() {
+            return self.tokenize(texts);
+        }
+        let owned: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+        self.tokenize(&owned.iter().map(String::as_str).collect::<Vec<_>>())
     }
 
     /// Token ids of `texts` (truncated), in order.
@@ -185,9 +303,17 @@ impl Embedder {
         self.embed_tokenized(&ids, false)
     }
 
-    /// Embeds one query on the query session.
+    /// Embeds passages (documents' chunks) as the model wants them embedded for retrieval.
+    pub fn embed_passages(&self, texts: &[&str]) -> Result<Embedded, EmbedError> {
+        let ids = self.tokenize_passages(texts)?;
+        self.embed_tokenized(&ids, false)
+    }
+
+    /// Embeds one query (with the model's query prefix) on the query session.
     pub fn embed_query(&self, text: &str) -> Result<Vec<f32>, EmbedError> {
-        let ids = self.tokenize(&[text])?;
+        let prefix = self.space.model.query_prefix;
+        let ids =
+            if prefix.is_empty() { self.tokenize(&[text])? } else { self.tokenize(&[&format!("{prefix}{text}")])? };
         let mut out = self.embed_tokenized(&ids, true)?;
         out.vectors.pop().ok_or_else(|| EmbedError::Inference("no vector".into()))
     }

@@ -53,6 +53,18 @@ pub const EXPECTED: &[Expected] = &[
         what: "ONNX Runtime library",
     },
     Expected {
+        relative: "e5-small/model.onnx",
+        sha256: "9385e7b508079acbd775bcf1b89aa4d7f0eebbf332bed2779a928fdfb837e60e",
+        required: false,
+        what: "multilingual sentence-embedding model (multilingual-e5-small, 4-bit ONNX, optional)",
+    },
+    Expected {
+        relative: "e5-small/tokenizer.json",
+        sha256: "d1e32189ebbca5113a426ae664ea37bc8f76a960ca837a8d01dc08f6b9025d78",
+        required: false,
+        what: "multilingual embedding tokenizer (optional)",
+    },
+    Expected {
         relative: "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
         required: false,
@@ -60,7 +72,7 @@ pub const EXPECTED: &[Expected] = &[
     },
 ];
 
-pub const FETCH_HINT: &str = "run scripts/fetch-models.sh (or install.sh) to fetch them, or point --models-dir / STEWARD_MODELS_DIR at a directory holding minilm/ and onnxruntime/";
+pub const FETCH_HINT: &str = "run scripts/fetch-models.sh (or install.sh) to fetch them, or point --models-dir / STEWARD_MODELS_DIR at a directory holding minilm/ (and e5-small/ for the multilingual model) and onnxruntime/";
 
 /// The directories searched, in order.
 pub fn candidate_dirs(config: &Config) -> Vec<PathBuf> {
@@ -118,29 +130,34 @@ fn ort_library(dir: &Path) -> Option<PathBuf> {
     found.pop()
 }
 
-/// Builds of the embedding model made at install time, best first.
-const BUILT_MODELS: &[&str] = &["minilm/model.fused.q8.onnx", "minilm/model.q8.onnx"];
-
-/// Locates the embedding model, its tokenizer and ONNX Runtime.
+/// Locates the default (English) embedding model, its tokenizer and ONNX Runtime.
 pub fn embedding(config: &Config) -> Result<EmbeddingFiles, Missing> {
+    embedding_for(config, &super::embed::MINILM)
+}
+
+/// Locates an embedding model's files and ONNX Runtime: the first candidate directory holding one
+/// of its model files; in it the first of `spec.onnx` that exists (MiniLM: the compact build made at
+/// install by scripts/build-embedding-model.py, then an older quantized build, then the published
+/// file).
+pub fn embedding_for(config: &Config, spec: &super::embed::ModelSpec) -> Result<EmbeddingFiles, Missing> {
     let searched = candidate_dirs(config);
-    let dir = searched.iter().find(|d| d.join("minilm/model.onnx").is_file()).cloned();
+    let model_file = |d: &Path| spec.onnx.iter().map(|f| d.join(spec.dir).join(f)).find(|p| p.is_file());
+    let dir = searched.iter().find(|d| model_file(d).is_some()).cloned();
     let mut missing = Vec::new();
     let Some(dir) = dir else {
         return Err(Missing {
             searched,
             missing: vec![
-                "minilm/model.onnx".into(),
-                "minilm/tokenizer.json".into(),
+                format!("{}/{}", spec.dir, spec.onnx.last().copied().unwrap_or("model.onnx")),
+                format!("{}/tokenizer.json", spec.dir),
                 "onnxruntime/libonnxruntime.so.*".into(),
             ],
         });
     };
-    // Prefer the compact, quantized build of the same model (scripts/build-embedding-model.py), then
-    // an older plain quantized build, then the published file.
-    let onnx =
-        BUILT_MODELS.iter().map(|f| dir.join(f)).find(|p| p.is_file()).unwrap_or_else(|| dir.join("minilm/model.onnx"));
-    let tokenizer = dir.join("minilm/tokenizer.json");
+    let Some(onnx) = model_file(&dir) else {
+        return Err(Missing { searched, missing: vec![format!("{}/model.onnx", spec.dir)] });
+    };
+    let tokenizer = dir.join(spec.dir).join("tokenizer.json");
     if !tokenizer.is_file() {
         missing.push(tokenizer.display().to_string());
     }
@@ -176,4 +193,46 @@ pub fn file_sha256(path: &Path) -> std::io::Result<String> {
         h.update(&buf[..n]);
     }
     Ok(hex::encode(h.finalize()))
+}
+
+/// One model file of the install, as `steward models list` reports it.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    pub relative: &'static str,
+    pub what: &'static str,
+    pub required: bool,
+    /// Where it is (none: not installed).
+    pub path: Option<PathBuf>,
+    pub bytes: Option<u64>,
+    /// Whether its SHA-256 is the pinned release's (none when missing).
+    pub verified: Option<bool>,
+}
+
+/// Every expected model file: found in the first candidate directory that holds it, checked by
+/// hash. Builds made at install (the compact MiniLM) are listed as found when present.
+pub fn inventory(config: &Config) -> Vec<Installed> {
+    let dirs = candidate_dirs(config);
+    let mut out: Vec<Installed> = EXPECTED
+        .iter()
+        .map(|e| {
+            let path = dirs.iter().map(|d| d.join(e.relative)).find(|p| p.is_file());
+            let bytes = path.as_ref().and_then(|p| std::fs::metadata(p).ok()).map(|m| m.len());
+            let verified = path.as_ref().map(|p| file_sha256(p).is_ok_and(|h| h == e.sha256));
+            Installed { relative: e.relative, what: e.what, required: e.required, path, bytes, verified }
+        })
+        .collect();
+    if let Some(p) = dirs.iter().map(|d| d.join("minilm/model.fused.q8.onnx")).find(|p| p.is_file()) {
+        out.insert(
+            1,
+            Installed {
+                relative: "minilm/model.fused.q8.onnx",
+                what: "sentence-embedding model as Steward runs it (built at install from the one above)",
+                required: false,
+                bytes: std::fs::metadata(&p).ok().map(|m| m.len()),
+                path: Some(p),
+                verified: None,
+            },
+        );
+    }
+    out
 }

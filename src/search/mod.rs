@@ -10,8 +10,10 @@
 
 pub mod api;
 pub mod filter;
+pub mod history;
 pub mod query;
 mod snippet;
+pub mod spaces;
 mod store;
 pub mod text;
 pub mod vectors;
@@ -29,7 +31,7 @@ pub use store::{LiveChunk, SearchRecord};
 use crate::error::{Error, Result};
 use crate::ids::WorkspaceId;
 use crate::storage::Db;
-use text::{Boosts, TextDoc, TextIndex};
+use text::{Lang, TextDoc, TextIndex};
 use vectors::VectorIndex;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -49,6 +51,9 @@ struct SyncState {
 pub struct SearchIndex {
     dir: PathBuf,
     text: TextIndex,
+    /// Each workspace's language for lexical analysis and the live space of its vectors, as
+    /// `search_workspaces` says (see `spaces`).
+    confs: parking_lot::RwLock<HashMap<String, (Lang, String)>>,
     writer: Mutex<tantivy::IndexWriter>,
     vectors: VectorIndex,
     state: Mutex<SyncState>,
@@ -79,7 +84,7 @@ pub enum Fusion {
     Convex { alpha: f32 },
 }
 
-/// Fusion and candidate settings (tuned on Cranfield; see docs/performance.md).
+/// Fusion and candidate settings (chosen on two collections; see docs/performance.md).
 #[derive(Debug, Clone, Copy)]
 pub struct Tuning {
     pub lexical_k: usize,
@@ -90,7 +95,10 @@ pub struct Tuning {
     pub min_similarity: f32,
     pub lexical_weight: f32,
     pub vector_weight: f32,
-    pub boosts: Boosts,
+    /// Drop English question and filler words from keyword queries (`text::QUESTION_WORDS`).
+    pub question_words: bool,
+    /// A document's score from its chunks' scores: the best chunk's plus this share of the rest.
+    pub rest_weight: f32,
     pub fusion: Fusion,
     /// Pseudo-relevance feedback: a second pass informed by the first pass's best documents.
     pub feedback: Option<Feedback>,
@@ -122,8 +130,9 @@ pub enum FeedbackSource {
 
 impl Default for Tuning {
     fn default() -> Self {
-        // Chosen with `steward bench tune` on Cranfield; the neighbourhood of these values is flat
-        // (nDCG@10 within ±0.005 on either half of the queries), see docs/performance.md.
+        // Chosen with `steward bench tune` on Cranfield and NFCorpus together (the mean of both,
+        // checked on the odd and even halves of each); the neighbourhood is flat (within ±0.005).
+        // See docs/performance.md, "Retrieval".
         Tuning {
             lexical_k: 100,
             vector_k: 100,
@@ -131,14 +140,15 @@ impl Default for Tuning {
             min_similarity: 0.2,
             lexical_weight: 1.0,
             vector_weight: 1.0,
-            boosts: Boosts::default(),
+            question_words: true,
+            rest_weight: 0.0,
             fusion: Fusion::Convex { alpha: 0.5 },
             feedback: Some(Feedback {
                 docs: 3,
-                terms: 10,
+                terms: 20,
                 term_weight: 0.5,
-                vector_weight: 0.5,
-                lexical_source: FeedbackSource::Fused,
+                vector_weight: 1.0,
+                lexical_source: FeedbackSource::Lexical,
             }),
         }
     }
@@ -154,9 +164,8 @@ pub struct Candidate {
 }
 
 /// Min-max normalization over a candidate list.
-fn normalizer(list: &[(u64, f32)]) -> impl Fn(f32) -> f32 {
-    let max = list.iter().map(|x| x.1).fold(f32::MIN, f32::max);
-    let min = list.iter().map(|x| x.1).fold(f32::MAX, f32::min);
+fn normalizer(list: &[(u64, f32)]) -> impl Fn(f32) -> f32 + use<> {
+    let (min, max) = list.iter().fold((f32::MAX, f32::MIN), |(lo, hi), x| (lo.min(x.1), hi.max(x.1)));
     move |s| if max > min { (s - min) / (max - min) } else { 1.0 }
 }
 
@@ -286,6 +295,12 @@ impl SearchIndex {
         let idx = SearchIndex {
             dir: dir.to_path_buf(),
             text,
+            confs: parking_lot::RwLock::new(
+                db.read(store::space_rows)?
+                    .into_iter()
+                    .map(|r| (r.workspace_id.clone(), (Lang::of_locale(&r.language), r.space)))
+                    .collect(),
+            ),
             writer: Mutex::new(writer),
             vectors,
             state: Mutex::new(SyncState {
@@ -301,6 +316,15 @@ impl SearchIndex {
         let rebuilt_vectors = vec_pos.is_none();
         if rebuilt_text || rebuilt_vectors {
             idx.rebuild_parts(db, rebuilt_text, rebuilt_vectors, max_seq)?;
+        }
+        // a workspace whose saved vectors are in another space than its chunks' (a re-embedding
+        // switched over and the process stopped before the index was saved) is rebuilt alone
+        if !rebuilt_vectors {
+            for (ws, space) in idx.vectors.spaces() {
+                if idx.cached_space(&ws).is_some_and(|s| s != space) {
+                    idx.rebuild_vectors_of(db, &ws)?;
+                }
+            }
         }
         let text_seq = text_pos.unwrap_or(max_seq);
         let vec_seq = vec_pos.unwrap_or(max_seq);
@@ -347,6 +371,7 @@ impl SearchIndex {
                                 key: ch.key,
                                 workspace: &ch.workspace_id,
                                 document: &ch.document_id,
+                                lang: self.language(&ch.workspace_id),
                                 title: &ch.title,
                                 heading: &ch.heading,
                                 body: &ch.content,
@@ -355,7 +380,9 @@ impl SearchIndex {
                         .map_err(tantivy_err)?;
                 }
                 if vectors && let Some(v) = &ch.embedding {
-                    self.vectors.add(&ch.workspace_id, ch.key, v).map_err(Error::internal_msg)?;
+                    self.vectors
+                        .add(&ch.workspace_id, &self.space_for(&ch.workspace_id), ch.key, v)
+                        .map_err(Error::internal_msg)?;
                 }
                 n += 1;
                 Ok(())
@@ -414,6 +441,7 @@ impl SearchIndex {
                                     key: ch.key,
                                     workspace: &ch.workspace_id,
                                     document: &ch.document_id,
+                                    lang: self.language(&ch.workspace_id),
                                     title: &ch.title,
                                     heading: &ch.heading,
                                     body: &ch.content,
@@ -421,7 +449,9 @@ impl SearchIndex {
                             )
                             .map_err(tantivy_err)?;
                         if let Some(v) = &ch.embedding {
-                            self.vectors.add(&ch.workspace_id, ch.key, v).map_err(Error::internal_msg)?;
+                            self.vectors
+                                .add(&ch.workspace_id, &self.space_of_db(db, &ch.workspace_id), ch.key, v)
+                                .map_err(Error::internal_msg)?;
                         }
                     }
                 } else {
@@ -473,14 +503,13 @@ impl SearchIndex {
         terms: &[(String, f32)],
         k: usize,
         documents: Option<&HashSet<String>>,
-        boosts: Boosts,
     ) -> Result<Vec<(u64, f32)>> {
-        self.text.search_terms(workspace, terms, k, documents, boosts).map_err(tantivy_err)
+        self.text.search_terms(workspace, terms, k, documents).map_err(tantivy_err)
     }
 
-    /// Every analyzed term of a text (with repetitions).
-    pub fn document_terms(&self, text: &str) -> Vec<String> {
-        self.text.document_terms(text)
+    /// Every analyzed term of a text of `workspace` (with repetitions).
+    pub fn document_terms(&self, workspace: &str, text: &str) -> Vec<String> {
+        text::analyze(self.language(workspace), text)
     }
 
     /// The term counts the text index stored for chunks `keys` (a key not indexed is left out).
@@ -488,27 +517,129 @@ impl SearchIndex {
         self.text.stored_term_counts(keys).map_err(tantivy_err)
     }
 
-    /// BM25 candidates.
-    pub fn lexical(
-        &self,
-        workspace: &str,
-        query: &str,
-        k: usize,
-        documents: Option<&HashSet<String>>,
-        boosts: Boosts,
-    ) -> Result<Vec<(u64, f32)>> {
-        self.text.search(workspace, query, k, documents, boosts).map_err(tantivy_err)
+    /// The language a workspace's text is analyzed in.
+    pub fn language(&self, workspace: &str) -> Lang {
+        self.confs.read().get(workspace).map(|c| c.0).unwrap_or_default()
     }
 
-    /// Vector candidates (cosine similarity).
+    /// The live space of a workspace's vectors, when known.
+    pub fn cached_space(&self, workspace: &str) -> Option<String> {
+        self.confs.read().get(workspace).map(|c| c.1.clone())
+    }
+
+    /// The live space of a workspace's vectors: cached, else read from its row (and cached), else
+    /// the legacy one (no row: its chunks predate spaces).
+    fn space_of_db(&self, db: &Db, workspace: &str) -> String {
+        if let Some(s) = self.cached_space(workspace) {
+            return s;
+        }
+        match db.read(|c| store::space_row_of(c, workspace)) {
+            Ok(Some(r)) => {
+                self.set_conf(workspace, Lang::of_locale(&r.language), &r.space);
+                r.space
+            }
+            _ => crate::models::embed::LEGACY_SPACE.to_string(),
+        }
+    }
+
+    /// [`Self::space_of_db`] without a database at hand (rebuilds read every row at open).
+    fn space_for(&self, workspace: &str) -> String {
+        self.cached_space(workspace).unwrap_or_else(|| crate::models::embed::LEGACY_SPACE.to_string())
+    }
+
+    /// Records a workspace's language and live space (`spaces` calls it when they change).
+    pub fn set_conf(&self, workspace: &str, lang: Lang, space: &str) {
+        self.confs.write().insert(workspace.to_string(), (lang, space.to_string()));
+    }
+
+    /// Rebuilds one workspace's vector index from its live chunks in SQLite.
+    fn rebuild_vectors_of(&self, db: &Db, ws: &str) -> Result<()> {
+        let vectors = db.read(|c| store::live_vectors_of(c, ws))?;
+        self.vectors.replace(ws, &self.space_for(ws), &vectors).map_err(Error::internal_msg)?;
+        self.state.lock().vectors_dirty = true;
+        tracing::info!(workspace = ws, vectors = vectors.len(), "rebuilt a workspace's vector index from SQLite");
+        Ok(())
+    }
+
+    /// Switches a workspace whose chunks all have their vector in `target` over to it: the vectors
+    /// are swapped in one transaction and the workspace's index is replaced whole, with no index
+    /// op applied in between. Returns false (nothing changed) when a chunk still lacks its vector.
+    pub fn switch_space(&self, app: &crate::app::App, ws: &str, target: &str) -> Result<bool> {
+        let mut st = self.state.lock();
+        let (vectors, missing) = app.db.read(|c| store::next_vectors(c, ws))?;
+        if !missing.is_empty() {
+            return Ok(false);
+        }
+        let now = crate::clock::rfc3339(app.clock.now());
+        let switched = app.db.write(|tx| {
+            let (done, total) = crate::documents::embeddings::reembed_counts(tx, ws)?;
+            if done != total {
+                return Ok(false);
+            }
+            crate::documents::embeddings::promote_next_embeddings(tx, ws, target)?;
+            store::finish_target(tx, ws, target, &now)?;
+            Ok(true)
+        })?;
+        if !switched {
+            return Ok(false);
+        }
+        self.vectors.replace(ws, target, &vectors).map_err(Error::internal_msg)?;
+        let lang = self.language(ws);
+        self.set_conf(ws, lang, target);
+        st.vectors_dirty = true;
+        drop(st);
+        self.save_vectors(&app.db)?;
+        Ok(true)
+    }
+
+    /// Indexes a workspace's live chunks again (its language changed); returns how many.
+    pub fn reanalyze(&self, db: &Db, ws: &str) -> Result<usize> {
+        let _st = self.state.lock();
+        let mut w = self.writer.lock();
+        w.delete_term(tantivy::Term::from_field_text(self.text.fields.workspace, ws));
+        let lang = self.language(ws);
+        let mut n = 0;
+        db.read(|c| {
+            store::for_each_live_of(c, ws, |ch| {
+                self.text
+                    .add(
+                        &w,
+                        &TextDoc {
+                            key: ch.key,
+                            workspace: &ch.workspace_id,
+                            document: &ch.document_id,
+                            lang,
+                            title: &ch.title,
+                            heading: &ch.heading,
+                            body: &ch.content,
+                        },
+                    )
+                    .map_err(tantivy_err)?;
+                n += 1;
+                Ok(())
+            })
+        })?;
+        w.commit().map_err(tantivy_err)?;
+        drop(w);
+        self.text.reader.reload().map_err(tantivy_err)?;
+        Ok(n)
+    }
+
+    /// Vector candidates (cosine similarity) for a query embedded in `space`; `Ok(None)` when the
+    /// workspace's index is in another space (it has just switched: embed the query again).
     pub fn semantic(
         &self,
         workspace: &str,
+        space: &str,
         query: &[f32],
         k: usize,
         allowed: Option<&HashSet<u64>>,
-    ) -> Result<Vec<(u64, f32)>> {
-        self.vectors.search(workspace, query, k, allowed).map_err(Error::internal_msg)
+    ) -> Result<Option<Vec<(u64, f32)>>> {
+        match self.vectors.search(workspace, space, query, k, allowed) {
+            Ok(v) => Ok(Some(v)),
+            Err(vectors::VectorError::OtherSpace { .. }) => Ok(None),
+            Err(vectors::VectorError::Failed(m)) => Err(Error::internal_msg(m)),
+        }
     }
 
     /// The indexed vector of a chunk (for relevance feedback).
@@ -516,9 +647,10 @@ impl SearchIndex {
         self.vectors.get(workspace, key)
     }
 
-    /// Query terms as the lexical index analyzes them (for highlighting).
-    pub fn analyzed_terms(&self, text: &str) -> Vec<String> {
-        self.text.terms(text)
+    /// Query terms of `workspace` as the lexical index analyzes them, weighted by their count in
+    /// the query.
+    pub fn analyzed_terms(&self, workspace: &str, text: &str, question_words: bool) -> Vec<(String, f32)> {
+        text::query_terms(self.language(workspace), text, question_words)
     }
 
     /// (chunks in the text index, vectors in the vector index).

@@ -83,6 +83,8 @@ fn allowed_documents(app: &App, ws: &WorkspaceId, r: &Retrieve) -> Result<Option
 #[serde(rename_all = "camelCase")]
 pub struct RetrievalTrace {
     pub mode: Mode,
+    /// The embedding space the vector search ran in (empty for BM25 alone).
+    pub space: String,
     pub lexical_candidates: usize,
     pub vector_candidates: usize,
     pub feedback_documents: usize,
@@ -116,9 +118,38 @@ pub fn retrieve_tuned(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> 
     retrieve_traced(app, ws, r, t).map(|(hits, _)| hits)
 }
 
+/// Why one attempt at a retrieval stopped.
+enum Stop {
+    /// The workspace's vector index switched to another embedding space during the attempt (a
+    /// re-embedding finished): the query must be embedded again.
+    SpaceChanged,
+    Failed(Error),
+}
+
+impl From<Error> for Stop {
+    fn from(e: Error) -> Self {
+        Stop::Failed(e)
+    }
+}
+
+type Attempt<T> = std::result::Result<T, Stop>;
+
 /// Retrieves and reports what it did.
 #[tracing::instrument(name = "search.retrieve", skip_all, fields(workspace = %ws.0))]
 pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> Result<(Vec<Hit>, RetrievalTrace)> {
+    // a switch of embedding space between embedding the query and searching: once more, in the
+    // new space (switches are rare; two in a row cannot happen within one search)
+    for _ in 0..2 {
+        match attempt(app, ws, r, t) {
+            Ok(x) => return Ok(x),
+            Err(Stop::Failed(e)) => return Err(e),
+            Err(Stop::SpaceChanged) => continue,
+        }
+    }
+    Err(Error::unavailable("the workspace's vector index is switching to a new embedding model; try again"))
+}
+
+fn attempt(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> Attempt<(Vec<Hit>, RetrievalTrace)> {
     let mut trace = RetrievalTrace { mode: r.mode, ..Default::default() };
     let mut clock = Instant::now();
     let index = app.search()?;
@@ -137,15 +168,29 @@ pub fn retrieve_traced(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) ->
         _ => None,
     };
     let terms: Vec<(String, f32)> =
-        index.analyzed_terms(r.lexical_query.as_deref().unwrap_or(&r.query)).into_iter().map(|t| (t, 1.0)).collect();
-    let embedder = if r.mode == Mode::Bm25 { None } else { Some(app.models.embedder()?) };
-    let p = Passes { app, ws, r, t, index, allowed, allowed_keys, terms };
+        index.analyzed_terms(&ws.0, r.lexical_query.as_deref().unwrap_or(&r.query), t.question_words);
+    let (space, embedder) = if r.mode == Mode::Bm25 {
+        (String::new(), None)
+    } else {
+        let space = super::spaces::live_space(app, &ws.0)?;
+        let parsed = crate::models::embed::Space::parse(&space)
+            .ok_or_else(|| Error::internal_msg(format!("unknown embedding space {space}")))?;
+        (space, Some(app.models.embedder_for(parsed)?))
+    };
+    trace.space = space.clone();
+    let p = Passes { app, ws, r, t, index, allowed, allowed_keys, terms, space };
     let first = p.first_pass(embedder.as_deref(), &mut trace)?;
     let mut fused = fuse(&first.lexical, &first.vector, t);
     trace.mark("firstPass", &mut clock);
     if let Some(fb) = t.feedback {
         p.feedback_round(fb, first, &mut fused, &mut trace)?;
         trace.mark("feedback", &mut clock);
+    }
+    // Documents, not chunks, are ranked when results are collapsed: each document by its fused
+    // chunks' scores (`by_document`), represented by its best chunk.
+    if r.collapse && !fused.is_empty() {
+        fused = by_document(app, ws, fused, t.rest_weight)?;
+        trace.mark("documents", &mut clock);
     }
     // The candidates that are still live (a chunk deleted or replaced since it was indexed is
     // dropped), with their rows, read best first in batches until `limit` are chosen.
@@ -171,6 +216,8 @@ struct Passes<'a> {
     allowed_keys: Option<HashSet<u64>>,
     /// The analyzed keyword query, each term of weight 1.
     terms: Vec<(String, f32)>,
+    /// The embedding space the query vector is in.
+    space: String,
 }
 
 /// What pass one found.
@@ -187,12 +234,16 @@ impl Passes<'_> {
         if self.r.mode == Mode::Vector {
             Ok(Vec::new())
         } else {
-            self.index.lexical_terms(&self.ws.0, terms, self.t.lexical_k, self.allowed.as_ref(), self.t.boosts)
+            self.index.lexical_terms(&self.ws.0, terms, self.t.lexical_k, self.allowed.as_ref())
         }
     }
 
-    fn vector(&self, q: &[f32]) -> Result<Vec<(u64, f32)>> {
-        let mut v = self.index.semantic(&self.ws.0, q, self.t.vector_k, self.allowed_keys.as_ref())?;
+    fn vector(&self, q: &[f32]) -> Attempt<Vec<(u64, f32)>> {
+        let Some(mut v) =
+            self.index.semantic(&self.ws.0, &self.space, q, self.t.vector_k, self.allowed_keys.as_ref())?
+        else {
+            return Err(Stop::SpaceChanged);
+        };
         v.retain(|(_, sim)| *sim >= self.t.min_similarity);
         Ok(v)
     }
@@ -200,14 +251,14 @@ impl Passes<'_> {
     /// The keyword query expanded from the feedback chunks `keys` (unexpanded without feedback).
     fn expand_from(&self, keys: &[u64]) -> Result<Vec<(String, f32)>> {
         let Some(fb) = self.t.feedback.filter(|_| self.r.mode != Mode::Vector) else { return Ok(self.terms.clone()) };
-        Ok(expand_terms(&self.terms, &feedback_term_counts(self.app, self.index, keys)?, fb))
+        Ok(expand_terms(&self.terms, &feedback_term_counts(self.app, self.index, &self.ws.0, keys)?, fb))
     }
 
     /// Pass one: the lexical search, then the query embedding and the vector search, one after the
     /// other. The embedding runs on two threads; a lexical search beside it (on 2 cores) stalls
     /// the embedding's threads at every operator and made hybrid search about 1 ms slower, measured.
     /// When the lexical feedback comes from the lexical ranking, its second pass runs at once.
-    fn first_pass(&self, embedder: Option<&Embedder>, trace: &mut RetrievalTrace) -> Result<FirstPass> {
+    fn first_pass(&self, embedder: Option<&Embedder>, trace: &mut RetrievalTrace) -> Attempt<FirstPass> {
         let (r, t) = (self.r, self.t);
         let lexical_feedback_first = t.feedback.is_some_and(|f| f.lexical_source == FeedbackSource::Lexical);
         let lexical = if r.mode == Mode::Vector { Vec::new() } else { self.lexical(&self.terms)? };
@@ -246,7 +297,7 @@ impl Passes<'_> {
         first: FirstPass,
         fused: &mut Vec<super::Candidate>,
         trace: &mut RetrievalTrace,
-    ) -> Result<()> {
+    ) -> Attempt<()> {
         let fb_keys: Vec<u64> = fused.iter().take(fb.docs).map(|c| c.key).collect();
         if fb_keys.is_empty() {
             return Ok(());
@@ -254,15 +305,17 @@ impl Passes<'_> {
         trace.feedback_documents = fb_keys.len();
         let mode = self.r.mode;
         // the feedback vectors come from the vector index itself (no SQLite read)
-        let vector_side = || -> Result<Vec<(u64, f32)>> {
+        let vector_side = || -> Attempt<Vec<(u64, f32)>> {
             let Some(q) = &first.query_vector else { return Ok(Vec::new()) };
             let vecs: Vec<Vec<f32>> = fb_keys.iter().filter_map(|k| self.index.stored_vector(&self.ws.0, *k)).collect();
             self.vector(&rocchio(q, &vecs, fb.vector_weight))
         };
-        let lexical_side = |early: Option<Vec<(u64, f32)>>| match early {
-            Some(l) => Ok(l),
-            None if mode == Mode::Vector => Ok(Vec::new()),
-            None => self.expand_from(&fb_keys).and_then(|q| self.lexical(&q)),
+        let lexical_side = |early: Option<Vec<(u64, f32)>>| -> Result<Vec<(u64, f32)>> {
+            match early {
+                Some(l) => Ok(l),
+                None if mode == Mode::Vector => Ok(Vec::new()),
+                None => self.expand_from(&fb_keys).and_then(|q| self.lexical(&q)),
+            }
         };
         let (lexical2, vector2) = match mode {
             // both searches, side by side (the embedding is done: the cores are free)
@@ -270,7 +323,7 @@ impl Passes<'_> {
                 let vector = scope.spawn(vector_side);
                 let lexical = lexical_side(first.early_lexical2);
                 let vector = vector.join().map_err(|_| Error::internal_msg("the vector search thread panicked"))?;
-                Ok::<_, Error>((lexical?, vector?))
+                Ok::<_, Stop>((lexical?, vector?))
             })?,
             Mode::Vector => (Vec::new(), vector_side()?),
             Mode::Bm25 => (lexical_side(first.early_lexical2)?, Vec::new()),
@@ -280,6 +333,48 @@ impl Passes<'_> {
         *fused = fuse(&lexical2, &vector2, self.t);
         Ok(())
     }
+}
+
+/// Ranks documents by their chunks' scores: a document scores as its best chunk plus `rest_weight`
+/// times the sum of its other candidate chunks (max-passage when 0), and is represented by its best
+/// chunk. Chunks no longer live are dropped. One SQLite read maps the candidates to documents.
+fn by_document(
+    app: &App,
+    ws: &WorkspaceId,
+    fused: Vec<super::Candidate>,
+    rest_weight: f32,
+) -> Result<Vec<super::Candidate>> {
+    let keys: Vec<u64> = fused.iter().map(|c| c.key).collect();
+    let doc_of: HashMap<u64, String> = app.db.read(|c| store::documents_of(c, &ws.0, &keys))?.into_iter().collect();
+    Ok(aggregate(fused, |k| doc_of.get(&k).cloned(), rest_weight))
+}
+
+/// [`by_document`]'s ranking, given each chunk's document (`None`: not live).
+fn aggregate(
+    fused: Vec<super::Candidate>,
+    doc_of: impl Fn(u64) -> Option<String>,
+    rest_weight: f32,
+) -> Vec<super::Candidate> {
+    // `fused` is best first, so a document's first chunk is its best
+    let mut best: Vec<super::Candidate> = Vec::new();
+    let mut at: HashMap<String, usize> = HashMap::new();
+    let mut rest: Vec<f32> = Vec::new();
+    for c in fused {
+        let Some(doc) = doc_of(c.key) else { continue };
+        match at.get(&doc) {
+            Some(&i) => rest[i] += c.score,
+            None => {
+                at.insert(doc, best.len());
+                best.push(c);
+                rest.push(0.0);
+            }
+        }
+    }
+    for (c, r) in best.iter_mut().zip(&rest) {
+        c.score += rest_weight * r;
+    }
+    best.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap_or(std::cmp::Ordering::Equal).then(a.key.cmp(&b.key)));
+    best
 }
 
 /// The fused score of a chunk ranked first by every retriever used (scores are divided by it).
@@ -358,13 +453,13 @@ fn into_hits(
 
 /// The feedback chunks' term counts, as the text index stored them at indexing (a chunk the index
 /// does not hold yet is read from SQLite and analysed), in the order of `keys`.
-fn feedback_term_counts(app: &App, index: &super::SearchIndex, keys: &[u64]) -> Result<Vec<TermCounts>> {
+fn feedback_term_counts(app: &App, index: &super::SearchIndex, ws: &str, keys: &[u64]) -> Result<Vec<TermCounts>> {
     let mut stored: std::collections::HashMap<u64, TermCounts> = index.stored_term_counts(keys)?.into_iter().collect();
     let missing: Vec<u64> = keys.iter().copied().filter(|k| !stored.contains_key(k)).collect();
     if !missing.is_empty() {
         let contents = app.db.read(|c| store::chunk_contents_by_key(c, &missing))?;
         for (key, content) in contents {
-            stored.insert(key, TermCounts::of(&index.document_terms(&content)));
+            stored.insert(key, TermCounts::of(&index.document_terms(ws, &content)));
         }
     }
     Ok(keys.iter().filter_map(|k| stored.remove(k)).collect())
@@ -490,6 +585,7 @@ pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Re
     )?;
     let took_ms = started.elapsed().as_secs_f64() * 1000.0;
     let results = serde_json::to_value(&hits)?;
+    let stored = super::history::compact(app, &p.workspace_id.0, &hits)?;
     let id = new_id();
     let now = rfc3339(app.clock.now());
     let mode_s = serde_json::to_value(mode)?.as_str().unwrap_or("hybrid").to_string();
@@ -504,7 +600,7 @@ pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Re
                 query: &query,
                 metadata_filter: req.metadata_filter.as_ref(),
                 mode: &mode_s,
-                results: &results,
+                results: &stored,
                 result_count: hits.len(),
                 took_ms,
                 created_at: &now,
@@ -534,8 +630,84 @@ pub fn history(app: &App, p: &Principal, cursor: Option<&str>, limit: usize) -> 
     Ok(store::HistoryPage { searches, total, next_cursor, has_more: more })
 }
 
-/// One past search with exactly the results it returned then.
+/// One past search: its query and the documents and chunks it returned then, with their text as
+/// it is now (a hit whose chunk changed or went since says so; see `history`).
 pub fn replay(app: &App, p: &Principal, id: &str) -> Result<store::StoredSearch> {
     p.require(Perm::RetrievalQuery)?;
-    app.db.read(|c| store::search_record(c, &p.workspace_id.0, id))?.ok_or_else(|| Error::not_found("search"))
+    let mut s =
+        app.db.read(|c| store::search_record(c, &p.workspace_id.0, id))?.ok_or_else(|| Error::not_found("search"))?;
+    s.results = super::history::replay_hits(app, &p.workspace_id.0, &s)?;
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Candidate;
+    use super::*;
+
+    fn cand(key: u64, score: f32) -> Candidate {
+        Candidate { key, score, lexical_rank: None, vector_rank: None }
+    }
+
+    #[test]
+    fn documents_rank_by_their_best_chunk_plus_a_share_of_the_rest() {
+        // doc A: chunks 1 (0.9) and 3 (0.5); doc B: chunk 2 (0.8); chunk 4 is no longer live
+        let fused = vec![cand(1, 0.9), cand(2, 0.8), cand(3, 0.5), cand(4, 0.95)];
+        let doc = |k: u64| match k {
+            1 | 3 => Some("A".to_string()),
+            2 => Some("B".to_string()),
+            _ => None,
+        };
+        let max = aggregate(fused.clone(), doc, 0.0);
+        assert_eq!(max.iter().map(|c| c.key).collect::<Vec<_>>(), vec![1, 2], "max-passage, one per document");
+        assert!((max[0].score - 0.9).abs() < 1e-6);
+        let sum = aggregate(fused, doc, 0.5);
+        assert!((sum[0].score - 1.15).abs() < 1e-6, "0.9 + 0.5 × 0.5");
+        assert_eq!(sum[0].key, 1, "the document is represented by its best chunk");
+    }
+
+    proptest::proptest! {
+        /// Whatever the scores, every document appears once, represented by its best live chunk,
+        /// and the order is by the aggregate score.
+        #[test]
+        fn aggregation_keeps_one_chunk_per_document_in_score_order(
+            scores in proptest::collection::vec((0u64..40, 0.0f32..1.0), 0..60),
+            rest in 0.0f32..1.0,
+        ) {
+            let mut fused: Vec<Candidate> = scores.iter().enumerate().map(|(i, (_, s))| cand(i as u64, *s)).collect();
+            fused.sort_by(|a, b| b.score.partial_cmp(&a.score).unwrap());
+            let doc_of = |k: u64| scores.get(k as usize).filter(|(d, _)| d % 7 != 3).map(|(d, _)| format!("d{}", d % 11));
+            let out = aggregate(fused.clone(), doc_of, rest);
+            let mut seen = std::collections::HashSet::new();
+            for c in &out {
+                proptest::prop_assert!(seen.insert(doc_of(c.key).unwrap()));
+            }
+            for w in out.windows(2) {
+                proptest::prop_assert!(w[0].score >= w[1].score);
+            }
+            let docs: std::collections::HashSet<String> = fused.iter().filter_map(|c| doc_of(c.key)).collect();
+            proptest::prop_assert_eq!(out.len(), docs.len());
+        }
+
+        /// Fused scores stay in [0, 1] per retriever weight and every candidate of either list is kept once.
+        #[test]
+        fn fusion_keeps_every_candidate_once(
+            lex in proptest::collection::vec((0u64..30, -5.0f32..30.0), 0..40),
+            vec in proptest::collection::vec((0u64..30, -1.0f32..1.0), 0..40),
+            alpha in 0.0f32..1.0,
+        ) {
+            let dedup = |v: Vec<(u64, f32)>| {
+                let mut seen = std::collections::HashSet::new();
+                v.into_iter().filter(|(k, _)| seen.insert(*k)).collect::<Vec<_>>()
+            };
+            let (lex, vec) = (dedup(lex), dedup(vec));
+            let t = super::super::Tuning { fusion: super::super::Fusion::Convex { alpha }, ..Default::default() };
+            let out = super::super::fuse(&lex, &vec, &t);
+            let keys: std::collections::HashSet<u64> = lex.iter().chain(vec.iter()).map(|(k, _)| *k).collect();
+            proptest::prop_assert_eq!(out.len(), keys.len());
+            for c in &out {
+                proptest::prop_assert!(c.score >= -1e-6 && c.score <= 1.0 + 1e-6, "{}", c.score);
+            }
+        }
+    }
 }

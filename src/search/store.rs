@@ -136,6 +136,19 @@ pub fn for_each_live(c: &Connection, mut f: impl FnMut(LiveChunk) -> Result<()>)
     Ok(())
 }
 
+/// [`for_each_live`] for one workspace.
+pub fn for_each_live_of(c: &Connection, ws: &str, mut f: impl FnMut(LiveChunk) -> Result<()>) -> Result<()> {
+    let mut stmt = c.prepare(&format!(
+        "SELECT {LIVE_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE c.workspace_id = ?1 AND c.revision = d.indexed_revision AND c.embedding IS NOT NULL ORDER BY c.rowid"
+    ))?;
+    let mut rows = stmt.query([ws])?;
+    while let Some(r) = rows.next()? {
+        f(live_row(r)?)?;
+    }
+    Ok(())
+}
+
 pub fn live_count(c: &Connection) -> Result<i64> {
     Ok(c.query_row(
         "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.revision = d.indexed_revision AND c.embedding IS NOT NULL",
@@ -184,6 +197,27 @@ pub struct Hydrated {
 
 /// Loads result chunks by key, keeping only live chunks of `workspace` (a chunk deleted or
 /// replaced after the index saw it is dropped here).
+/// The document of each live chunk among `keys` (chunks deleted or replaced since they were
+/// indexed are left out).
+pub fn documents_of(c: &Connection, workspace: &str, keys: &[u64]) -> Result<Vec<(u64, String)>> {
+    let mut out = Vec::with_capacity(keys.len());
+    for part in keys.chunks(500) {
+        let marks = vec!["?"; part.len()].join(",");
+        let sql = format!(
+            "SELECT c.rowid, c.document_id FROM chunks c JOIN documents d ON d.id = c.document_id
+             WHERE +c.workspace_id = ? AND c.revision = d.indexed_revision AND c.rowid IN ({marks})"
+        );
+        let mut args: Vec<SqlValue> = vec![SqlValue::Text(workspace.to_string())];
+        args.extend(part.iter().map(|k| SqlValue::Integer(*k as i64)));
+        let mut stmt = c.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args.iter()), |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
+        for r in rows {
+            out.push(r?);
+        }
+    }
+    Ok(out)
+}
+
 pub fn hydrate(c: &Connection, workspace: &str, keys: &[u64]) -> Result<Vec<Hydrated>> {
     let mut out = Vec::with_capacity(keys.len());
     for part in keys.chunks(500) {
@@ -267,6 +301,9 @@ pub struct HistoryEntry {
     pub created_at: String,
     pub result_count: i64,
     pub preview_top_titles: Vec<String>,
+    /// The documents whose titles are the preview (compact format; read after the page).
+    #[serde(skip)]
+    pub top_documents: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -302,14 +339,20 @@ pub fn history_page(
     let rows = stmt.query_map(params_from_iter(args.iter()), |r| {
         let filter: Option<String> = r.get(3)?;
         let results: String = r.get(6)?;
-        let titles: Vec<String> = serde_json::from_str::<Value>(&results)
-            .ok()
-            .and_then(|v| v.as_array().cloned())
-            .unwrap_or_default()
-            .iter()
+        let results = serde_json::from_str::<Value>(&results).unwrap_or(Value::Null);
+        // the older format kept the titles; the compact one names the documents (titles read below)
+        let titles: Vec<String> = results
+            .as_array()
+            .into_iter()
+            .flatten()
             .filter_map(|h| h.get("title").and_then(|t| t.as_str()).map(|s| s.to_string()))
             .take(3)
             .collect();
+        let top_documents = if titles.is_empty() {
+            super::history::document_ids(&results).into_iter().take(3).collect()
+        } else {
+            Vec::new()
+        };
         Ok(HistoryEntry {
             search_id: r.get(0)?,
             query: r.get(1)?,
@@ -318,11 +361,20 @@ pub fn history_page(
             created_at: r.get(4)?,
             result_count: r.get(5)?,
             preview_top_titles: titles,
+            top_documents,
         })
     })?;
     let mut entries: Vec<HistoryEntry> = rows.collect::<rusqlite::Result<_>>()?;
     let more = entries.len() > limit;
     entries.truncate(limit);
+    let ids: Vec<String> = entries.iter().flat_map(|e| e.top_documents.iter().cloned()).collect();
+    if !ids.is_empty() {
+        let titles = titles_of(c, workspace, &ids)?;
+        for e in &mut entries {
+            let docs = std::mem::take(&mut e.top_documents);
+            e.preview_top_titles.extend(docs.iter().filter_map(|d| titles.get(d).cloned()));
+        }
+    }
     Ok((entries, total, more))
 }
 
@@ -390,4 +442,238 @@ pub fn chunk_contents_by_key(c: &Connection, keys: &[u64]) -> Result<Vec<(u64, S
     let args: Vec<i64> = if keys.is_empty() { vec![-1] } else { keys.iter().map(|k| *k as i64).collect() };
     let rows = stmt.query_map(params_from_iter(args.iter()), |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+// -- the workspaces' knowledge index settings (`search_workspaces`)
+
+/// A workspace's knowledge index settings as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpaceRow {
+    pub workspace_id: String,
+    pub history_days: i64,
+    pub history_max: i64,
+    pub language: String,
+    pub model: Option<String>,
+    pub space: String,
+    pub target_space: Option<String>,
+    pub reembed_total: i64,
+    pub reembed_done: i64,
+    pub reembed_started_at: Option<String>,
+    pub updated_at: String,
+}
+
+const SPACE_COLS: &str = "workspace_id, language, model, space, target_space, reembed_total, reembed_done, reembed_started_at, updated_at, history_days, history_max";
+
+fn space_row(r: &rusqlite::Row) -> rusqlite::Result<SpaceRow> {
+    Ok(SpaceRow {
+        workspace_id: r.get(0)?,
+        language: r.get(1)?,
+        model: r.get(2)?,
+        space: r.get(3)?,
+        target_space: r.get(4)?,
+        reembed_total: r.get(5)?,
+        reembed_done: r.get(6)?,
+        reembed_started_at: r.get(7)?,
+        updated_at: r.get(8)?,
+        history_days: r.get(9)?,
+        history_max: r.get(10)?,
+    })
+}
+
+pub fn space_rows(c: &Connection) -> Result<Vec<SpaceRow>> {
+    let mut st = c.prepare(&format!("SELECT {SPACE_COLS} FROM search_workspaces ORDER BY workspace_id"))?;
+    Ok(st.query_map([], space_row)?.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+pub fn space_row_of(c: &Connection, ws: &str) -> Result<Option<SpaceRow>> {
+    Ok(c.query_row(&format!("SELECT {SPACE_COLS} FROM search_workspaces WHERE workspace_id = ?1"), [ws], space_row)
+        .optional()?)
+}
+
+/// Inserts a workspace's row unless it has one; returns the row as it is then.
+pub fn ensure_space_row(tx: &Tx, ws: &str, space: &str, now: &str) -> Result<SpaceRow> {
+    tx.execute(
+        "INSERT INTO search_workspaces (workspace_id, space, updated_at) VALUES (?1, ?2, ?3) ON CONFLICT (workspace_id) DO NOTHING",
+        params![ws, space, now],
+    )?;
+    space_row_of(tx, ws)?.ok_or_else(|| crate::error::Error::not_found("workspace"))
+}
+
+pub fn set_language_and_model(tx: &Tx, ws: &str, language: &str, model: Option<&str>, now: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE search_workspaces SET language = ?2, model = ?3, updated_at = ?4 WHERE workspace_id = ?1",
+        params![ws, language, model, now],
+    )?;
+    Ok(())
+}
+
+/// Starts (or retargets) a re-embedding toward `target` with `total` chunks to do.
+pub fn set_target(tx: &Tx, ws: &str, target: Option<&str>, total: i64, now: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE search_workspaces SET target_space = ?2, reembed_total = ?3, reembed_done = 0,
+             reembed_started_at = CASE WHEN ?2 IS NULL THEN NULL ELSE ?4 END, updated_at = ?4
+         WHERE workspace_id = ?1",
+        params![ws, target, total, now],
+    )?;
+    Ok(())
+}
+
+pub fn set_progress(tx: &Tx, ws: &str, done: i64, total: i64) -> Result<()> {
+    tx.execute(
+        "UPDATE search_workspaces SET reembed_done = ?2, reembed_total = ?3 WHERE workspace_id = ?1",
+        params![ws, done, total],
+    )?;
+    Ok(())
+}
+
+/// The re-embedding is complete: `target` is the live space.
+pub fn finish_target(tx: &Tx, ws: &str, target: &str, now: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE search_workspaces SET space = ?2, target_space = NULL, reembed_done = reembed_total, updated_at = ?3
+         WHERE workspace_id = ?1",
+        params![ws, target, now],
+    )?;
+    Ok(())
+}
+
+/// Vectors keyed by chunk rowid.
+pub type KeyedVectors = Vec<(u64, Vec<f32>)>;
+
+/// The live chunks of a workspace with their target-space vectors (`next_embedding`), for the
+/// index a re-embedding switches to; chunks without one are reported by key.
+pub fn next_vectors(c: &Connection, ws: &str) -> Result<(KeyedVectors, Vec<u64>)> {
+    let mut st = c.prepare(
+        "SELECT c.rowid, c.next_embedding FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE c.workspace_id = ?1 AND c.revision = d.indexed_revision AND c.embedding IS NOT NULL ORDER BY c.rowid",
+    )?;
+    let mut rows = st.query([ws])?;
+    let (mut have, mut missing) = (Vec::new(), Vec::new());
+    while let Some(r) = rows.next()? {
+        let key = r.get::<_, i64>(0)? as u64;
+        match r.get::<_, Option<Vec<u8>>>(1)? {
+            Some(b) => have.push((key, decode_vector(&b))),
+            None => missing.push(key),
+        }
+    }
+    Ok((have, missing))
+}
+
+/// The live chunks of one workspace with their vectors (a workspace's index rebuilt alone).
+pub fn live_vectors_of(c: &Connection, ws: &str) -> Result<Vec<(u64, Vec<f32>)>> {
+    let mut st = c.prepare(
+        "SELECT c.rowid, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE c.workspace_id = ?1 AND c.revision = d.indexed_revision AND c.embedding IS NOT NULL ORDER BY c.rowid",
+    )?;
+    let rows = st.query_map([ws], |r| Ok((r.get::<_, i64>(0)? as u64, decode_vector(&r.get::<_, Vec<u8>>(1)?))))?;
+    Ok(rows.collect::<rusqlite::Result<Vec<_>>>()?)
+}
+
+pub fn set_history_retention(tx: &Tx, ws: &str, days: i64, max: i64, now: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE search_workspaces SET history_days = ?2, history_max = ?3, updated_at = ?4 WHERE workspace_id = ?1",
+        params![ws, days, max, now],
+    )?;
+    Ok(())
+}
+
+/// Deletes a workspace's searches made before `cutoff`, and all but the newest `max`; returns how
+/// many went.
+pub fn delete_old_searches(tx: &Tx, ws: &str, cutoff: &str, max: i64) -> Result<usize> {
+    let old = tx.execute("DELETE FROM searches WHERE workspace_id = ?1 AND created_at < ?2", params![ws, cutoff])?;
+    let over = tx.execute(
+        "DELETE FROM searches WHERE workspace_id = ?1 AND id IN (
+             SELECT id FROM searches WHERE workspace_id = ?1 ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?2)",
+        params![ws, max],
+    )?;
+    Ok(old + over)
+}
+
+/// The chunk index and content hash of chunks `ids` of `ws` that still exist.
+pub fn chunk_refs(c: &Connection, ws: &str, ids: &[&str]) -> Result<std::collections::HashMap<String, (i64, String)>> {
+    let mut out = std::collections::HashMap::new();
+    for part in ids.chunks(500) {
+        let marks = vec!["?"; part.len()].join(",");
+        let sql =
+            format!("SELECT id, chunk_index, content_hash FROM chunks WHERE workspace_id = ? AND id IN ({marks})");
+        let mut args: Vec<SqlValue> = vec![SqlValue::Text(ws.to_string())];
+        args.extend(part.iter().map(|k| SqlValue::Text(k.to_string())));
+        let mut stmt = c.prepare_cached(&sql)?;
+        let rows = stmt.query_map(params_from_iter(args.iter()), |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
+        for r in rows {
+            let (id, v): (String, (i64, String)) = r?;
+            out.insert(id, v);
+        }
+    }
+    Ok(out)
+}
+
+/// A chunk as it is now, with its content hash.
+pub struct ChunkNow {
+    pub hydrated: Hydrated,
+    pub content_hash: String,
+}
+
+const NOW_COLS: &str = "c.rowid, c.id, c.document_id, d.source_id, d.title, c.content, c.heading_path, c.page, c.sheet, c.chunk_index, d.metadata, c.content_hash";
+
+fn chunk_now(r: &rusqlite::Row) -> rusqlite::Result<ChunkNow> {
+    Ok(ChunkNow {
+        hydrated: Hydrated {
+            key: r.get::<_, i64>(0)? as u64,
+            chunk_id: r.get(1)?,
+            document_id: r.get(2)?,
+            source_id: r.get(3)?,
+            title: r.get(4)?,
+            content: r.get(5)?,
+            heading_path: r.get(6)?,
+            page: r.get(7)?,
+            sheet: r.get(8)?,
+            chunk_index: r.get(9)?,
+            metadata: r.get(10)?,
+        },
+        content_hash: r.get(11)?,
+    })
+}
+
+/// The chunk `id` of `ws`, while its document's live revision holds it.
+pub fn hydrate_chunk_id(c: &Connection, ws: &str, id: &str) -> Result<Option<ChunkNow>> {
+    Ok(c.query_row(
+        &format!(
+            "SELECT {NOW_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id
+             WHERE c.id = ?2 AND c.workspace_id = ?1 AND c.revision = d.indexed_revision"
+        ),
+        params![ws, id],
+        chunk_now,
+    )
+    .optional()?)
+}
+
+/// The live chunk at position `index` of document `doc` (or its last one, when it has fewer now).
+pub fn chunk_at(c: &Connection, ws: &str, doc: &str, index: i64) -> Result<Option<ChunkNow>> {
+    Ok(c.query_row(
+        &format!(
+            "SELECT {NOW_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id
+             WHERE c.document_id = ?2 AND c.workspace_id = ?1 AND c.revision = d.indexed_revision AND c.chunk_index <= ?3
+             ORDER BY c.chunk_index DESC LIMIT 1"
+        ),
+        params![ws, doc, index],
+        chunk_now,
+    )
+    .optional()?)
+}
+
+/// Titles of documents `ids` of `ws` that still exist.
+pub fn titles_of(c: &Connection, ws: &str, ids: &[String]) -> Result<std::collections::HashMap<String, String>> {
+    let mut out = std::collections::HashMap::new();
+    for part in ids.chunks(500) {
+        let marks = vec!["?"; part.len()].join(",");
+        let sql = format!("SELECT id, title FROM documents WHERE workspace_id = ? AND id IN ({marks})");
+        let mut args: Vec<SqlValue> = vec![SqlValue::Text(ws.to_string())];
+        args.extend(part.iter().map(|k| SqlValue::Text(k.clone())));
+        let mut stmt = c.prepare_cached(&sql)?;
+        for r in stmt.query_map(params_from_iter(args.iter()), |r| Ok((r.get(0)?, r.get(1)?)))? {
+            let (id, t): (String, String) = r?;
+            out.insert(id, t);
+        }
+    }
+    Ok(out)
 }

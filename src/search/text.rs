@@ -1,6 +1,13 @@
-//! The lexical index: Tantivy, BM25 over title, headings and body (English stemming and stop
-//! words), one document per chunk keyed by the chunk's rowid, filtered by workspace and, when a
-//! metadata filter applies, by document.
+//! The lexical index: Tantivy BM25 over one field per chunk (the document's title, the chunk's
+//! heading path and its text, as one text), one Tantivy document per chunk keyed by the chunk's
+//! rowid, filtered by workspace and, when a metadata filter applies, by document.
+//!
+//! Text is analyzed here, per the workspace's language ([`Lang`]: Tantivy's stemmers and stop
+//! words for the languages it ships, lowercase words for the rest), and handed to Tantivy
+//! pre-tokenized, so one index holds workspaces of different languages. Queries are analyzed the
+//! same way. One field, not title and body scored apart and summed: a sum of per-field BM25 scores
+//! counts a term twice where it is in both, with field weights that would have to be fitted to a
+//! collection.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -11,70 +18,199 @@ use tantivy::schema::{
     FAST, Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TextFieldIndexing, TextOptions, Value,
 };
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+    Language, LowerCaser, PreTokenizedString, RemoveLongFilter, SimpleTokenizer, Stemmer, StopWordFilter, TextAnalyzer,
+    Token,
 };
 use tantivy::{Index, IndexReader, IndexWriter, ReloadPolicy, TantivyDocument, Term};
 
 /// Bump when the schema or analysis changes: a mismatch rebuilds the index.
 /// 2: each chunk stores its body's term counts (`feedback_terms`).
-pub const SCHEMA_VERSION: u32 = 2;
-const ANALYZER: &str = "steward_en";
+/// 3: one pre-tokenized `text` field (title, heading, body) analyzed per workspace language.
+pub const SCHEMA_VERSION: u32 = 3;
 
 #[derive(Clone, Copy)]
 pub struct Fields {
     pub key: Field,
     pub workspace: Field,
     pub document: Field,
-    pub title: Field,
-    pub heading: Field,
-    pub body: Field,
-    /// The body's analyzed terms with their counts, stored (not searched): relevance feedback
+    pub text: Field,
+    /// The chunk's analyzed terms with their counts, stored (not searched): relevance feedback
     /// reads them instead of analysing the chunk again at query time. See [`TermCounts`].
     pub feedback_terms: Field,
 }
 
-/// BM25 field weights, tuned on Cranfield (docs/performance.md).
-#[derive(Debug, Clone, Copy)]
-pub struct Boosts {
-    pub title: f32,
-    pub heading: f32,
-    pub body: f32,
+/// A workspace's language for lexical analysis: Tantivy's Snowball stemmer and stop words where
+/// it has them; [`Lang::Other`] is lowercase words with neither.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Lang {
+    #[default]
+    English,
+    German,
+    French,
+    Spanish,
+    Portuguese,
+    Italian,
+    Dutch,
+    Swedish,
+    Norwegian,
+    Danish,
+    Finnish,
+    Hungarian,
+    Russian,
+    Romanian,
+    Turkish,
+    Greek,
+    Arabic,
+    Tamil,
+    Other,
 }
 
-impl Default for Boosts {
-    fn default() -> Self {
-        Boosts { title: 1.0, heading: 1.0, body: 1.0 }
+impl Lang {
+    pub const ALL: [Lang; 19] = [
+        Lang::English,
+        Lang::German,
+        Lang::French,
+        Lang::Spanish,
+        Lang::Portuguese,
+        Lang::Italian,
+        Lang::Dutch,
+        Lang::Swedish,
+        Lang::Norwegian,
+        Lang::Danish,
+        Lang::Finnish,
+        Lang::Hungarian,
+        Lang::Russian,
+        Lang::Romanian,
+        Lang::Turkish,
+        Lang::Greek,
+        Lang::Arabic,
+        Lang::Tamil,
+        Lang::Other,
+    ];
+
+    /// The ISO 639-1 code (`other` for [`Lang::Other`]).
+    pub fn code(self) -> &'static str {
+        match self {
+            Lang::English => "en",
+            Lang::German => "de",
+            Lang::French => "fr",
+            Lang::Spanish => "es",
+            Lang::Portuguese => "pt",
+            Lang::Italian => "it",
+            Lang::Dutch => "nl",
+            Lang::Swedish => "sv",
+            Lang::Norwegian => "no",
+            Lang::Danish => "da",
+            Lang::Finnish => "fi",
+            Lang::Hungarian => "hu",
+            Lang::Russian => "ru",
+            Lang::Romanian => "ro",
+            Lang::Turkish => "tr",
+            Lang::Greek => "el",
+            Lang::Arabic => "ar",
+            Lang::Tamil => "ta",
+            Lang::Other => "other",
+        }
     }
+
+    /// The language of a locale (`en`, `pt-BR`, `nb_NO`); an unknown one is [`Lang::Other`].
+    pub fn of_locale(locale: &str) -> Lang {
+        let primary = locale.split(['-', '_']).next().unwrap_or("").to_ascii_lowercase();
+        let primary = if primary == "nb" || primary == "nn" { "no".to_string() } else { primary };
+        Lang::ALL.into_iter().find(|l| l.code() == primary).unwrap_or(Lang::Other)
+    }
+
+    fn tantivy(self) -> Option<Language> {
+        Some(match self {
+            Lang::English => Language::English,
+            Lang::German => Language::German,
+            Lang::French => Language::French,
+            Lang::Spanish => Language::Spanish,
+            Lang::Portuguese => Language::Portuguese,
+            Lang::Italian => Language::Italian,
+            Lang::Dutch => Language::Dutch,
+            Lang::Swedish => Language::Swedish,
+            Lang::Norwegian => Language::Norwegian,
+            Lang::Danish => Language::Danish,
+            Lang::Finnish => Language::Finnish,
+            Lang::Hungarian => Language::Hungarian,
+            Lang::Russian => Language::Russian,
+            Lang::Romanian => Language::Romanian,
+            Lang::Turkish => Language::Turkish,
+            Lang::Greek => Language::Greek,
+            Lang::Arabic => Language::Arabic,
+            Lang::Tamil => Language::Tamil,
+            Lang::Other => return None,
+        })
+    }
+}
+
+/// How a language's text is analyzed: words (Unicode letters and digits), at most 40 bytes,
+/// lowercased, the language's stop words removed, stemmed.
+fn analyzer(lang: Lang) -> TextAnalyzer {
+    let b = TextAnalyzer::builder(SimpleTokenizer::default()).filter(RemoveLongFilter::limit(40)).filter(LowerCaser);
+    let Some(language) = lang.tantivy() else { return b.build() };
+    let stem = Stemmer::new(language);
+    match StopWordFilter::new(language) {
+        Some(stop) => b.filter(stop).filter(stem).build(),
+        None => b.filter(stem).build(),
+    }
+}
+
+/// Every term of `text` as the index analyzes a document of `lang` (with repetitions).
+pub fn analyze(lang: Lang, text: &str) -> Vec<String> {
+    let mut a = analyzer(lang);
+    let mut stream = a.token_stream(text);
+    let mut out = Vec::new();
+    while let Some(t) = stream.next() {
+        out.push(t.text.clone());
+    }
+    out
+}
+
+/// Every term of `text` as the index analyzes an English document (with repetitions): what a
+/// plain BM25 over "the same tokenizer" sees (the retrieval benchmark's reference).
+pub fn document_analysis(text: &str) -> Vec<String> {
+    analyze(Lang::English, text)
+}
+
+/// `text` analyzed for the index: the tokens with their positions and offsets.
+fn pre_tokenized(lang: Lang, text: &str) -> (PreTokenizedString, Vec<String>) {
+    let mut a = analyzer(lang);
+    let mut stream = a.token_stream(text);
+    let mut tokens: Vec<Token> = Vec::new();
+    while let Some(t) = stream.next() {
+        tokens.push(t.clone());
+    }
+    let terms = tokens.iter().map(|t| t.text.clone()).collect();
+    (PreTokenizedString { text: text.to_string(), tokens }, terms)
 }
 
 pub struct TextIndex {
     pub index: Index,
     pub reader: IndexReader,
     pub fields: Fields,
-    analyzer: TextAnalyzer,
-    query_analyzer: TextAnalyzer,
 }
 
 fn schema() -> (Schema, Fields) {
     let mut b = Schema::builder();
+    // the tokenizer is never run: text arrives pre-tokenized
     let text = TextOptions::default().set_indexing_options(
-        TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        TextFieldIndexing::default().set_tokenizer("raw").set_index_option(IndexRecordOption::WithFreqsAndPositions),
     );
     let fields = Fields {
         key: b.add_u64_field("chunk_key", INDEXED | FAST | STORED),
         workspace: b.add_text_field("workspace", STRING),
         document: b.add_text_field("document", STRING),
-        title: b.add_text_field("title", text.clone()),
-        heading: b.add_text_field("heading", text.clone()),
-        body: b.add_text_field("body", text),
+        text: b.add_text_field("text", text),
         feedback_terms: b.add_text_field("feedback_terms", STORED),
     };
     (b.build(), fields)
 }
 
-/// Words that carry no topic in a question: dropped from queries (not from documents), on top of
-/// the index's own stop words.
-const QUERY_STOP_WORDS: &[&str] = &[
+/// English words that carry no topic in a question: dropped from queries (not from documents), on
+/// top of the index's own stop words, when the tuning asks for it.
+pub const QUESTION_WORDS: &[&str] = &[
     "about",
     "above",
     "after",
@@ -239,27 +375,26 @@ impl Terms {
     }
 }
 
-fn analyzer() -> TextAnalyzer {
-    #[allow(clippy::expect_used, reason = "English stop words are built into tantivy")]
-    let stop = StopWordFilter::new(Language::English).expect("English stop words");
-    TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(RemoveLongFilter::limit(40))
-        .filter(LowerCaser)
-        .filter(stop)
-        .filter(Stemmer::new(Language::English))
-        .build()
-}
-
-fn query_analyzer() -> TextAnalyzer {
-    #[allow(clippy::expect_used, reason = "English stop words are built into tantivy")]
-    let stop = StopWordFilter::new(Language::English).expect("English stop words");
-    TextAnalyzer::builder(SimpleTokenizer::default())
-        .filter(RemoveLongFilter::limit(40))
-        .filter(LowerCaser)
-        .filter(stop)
-        .filter(StopWordFilter::remove(QUERY_STOP_WORDS.iter().map(|s| s.to_string())))
-        .filter(Stemmer::new(Language::English))
-        .build()
+/// Query terms of `text` in `lang`, analyzed as documents are, each weighted by how often it occurs
+/// in the query (BM25's query term frequency: a long query that names a term five times is about
+/// it more than one that names it once), in first-seen order. With `question_words`, English
+/// question and filler words ([`QUESTION_WORDS`]) are dropped too (unless nothing else remains).
+pub fn query_terms(lang: Lang, text: &str, question_words: bool) -> Vec<(String, f32)> {
+    let mut out: Vec<(String, f32)> = Vec::new();
+    for t in analyze(lang, text) {
+        match out.iter_mut().find(|(x, _)| *x == t) {
+            Some((_, n)) => *n += 1.0,
+            None => out.push((t, 1.0)),
+        }
+    }
+    if question_words && lang == Lang::English {
+        let stems: HashSet<String> = QUESTION_WORDS.iter().flat_map(|w| analyze(Lang::English, w)).collect();
+        let kept: Vec<(String, f32)> = out.iter().filter(|(t, _)| !stems.contains(t)).cloned().collect();
+        if !kept.is_empty() {
+            return kept;
+        }
+    }
+    out
 }
 
 /// The analyzed terms of a text with their counts, as relevance feedback uses them: `total` counts
@@ -321,6 +456,7 @@ pub struct TextDoc<'a> {
     pub key: u64,
     pub workspace: &'a str,
     pub document: &'a str,
+    pub lang: Lang,
     pub title: &'a str,
     pub heading: &'a str,
     pub body: &'a str,
@@ -341,10 +477,8 @@ impl TextIndex {
             }
             Err(_) => Index::create_in_dir(dir, schema.clone())?,
         };
-        let analyzer = analyzer();
-        index.tokenizers().register(ANALYZER, analyzer.clone());
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        Ok(TextIndex { index, reader, fields, analyzer, query_analyzer: query_analyzer() })
+        Ok(TextIndex { index, reader, fields })
     }
 
     pub fn writer(&self) -> tantivy::Result<IndexWriter> {
@@ -362,67 +496,31 @@ impl TextIndex {
         self.index.load_metas().ok().and_then(|m| m.payload)
     }
 
+    /// Adds a chunk: its title, heading path and text as one field, analyzed for its language.
     pub fn add(&self, w: &IndexWriter, d: &TextDoc) -> tantivy::Result<()> {
         let f = self.fields;
         let mut doc = TantivyDocument::default();
         doc.add_u64(f.key, d.key);
         doc.add_text(f.workspace, d.workspace);
         doc.add_text(f.document, d.document);
-        doc.add_text(f.title, d.title);
-        if !d.heading.is_empty() {
-            doc.add_text(f.heading, d.heading);
+        let mut all = String::with_capacity(d.title.len() + d.heading.len() + d.body.len() + 2);
+        for part in [d.title, d.heading, d.body] {
+            if !part.trim().is_empty() {
+                if !all.is_empty() {
+                    all.push('\n');
+                }
+                all.push_str(part);
+            }
         }
-        doc.add_text(f.body, d.body);
-        doc.add_text(f.feedback_terms, TermCounts::of(&self.document_terms(d.body)).encode());
+        let (tokens, terms) = pre_tokenized(d.lang, &all);
+        doc.add_pre_tokenized_text(f.text, tokens);
+        doc.add_text(f.feedback_terms, TermCounts::of(&terms).encode());
         w.add_document(doc)?;
         Ok(())
     }
 
     pub fn delete(&self, w: &IndexWriter, key: u64) {
         w.delete_term(Term::from_field_u64(self.fields.key, key));
-    }
-
-    /// Analyzed query terms of `text` (lowercased, stop words and question words removed, stemmed),
-    /// deduplicated. Falls back to the document analysis when only question words remain.
-    pub fn terms(&self, text: &str) -> Vec<String> {
-        let q = Self::analyze(&self.query_analyzer, text);
-        if q.is_empty() { Self::analyze(&self.analyzer, text) } else { q }
-    }
-
-    fn analyze(a: &TextAnalyzer, text: &str) -> Vec<String> {
-        let mut a = a.clone();
-        let mut stream = a.token_stream(text);
-        let mut out: Vec<String> = Vec::new();
-        while let Some(t) = stream.next() {
-            if !out.contains(&t.text) {
-                out.push(t.text.clone());
-            }
-        }
-        out
-    }
-
-    /// BM25 top `k` chunk keys in `workspace`, limited to `documents` when given.
-    pub fn search(
-        &self,
-        workspace: &str,
-        query: &str,
-        k: usize,
-        documents: Option<&HashSet<String>>,
-        boosts: Boosts,
-    ) -> tantivy::Result<Vec<(u64, f32)>> {
-        let terms: Vec<(String, f32)> = self.terms(query).into_iter().map(|t| (t, 1.0)).collect();
-        self.search_terms(workspace, &terms, k, documents, boosts)
-    }
-
-    /// Every analyzed term of a document text, with repetitions (for relevance feedback).
-    pub fn document_terms(&self, text: &str) -> Vec<String> {
-        let mut a = self.analyzer.clone();
-        let mut stream = a.token_stream(text);
-        let mut out = Vec::new();
-        while let Some(t) = stream.next() {
-            out.push(t.text.clone());
-        }
-        out
     }
 
     /// The stored term counts of the chunks `keys`, in their order (a key not in the index is
@@ -455,39 +553,29 @@ impl TextIndex {
         Ok(out)
     }
 
-    /// BM25 over analyzed `terms`, each with its own weight.
+    /// BM25 over analyzed `terms`, each with its own weight (expansion terms weigh less than 1).
     pub fn search_terms(
         &self,
         workspace: &str,
         weighted: &[(String, f32)],
         k: usize,
         documents: Option<&HashSet<String>>,
-        boosts: Boosts,
     ) -> tantivy::Result<Vec<(u64, f32)>> {
-        let terms: Vec<String> = weighted.iter().map(|(t, _)| t.clone()).collect();
-        if terms.is_empty() || k == 0 {
+        if weighted.is_empty() || k == 0 {
             return Ok(Vec::new());
         }
         let f = self.fields;
         let mut should: Vec<(Occur, Box<dyn Query>)> = Vec::new();
         for (t, w) in weighted {
-            // expansion terms (weight below 1) only score the body: cheaper, and as good
-            let fields: &[(Field, f32)] = if *w < 1.0 {
-                &[(f.body, boosts.body)]
-            } else {
-                &[(f.title, boosts.title), (f.heading, boosts.heading), (f.body, boosts.body)]
-            };
-            for &(field, boost) in fields {
-                let boost = boost * w;
-                if boost <= 0.0 {
-                    continue;
-                }
-                let q: Box<dyn Query> =
-                    Box::new(TermQuery::new(Term::from_field_text(field, t), IndexRecordOption::WithFreqs));
-                let q: Box<dyn Query> =
-                    if (boost - 1.0).abs() > f32::EPSILON { Box::new(BoostQuery::new(q, boost)) } else { q };
-                should.push((Occur::Should, q));
+            if *w <= 0.0 {
+                continue;
             }
+            let q: Box<dyn Query> =
+                Box::new(TermQuery::new(Term::from_field_text(f.text, t), IndexRecordOption::WithFreqs));
+            should.push((
+                Occur::Should,
+                if (w - 1.0).abs() > f32::EPSILON { Box::new(BoostQuery::new(q, *w)) } else { q },
+            ));
         }
         let mut must: Vec<(Occur, Box<dyn Query>)> = vec![
             (
@@ -538,7 +626,7 @@ mod tests {
     use super::*;
 
     fn doc<'a>(key: u64, body: &'a str) -> TextDoc<'a> {
-        TextDoc { key, workspace: "ws", document: "doc", title: "t", heading: "", body }
+        TextDoc { key, workspace: "ws", document: "doc", lang: Lang::English, title: "", heading: "", body }
     }
 
     #[test]
@@ -565,9 +653,9 @@ mod tests {
         index.reader.reload().unwrap();
         let mut got = index.stored_term_counts(&[2, 1, 99]).unwrap();
         got.sort_by_key(|(k, _)| *k);
-        let want_a = TermCounts::of(&index.document_terms(a));
+        let want_a = TermCounts::of(&analyze(Lang::English, a));
         assert!(want_a.counts.contains(&("flow".to_string(), 2)), "{want_a:?}");
-        assert_eq!(got, vec![(1, want_a), (2, TermCounts::of(&index.document_terms(b)))]);
+        assert_eq!(got, vec![(1, want_a), (2, TermCounts::of(&analyze(Lang::English, b)))]);
 
         index.delete(&w, 1);
         w.commit().unwrap();
@@ -589,5 +677,62 @@ mod tests {
         w.commit().unwrap();
         index.reader.reload().unwrap();
         assert_eq!(index.num_docs(), 1);
+    }
+
+    #[test]
+    fn title_heading_and_body_are_one_field_analyzed_per_language() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = TextIndex::open(dir.path()).unwrap();
+        let mut w = index.writer().unwrap();
+        let d =
+            |key, lang, title, body| TextDoc { key, workspace: "ws", document: "d", lang, title, heading: "", body };
+        index.add(&w, &d(1, Lang::English, "Refund policy", "Items are returned within thirty days.")).unwrap();
+        index.add(&w, &d(2, Lang::German, "Rückgabe", "Die Häuser wurden gestern verkauft.")).unwrap();
+        w.commit().unwrap();
+        index.reader.reload().unwrap();
+        let hit = |lang, q: &str| {
+            let terms = query_terms(lang, q, false);
+            index.search_terms("ws", &terms, 10, None).unwrap().into_iter().map(|(k, _)| k).collect::<Vec<_>>()
+        };
+        assert_eq!(hit(Lang::English, "refunds"), vec![1], "the title is searched, stemmed");
+        assert_eq!(hit(Lang::English, "return"), vec![1]);
+        assert_eq!(hit(Lang::German, "Haus"), vec![2], "German stemming: Häuser → haus");
+        assert_eq!(hit(Lang::German, "Häusern"), vec![2]);
+        assert_eq!(hit(Lang::German, "die"), Vec::<u64>::new(), "a German stop word");
+    }
+
+    #[test]
+    fn locales_pick_a_language_and_question_words_are_optional() {
+        assert_eq!(Lang::of_locale("pt-BR"), Lang::Portuguese);
+        assert_eq!(Lang::of_locale("nb_NO"), Lang::Norwegian);
+        assert_eq!(Lang::of_locale("EN"), Lang::English);
+        assert_eq!(Lang::of_locale("ja"), Lang::Other);
+        let words = |v: Vec<(String, f32)>| v.into_iter().map(|(t, _)| t).collect::<Vec<_>>();
+        assert_eq!(words(query_terms(Lang::English, "What is the drag of a wing?", true)), vec!["drag", "wing"]);
+        assert_eq!(
+            words(query_terms(Lang::English, "What is the drag of a wing?", false)),
+            vec!["what", "drag", "wing"]
+        );
+        assert_eq!(words(query_terms(Lang::English, "what", true)), vec!["what"], "nothing else remains");
+        assert_eq!(
+            query_terms(Lang::English, "Wings: swept wings and wing flutter", false),
+            vec![("wing".to_string(), 3.0), ("swept".to_string(), 1.0), ("flutter".to_string(), 1.0)],
+            "a term's weight is its count in the query"
+        );
+        assert_eq!(analyze(Lang::Other, "Größe 東京 tower"), vec!["größe", "東京", "tower"]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn analysis_of_hostile_text_never_panics_and_tokens_point_into_it(text in crate::testkit::hostile_text(12)) {
+            for lang in Lang::ALL {
+                let (pre, terms) = pre_tokenized(lang, &text);
+                proptest::prop_assert_eq!(pre.tokens.len(), terms.len());
+                for t in &pre.tokens {
+                    proptest::prop_assert!(text.is_char_boundary(t.offset_from) && text.is_char_boundary(t.offset_to));
+                    proptest::prop_assert!(t.text.len() <= 40 * 4);
+                }
+            }
+        }
     }
 }

@@ -1,5 +1,8 @@
 //! The vector index: one usearch HNSW index (cosine, 384 dimensions) per workspace, keyed by chunk
-//! rowid, saved under `index/vectors/<workspace>.usearch`.
+//! rowid, saved under `index/vectors/<workspace>.usearch`. Each workspace's index is in one
+//! embedding space (`spaces.json` beside them says which): a search names the space its query was
+//! embedded in and is refused by an index of another, and a re-embedding replaces a workspace's
+//! index whole ([`VectorIndex::replace`]), so no search ever sees a mix of spaces.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -27,6 +30,8 @@ fn options() -> IndexOptions {
 
 pub struct WorkspaceVectors {
     index: Index,
+    /// The embedding space of its vectors.
+    space: String,
 }
 
 // The usearch index is internally synchronized for concurrent searches and additions; we still
@@ -41,7 +46,7 @@ const SEARCH_CONTEXTS: usize = 64;
 
 pub struct VectorIndex {
     dir: PathBuf,
-    spaces: RwLock<HashMap<String, Arc<RwLock<WorkspaceVectors>>>>,
+    workspaces: RwLock<HashMap<String, Arc<RwLock<WorkspaceVectors>>>>,
     /// Searches running now (at most [`SEARCH_CONTEXTS`]).
     searching: parking_lot::Mutex<usize>,
     freed: parking_lot::Condvar,
@@ -61,10 +66,40 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// Why a search got no answer from the vector index.
+#[derive(Debug)]
+pub enum VectorError {
+    /// The workspace's index is in another space than the query's (it was just re-embedded).
+    OtherSpace {
+        index: String,
+    },
+    Failed(String),
+}
+
+impl std::fmt::Display for VectorError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VectorError::OtherSpace { index } => write!(f, "the vector index is in the space {index}"),
+            VectorError::Failed(m) => f.write_str(m),
+        }
+    }
+}
+
+fn new_index(capacity: usize) -> Result<Index, String> {
+    let index = Index::new(&options()).map_err(err)?;
+    index.reserve_capacity_and_threads(capacity.max(1024), SEARCH_CONTEXTS).map_err(err)?;
+    Ok(index)
+}
+
 impl VectorIndex {
-    /// Opens every saved workspace index in `dir`.
+    /// Opens every saved workspace index in `dir`, each in the space `spaces.json` records (an
+    /// index saved before spaces were recorded is in the legacy space).
     pub fn open(dir: &Path) -> Result<VectorIndex, String> {
         std::fs::create_dir_all(dir).map_err(err)?;
+        let recorded: HashMap<String, String> = std::fs::read_to_string(dir.join("spaces.json"))
+            .ok()
+            .and_then(|s| serde_json::from_str(&s).ok())
+            .unwrap_or_default();
         let mut spaces = HashMap::new();
         for entry in std::fs::read_dir(dir).map_err(err)? {
             let path = entry.map_err(err)?.path();
@@ -77,9 +112,10 @@ impl VectorIndex {
                 .load(path.to_str().ok_or("non-UTF-8 path")?)
                 .map_err(|e| format!("cannot load {}: {e}", path.display()))?;
             index.reserve_capacity_and_threads(index.capacity().max(index.size()), SEARCH_CONTEXTS).map_err(err)?;
-            spaces.insert(ws, Arc::new(RwLock::new(WorkspaceVectors { index })));
+            let space = recorded.get(&ws).cloned().unwrap_or_else(|| crate::models::embed::LEGACY_SPACE.to_string());
+            spaces.insert(ws, Arc::new(RwLock::new(WorkspaceVectors { index, space })));
         }
-        Ok(VectorIndex { spaces: RwLock::new(spaces), ..VectorIndex::open_empty(dir) })
+        Ok(VectorIndex { workspaces: RwLock::new(spaces), ..VectorIndex::open_empty(dir) })
     }
 
     /// An empty index set over `dir` (nothing loaded).
@@ -87,7 +123,7 @@ impl VectorIndex {
         let _ = std::fs::create_dir_all(dir);
         VectorIndex {
             dir: dir.to_path_buf(),
-            spaces: RwLock::new(HashMap::new()),
+            workspaces: RwLock::new(HashMap::new()),
             searching: parking_lot::Mutex::new(0),
             freed: parking_lot::Condvar::new(),
         }
@@ -103,23 +139,41 @@ impl VectorIndex {
         SearchSlot(self)
     }
 
-    fn space(&self, ws: &str) -> Result<Arc<RwLock<WorkspaceVectors>>, String> {
-        if let Some(s) = self.spaces.read().get(ws) {
+    /// The workspace's index, created empty in `space` when it has none.
+    fn entry(&self, ws: &str, space: &str) -> Result<Arc<RwLock<WorkspaceVectors>>, String> {
+        if let Some(s) = self.workspaces.read().get(ws) {
             return Ok(s.clone());
         }
-        let mut spaces = self.spaces.write();
-        if let Some(s) = spaces.get(ws) {
+        let mut all = self.workspaces.write();
+        if let Some(s) = all.get(ws) {
             return Ok(s.clone());
         }
-        let index = Index::new(&options()).map_err(err)?;
-        index.reserve_capacity_and_threads(1024, SEARCH_CONTEXTS).map_err(err)?;
-        let s = Arc::new(RwLock::new(WorkspaceVectors { index }));
-        spaces.insert(ws.to_string(), s.clone());
+        let s = Arc::new(RwLock::new(WorkspaceVectors { index: new_index(1024)?, space: space.to_string() }));
+        all.insert(ws.to_string(), s.clone());
         Ok(s)
     }
 
-    pub fn add(&self, ws: &str, key: u64, vector: &[f32]) -> Result<(), String> {
-        let space = self.space(ws)?;
+    /// The space of a workspace's index (none: it has no index yet).
+    pub fn space_of(&self, ws: &str) -> Option<String> {
+        self.workspaces.read().get(ws).map(|s| s.read().space.clone())
+    }
+
+    /// Replaces a workspace's index with `vectors` in `space`, built aside and swapped in at once:
+    /// a search runs on the old index or the new one, never a mix.
+    pub fn replace(&self, ws: &str, space: &str, vectors: &[(u64, Vec<f32>)]) -> Result<(), String> {
+        let index = new_index(vectors.len() + vectors.len() / 4)?;
+        for (key, v) in vectors {
+            index.add(*key, v).map_err(err)?;
+        }
+        let fresh = Arc::new(RwLock::new(WorkspaceVectors { index, space: space.to_string() }));
+        self.workspaces.write().insert(ws.to_string(), fresh);
+        Ok(())
+    }
+
+    /// Adds (or replaces) a chunk's vector in the workspace's index; a workspace without an index
+    /// gets one in `space`.
+    pub fn add(&self, ws: &str, space: &str, key: u64, vector: &[f32]) -> Result<(), String> {
+        let space = self.entry(ws, space)?;
         let s = space.write();
         if s.index.contains(key) {
             s.index.remove(key).map_err(err)?;
@@ -132,7 +186,7 @@ impl VectorIndex {
     }
 
     pub fn remove(&self, ws: &str, key: u64) -> Result<(), String> {
-        let Some(space) = self.spaces.read().get(ws).cloned() else { return Ok(()) };
+        let Some(space) = self.workspaces.read().get(ws).cloned() else { return Ok(()) };
         let s = space.write();
         if s.index.contains(key) {
             s.index.remove(key).map_err(err)?;
@@ -142,7 +196,7 @@ impl VectorIndex {
 
     /// The stored vector of a chunk, if indexed.
     pub fn get(&self, ws: &str, key: u64) -> Option<Vec<f32>> {
-        let space = self.spaces.read().get(ws).cloned()?;
+        let space = self.workspaces.read().get(ws).cloned()?;
         let s = space.read();
         let mut v = vec![0f32; DIMENSIONS];
         match s.index.get(key, &mut v) {
@@ -151,52 +205,70 @@ impl VectorIndex {
         }
     }
 
-    /// Nearest `k` chunk keys with cosine similarity, limited to `allowed` when given.
+    /// Nearest `k` chunk keys with cosine similarity, limited to `allowed` when given. `space` is
+    /// the space `query` was embedded in: an index in another one refuses ([`VectorError::OtherSpace`]).
     pub fn search(
         &self,
         ws: &str,
+        space: &str,
         query: &[f32],
         k: usize,
         allowed: Option<&HashSet<u64>>,
-    ) -> Result<Vec<(u64, f32)>, String> {
-        let Some(space) = self.spaces.read().get(ws).cloned() else { return Ok(Vec::new()) };
+    ) -> Result<Vec<(u64, f32)>, VectorError> {
+        let Some(entry) = self.workspaces.read().get(ws).cloned() else { return Ok(Vec::new()) };
         let _slot = self.slot();
-        let s = space.read();
+        let s = entry.read();
+        if s.space != space {
+            return Err(VectorError::OtherSpace { index: s.space.clone() });
+        }
         if s.index.size() == 0 || k == 0 {
             return Ok(Vec::new());
         }
+        let f = |e| VectorError::Failed(err(e));
         let m = match allowed {
-            None => s.index.search(query, k).map_err(err)?,
+            None => s.index.search(query, k).map_err(f)?,
             Some(set) => {
                 if set.is_empty() {
                     return Ok(Vec::new());
                 }
-                s.index.filtered_search(query, k, |key| set.contains(&key)).map_err(err)?
+                s.index.filtered_search(query, k, |key| set.contains(&key)).map_err(f)?
             }
         };
         Ok(m.keys.into_iter().zip(m.distances).map(|(key, d)| (key, 1.0 - d)).collect())
     }
 
-    /// Saves every workspace index (to a temporary file, then renamed).
+    /// Saves every workspace index (to a temporary file, then renamed) and the space of each.
     pub fn save(&self) -> Result<(), String> {
-        let spaces: Vec<(String, Arc<RwLock<WorkspaceVectors>>)> =
-            self.spaces.read().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        for (ws, space) in spaces {
+        let all: Vec<(String, Arc<RwLock<WorkspaceVectors>>)> =
+            self.workspaces.read().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut spaces: std::collections::BTreeMap<String, String> = Default::default();
+        for (ws, entry) in all {
             let path = self.dir.join(format!("{ws}.usearch"));
             let tmp = self.dir.join(format!("{ws}.usearch.tmp"));
-            let s = space.read();
+            let s = entry.read();
             s.index.save(tmp.to_str().ok_or("non-UTF-8 path")?).map_err(err)?;
             std::fs::rename(&tmp, &path).map_err(err)?;
+            spaces.insert(ws, s.space.clone());
         }
+        let tmp = self.dir.join("spaces.json.tmp");
+        std::fs::write(&tmp, serde_json::to_string(&spaces).map_err(err)?).map_err(err)?;
+        std::fs::rename(&tmp, self.dir.join("spaces.json")).map_err(err)?;
         Ok(())
+    }
+
+    /// The workspaces with an index, and the space of each.
+    pub fn spaces(&self) -> Vec<(String, String)> {
+        self.workspaces.read().iter().map(|(k, v)| (k.clone(), v.read().space.clone())).collect()
     }
 
     /// Drops everything in memory and on disk.
     pub fn clear(&self) -> Result<(), String> {
-        self.spaces.write().clear();
+        self.workspaces.write().clear();
         for entry in std::fs::read_dir(&self.dir).map_err(err)? {
             let p = entry.map_err(err)?.path();
-            if p.extension().and_then(|e| e.to_str()).is_some_and(|e| e == "usearch" || e == "tmp") {
+            if p.extension().and_then(|e| e.to_str()).is_some_and(|e| e == "usearch" || e == "tmp" || e == "json")
+                && p.file_name().and_then(|n| n.to_str()) != Some("vectors.json")
+            {
                 std::fs::remove_file(p).map_err(err)?;
             }
         }
@@ -204,7 +276,7 @@ impl VectorIndex {
     }
 
     pub fn len(&self) -> usize {
-        self.spaces.read().values().map(|s| s.read().index.size()).sum()
+        self.workspaces.read().values().map(|s| s.read().index.size()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -213,11 +285,11 @@ impl VectorIndex {
 
     /// Vectors of one workspace.
     pub fn len_of(&self, ws: &str) -> usize {
-        self.spaces.read().get(ws).map_or(0, |s| s.read().index.size())
+        self.workspaces.read().get(ws).map_or(0, |s| s.read().index.size())
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.spaces.read().values().map(|s| s.read().index.memory_usage()).sum()
+        self.workspaces.read().values().map(|s| s.read().index.memory_usage()).sum()
     }
 }
 
@@ -232,11 +304,33 @@ mod tests {
         let mut v = vec![0f32; DIMENSIONS];
         v[3] = 0.6;
         v[7] = 0.8;
-        index.add("ws_a", 42, &v).unwrap();
-        assert_eq!(index.get("ws_a", 42), Some(v));
+        index.add("ws_a", "s1", 42, &v).unwrap();
+        assert_eq!(index.get("ws_a", 42), Some(v.clone()));
         assert_eq!(index.get("ws_a", 43), None);
         assert_eq!(index.get("ws_b", 42), None, "another workspace's vectors are not visible");
         index.remove("ws_a", 42).unwrap();
         assert_eq!(index.get("ws_a", 42), None);
+    }
+
+    #[test]
+    fn a_search_names_its_space_and_a_replacement_is_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = VectorIndex::open(dir.path()).unwrap();
+        let unit = |i: usize| {
+            let mut v = vec![0f32; DIMENSIONS];
+            v[i] = 1.0;
+            v
+        };
+        index.add("ws", "old@128", 1, &unit(0)).unwrap();
+        index.add("ws", "old@128", 2, &unit(1)).unwrap();
+        assert_eq!(index.search("ws", "old@128", &unit(0), 1, None).unwrap()[0].0, 1);
+        assert!(matches!(index.search("ws", "new@256", &unit(0), 1, None), Err(VectorError::OtherSpace { .. })));
+        index.replace("ws", "new@256", &[(1, unit(2)), (2, unit(0))]).unwrap();
+        assert!(matches!(index.search("ws", "old@128", &unit(0), 1, None), Err(VectorError::OtherSpace { .. })));
+        assert_eq!(index.search("ws", "new@256", &unit(0), 1, None).unwrap()[0].0, 2);
+        index.save().unwrap();
+        let again = VectorIndex::open(dir.path()).unwrap();
+        assert_eq!(again.space_of("ws").as_deref(), Some("new@256"), "the space is saved with the index");
+        assert_eq!(again.search("ws", "new@256", &unit(2), 1, None).unwrap()[0].0, 1);
     }
 }

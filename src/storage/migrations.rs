@@ -32,6 +32,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(9, "0009_routines"),
     migration!(10, "0010_channel_credentials"),
     migration!(11, "0011_converse_sessions"),
+    migration!(12, "0012_knowledge_spaces"),
 ];
 
 fn checksum(sql: &str) -> String {

@@ -276,7 +276,7 @@ async fn ingestion_settings_validate_and_reprocess() {
     let s = t.get("/api/v1/settings/ingestion", &owner).await.json();
     assert_eq!(
         s,
-        json!({"chunkingStrategy": "fixed_window", "fixedWindowChunkSize": 800, "fixedWindowChunkOverlap": 120,
+        json!({"chunkingStrategy": "fixed_window", "fixedWindowChunkSize": 1200, "fixedWindowChunkOverlap": 150,
                "structuredMinChunkSize": 24, "structuredMaxChunkSize": 220, "documentEnrichmentEnabled": false})
     );
     let r = t.put("/api/v1/settings/ingestion", &owner, json!({"fixedWindowChunkSize": 99})).await;
@@ -295,7 +295,7 @@ async fn ingestion_settings_validate_and_reprocess() {
         .await;
     r.assert_status(200);
     assert_eq!(r.json()["chunkingStrategy"], "structured_semantic");
-    assert_eq!(r.json()["fixedWindowChunkSize"], 800, "omitted fields keep their value");
+    assert_eq!(r.json()["fixedWindowChunkSize"], 1200, "omitted fields keep their value");
 
     let long = (0..40)
         .map(|i| format!("Sentence number {i} talks about topic {i} in some detail."))
@@ -445,7 +445,7 @@ async fn usage_is_recorded_once_per_revision() {
                     document_id: &id,
                     revision: 1,
                     provider: "local",
-                    model: steward::models::embed::MODEL_ID,
+                    model: steward::models::embed::MINILM.id,
                     input_bytes: 35,
                     vector_count: 1,
                     tokens: 9,

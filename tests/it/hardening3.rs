@@ -202,25 +202,32 @@ async fn waiting_converse_reads_are_capped_per_credential() {
             .bearer_auth(token)
             .send()
     };
-    let held = wait(t1.clone(), "25000");
-    let second = async {
-        // once the first read holds its place, a second waiting read of the credential is refused
-        let started = Instant::now();
-        let refused = loop {
+    // Take the place with t1's long read. A probe of t2 may itself hold the place for an instant
+    // and refuse t1's read; then t1 asks again, until a probe is refused by the cap while t1 waits.
+    let started = Instant::now();
+    let held = loop {
+        assert!(started.elapsed() < Duration::from_secs(30), "a second waiting read was never refused");
+        let held = tokio::spawn(wait(t1.clone(), "25000"));
+        let mut refused = None;
+        while !held.is_finished() {
             let r = wait(t2.clone(), "1").await.unwrap();
             if r.status() == 429 {
-                break r;
+                refused = Some(r);
+                break;
             }
-            assert!(started.elapsed() < Duration::from_secs(20), "a second waiting read was never refused");
-        };
-        assert_refused(refused).await;
-        // a new reply in the conversation answers the first read
-        let r =
-            s.http.post(s.url("/api/v1/mcp/converse/ask")).bearer_auth(&t1).json(&json!({"message": "And?"})).send();
-        assert!(r.await.unwrap().status().is_success());
+        }
+        if let Some(r) = refused
+            && !held.is_finished()
+        {
+            assert_refused(r).await;
+            break held;
+        }
+        let _ = held.await;
     };
-    let (first, ()) = tokio::join!(held, second);
-    let first = first.unwrap();
+    // a new reply in the conversation answers the first read
+    let r = s.http.post(s.url("/api/v1/mcp/converse/ask")).bearer_auth(&t1).json(&json!({"message": "And?"})).send();
+    assert!(r.await.unwrap().status().is_success());
+    let first = held.await.unwrap().unwrap();
     assert_eq!(first.status(), 200);
     assert!(!first.json::<Value>().await.unwrap()["messages"].as_array().unwrap().is_empty());
     // the place is free again once the first read answered

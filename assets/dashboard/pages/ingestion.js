@@ -45,8 +45,8 @@ function Form({ initial, onSaved }) {
         <${Select} form=${f} name="chunkingStrategy" label="Strategy" testid="ingestion-strategy" options=${[
           ["fixed_window", "Fixed window (characters)"], ["structured_semantic", "Structured (headings, paragraphs, sentences)"], ["recursive_text", "Recursive text (paragraphs → sentences → words)"]]} />
         ${v.chunkingStrategy === "fixed_window" ? html`<div class="form-grid">
-          <${Input} form=${f} name="fixedWindowChunkSize" label="Chunk size (characters)" type="number" min="100" max="4000" hint="100–4000; default 800." testid="ingestion-size" />
-          <${Input} form=${f} name="fixedWindowChunkOverlap" label="Overlap (characters)" type="number" min="0" max="2000" hint="0–2000, less than the size; default 120." />
+          <${Input} form=${f} name="fixedWindowChunkSize" label="Chunk size (characters)" type="number" min="100" max="4000" hint="100–4000; default 1200 (a chunk and its title fit the English model's 256 tokens)." testid="ingestion-size" />
+          <${Input} form=${f} name="fixedWindowChunkOverlap" label="Overlap (characters)" type="number" min="0" max="2000" hint="0–2000, less than the size; default 150." />
         </div>` : html`<div class="form-grid">
           <${Input} form=${f} name="structuredMinChunkSize" label="Minimum chunk (model tokens)" type="number" min="1" max="1000" hint="1–1000; default 24." />
           <${Input} form=${f} name="structuredMaxChunkSize" label="Maximum chunk (model tokens)" type="number" min="1" max="2000" hint="1–2000, at least the minimum; default 220." />

@@ -40,6 +40,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/document/{id}/reprocess", routing::post(reprocess))
         .route("/api/v1/settings/ingestion", routing::get(ingestion_settings).put(put_ingestion_settings))
         .route("/api/v1/settings/ingestion/reprocess", routing::post(reprocess_all))
+        .route("/api/v1/settings/knowledge", routing::get(knowledge).put(put_knowledge))
         .route("/api/v1/usage", routing::get(usage))
         .route("/api/v1/usage/organization", routing::get(organization_usage))
 }
@@ -459,4 +460,55 @@ pub async fn progress(
             deadline.saturating_duration_since(tokio::time::Instant::now()).min(std::time::Duration::from_secs(1));
         let _ = tokio::time::timeout(wait, notified).await;
     }
+}
+
+// ---- the workspace's knowledge index: language and embedding model ----
+
+async fn knowledge(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
+    let v = app
+        .blocking(move |app| {
+            let k = crate::search::spaces::get(app, &ctx.p)?;
+            Ok(crate::search::api::knowledge(app, &k))
+        })
+        .await?;
+    Ok(axum::Json(v))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KnowledgeBody {
+    language: Option<String>,
+    /// `null` resets to the language's default model.
+    #[serde(default, deserialize_with = "crate::agents::api::present")]
+    embedding_model: Option<Option<String>>,
+    search_history: Option<HistoryRetentionBody>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HistoryRetentionBody {
+    retention_days: Option<i64>,
+    max_entries: Option<i64>,
+}
+
+async fn put_knowledge(
+    State(app): State<Arc<App>>,
+    SessionCtx(ctx): SessionCtx,
+    Json(b): Json<KnowledgeBody>,
+) -> Result<impl IntoResponse> {
+    let (history_days, history_max) =
+        b.search_history.map(|h| (h.retention_days, h.max_entries)).unwrap_or((None, None));
+    let patch = crate::search::spaces::KnowledgePatch {
+        language: b.language,
+        model: b.embedding_model,
+        history_days,
+        history_max,
+    };
+    let v = app
+        .blocking(move |app| {
+            let k = crate::search::spaces::update(app, &ctx.p, &ctx.actor(), patch)?;
+            Ok(crate::search::api::knowledge(app, &k))
+        })
+        .await?;
+    Ok(axum::Json(v))
 }

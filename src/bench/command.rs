@@ -1,0 +1,337 @@
+//! The `steward bench …` commands: their arguments and what each runs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Subcommand;
+
+use crate::config::Config;
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCommand {
+    /// Raw embedding throughput of the local model on the Cranfield abstracts.
+    Embed {
+        /// The Cranfield collection directory.
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Repetitions; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+    /// Cranfield through the HTTP API (ingestion, search latency and quality, memory), plus a
+    /// synthetic corpus of 50,000+ chunks.
+    Knowledge {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Ingestion repetitions (fresh server each); medians are reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Concurrent document uploads.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Chunks in the synthetic corpus (0 skips it).
+        #[arg(long, default_value_t = 50_000)]
+        synthetic_chunks: usize,
+        /// Also write the results as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Retrieval on any BEIR-shaped collection through the HTTP API with the default settings:
+    /// ingestion, quality (nDCG@10, recall@100, MRR@10, odd/even halves) and latency per mode,
+    /// each beside a plain BM25 + embeddings + RRF reference computed in the same run.
+    Retrieval {
+        /// The collection directory (`docs.json`, `queries.json`, `qrels.json`, or Cranfield's files).
+        #[arg(long, default_value = "../shared/bench/nfcorpus")]
+        collection: PathBuf,
+        /// Ingestion repetitions (fresh server each); medians are reported.
+        #[arg(long, default_value_t = 1)]
+        runs: usize,
+        /// Concurrent document uploads.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Also time the plain Python pipeline (`scripts/plain-pipeline.py`) on the same texts.
+        #[arg(long)]
+        python: bool,
+        /// Score hybrid with reranking by this model on an OpenAI-compatible server.
+        #[arg(long)]
+        rerank_model: Option<String>,
+        /// The OpenAI-compatible server's base URL for `--rerank-model`.
+        #[arg(long)]
+        rerank_base_url: Option<String>,
+        /// Also write the results as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// The local GGUF chat model (load, prompt and generation speed, time to first token,
+    /// memory) and the built-in extractive answerer's latency.
+    Models {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Repetitions; medians are reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
+    /// The answer turn on Cranfield through the REST chat route: turn latency (server and end to
+    /// end), how often answers cite a judged-relevant document, and the same with the local GGUF.
+    Chat {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Concurrent document uploads while ingesting.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Queries also asked with the local GGUF model (0 skips it; ~5 s each on 2 cores).
+        #[arg(long, default_value_t = 20)]
+        gguf_queries: usize,
+        /// Also write the results as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+    /// Anonymous visitors on the public link: concurrent sessions sending streamed messages with
+    /// the built-in answerer (messages/s, first-chunk latency, errors, memory), then idle event
+    /// streams held open (memory per stream).
+    PublicChat {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Visitors at once.
+        #[arg(long, default_value_t = 200)]
+        sessions: usize,
+        /// Streamed messages each visitor sends, one after another.
+        #[arg(long, default_value_t = 5)]
+        messages: usize,
+        /// Idle event streams held open at the end.
+        #[arg(long, default_value_t = 1000)]
+        idle_streams: usize,
+    },
+    /// The converse surface with the built-in answerer: the same questions through REST agent
+    /// chat and `ask_agent` over `/mcp` (latency p50/p95, MCP/REST ratio), then concurrent long
+    /// polls held for 25 s (server memory and CPU while they wait).
+    Converse {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Questions asked on each path (REST and MCP, alternating).
+        #[arg(long, default_value_t = 50)]
+        questions: usize,
+        /// Long polls held at once, each in its own converse session.
+        #[arg(long, default_value_t = 100)]
+        polls: usize,
+    },
+    /// What routines add to a turn with the built-in answerer: plain turns without routines,
+    /// plain turns with a routine published, and routine turns (server time p50/p95).
+    Routines {
+        /// Turns of each kind.
+        #[arg(long, default_value_t = 60)]
+        turns: usize,
+    },
+    /// Sign-in and registration under a flood: 64 concurrent bogus registrations and 100
+    /// concurrent wrong passwords from one address, with the server's memory.
+    Auth,
+    /// Score retrieval settings on a collection in-process (used to choose the defaults).
+    #[command(hide = true)]
+    Tune {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        collection: PathBuf,
+        /// Ingestion settings as JSON, e.g. '{"chunkingStrategy":"fixed_window","fixedWindowChunkSize":4000}'.
+        #[arg(long, default_value = "{}")]
+        ingestion: String,
+        /// Keep the ingested data here and reuse it on the next run.
+        #[arg(long)]
+        data: Option<PathBuf>,
+        /// Variants to score: a JSON file `[{"name", "tuning": {…}}]`.
+        #[arg(long)]
+        variants: Option<PathBuf>,
+        /// Modes to score, comma-separated.
+        #[arg(long, default_value = "bm25,vector,hybrid")]
+        modes: String,
+    },
+}
+
+/// Runs a benchmark command.
+pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
+    use crate::bench;
+    match cmd {
+        BenchCommand::Embed { cranfield, runs } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let texts: Vec<String> = c.docs.iter().map(|d| format!("{}\n{}", d.title, d.body)).collect();
+            let queries: Vec<String> = c.queries.iter().map(|q| q.text.clone()).collect();
+            let r = bench::embed::run(&config, &texts, &queries, runs.max(1))?;
+            let med = bench::median(&r.runs_secs);
+            println!(
+                "embedding: {} texts, {} tokens (max {} per text, {} threads): median {:.2} s over {} runs = {:.1} texts/s, {:.0} tokens/s",
+                r.texts,
+                r.tokens,
+                config.embed_max_tokens,
+                config.embed_threads,
+                med,
+                r.runs_secs.len(),
+                r.texts as f64 / med,
+                r.tokens as f64 / med
+            );
+            println!(
+                "query embedding: {} queries one at a time: p50 {:.2} ms, p95 {:.2} ms",
+                r.query_ms.len(),
+                bench::median(&r.query_ms),
+                bench::percentile(&r.query_ms, 95.0)
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Knowledge { cranfield, runs, concurrency, synthetic_chunks, out } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(knowledge_report(
+                &config,
+                &c,
+                &cranfield,
+                runs.max(1),
+                concurrency.max(1),
+                synthetic_chunks,
+            ))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if let Some(path) = out {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Retrieval { collection, runs, concurrency, python, rerank_model, rerank_base_url, out } => {
+            let o = bench::retrieval::Options {
+                collection,
+                runs,
+                concurrency: concurrency.max(1),
+                python,
+                rerank_model,
+                rerank_base_url,
+                env: Vec::new(),
+            };
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::retrieval::run(&o))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if let Some(path) = out {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Models { cranfield, runs } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let report = bench::models::run(&config, &c, runs.max(1))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Chat { cranfield, concurrency, gguf_queries, out } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let gguf = crate::models::resolve::local_model_path(&config).filter(|p| p.is_file());
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::chat::run(&c, concurrency.max(1), gguf, gguf_queries))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if let Some(path) = out {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::PublicChat { cranfield, sessions, messages, idle_streams } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::public_chat::run(&c, sessions.max(1), messages.max(1), idle_streams))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Converse { cranfield, questions, polls } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::converse::run(&c, questions.max(1), polls.max(1)))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            eprintln!("{}", bench::converse::summary(&report));
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Routines { turns } => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::routines::run(turns.max(3)))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Auth => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::auth::run())?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Tune { collection, ingestion, data, variants, modes } => {
+            let modes = modes
+                .split(',')
+                .map(|m| match m.trim() {
+                    "bm25" => Ok(crate::search::Mode::Bm25),
+                    "vector" => Ok(crate::search::Mode::Vector),
+                    "hybrid" => Ok(crate::search::Mode::Hybrid),
+                    other => Err(anyhow::anyhow!("unknown mode {other}")),
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let o = bench::tune::TuneOptions {
+                collection,
+                ingestion: serde_json::from_str(&ingestion)?,
+                data,
+                variants,
+                modes,
+            };
+            bench::tune::run(&o, config)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+async fn knowledge_report(
+    config: &Config,
+    c: &crate::bench::cranfield::Collection,
+    cranfield: &std::path::Path,
+    runs: usize,
+    concurrency: usize,
+    synthetic_chunks: usize,
+) -> anyhow::Result<serde_json::Value> {
+    use crate::bench::{self, knowledge, retrieval};
+    // Cranfield through `bench retrieval` (ingestion, quality and latency per mode, each beside the
+    // plain reference)
+    let o = retrieval::Options {
+        collection: cranfield.to_path_buf(),
+        runs,
+        concurrency,
+        python: false,
+        rerank_model: None,
+        rerank_base_url: None,
+        env: Vec::new(),
+    };
+    let report = retrieval::run(&o).await?;
+    let texts: Vec<String> = c.docs.iter().filter(|d| !d.body.trim().is_empty()).map(|d| d.body.clone()).collect();
+    let queries: Vec<String> = c.queries.iter().map(|q| q.text.clone()).collect();
+    let raw = bench::embed::run(config, &texts, &queries, 3)?;
+    let raw_med = bench::median(&raw.runs_secs);
+    let ingest_med = report["ingestion"]["medianSeconds"].as_f64().unwrap_or(f64::NAN);
+    let synthetic = if synthetic_chunks > 0 {
+        let s = knowledge::synthetic(c, synthetic_chunks, concurrency).await?;
+        Some(serde_json::json!({
+            "documents": s.docs, "chunks": s.chunks, "ingestSeconds": s.ingest_seconds, "chunksPerSecond": s.chunks as f64 / s.ingest_seconds,
+            "rateOverTime": s.rate.iter().map(|(t, n)| serde_json::json!({"seconds": t, "chunks": n})).collect::<Vec<_>>(),
+            "modes": s.modes.iter().map(|(m, p50, p95, sp50, sp95)| serde_json::json!({
+                "mode": m, "p50Ms": p50, "p95Ms": p95, "serverP50Ms": sp50, "serverP95Ms": sp95})).collect::<Vec<_>>(),
+            "peakRssMiB": s.peak_rss_mib, "rssAfterQueriesMiB": s.rss_after_mib,
+            "indexBytes": s.index_bytes, "databaseBytes": s.database_bytes,
+        }))
+    } else {
+        None
+    };
+    Ok(serde_json::json!({
+        "machine": {"cores": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)},
+        "cranfield": report,
+        "rawEmbedding": {
+            "texts": raw.texts, "tokens": raw.tokens, "medianSeconds": raw_med, "textsPerSecond": raw.texts as f64 / raw_med,
+            "pipelineOverheadRatio": ingest_med / raw_med,
+            "queryP50Ms": bench::median(&raw.query_ms), "queryP95Ms": bench::percentile(&raw.query_ms, 95.0),
+        },
+        "synthetic": synthetic,
+    }))
+}
