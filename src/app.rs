@@ -100,10 +100,16 @@ impl Default for Options {
 
 /// Every job kind the product runs, with its handler: one line per area that has jobs.
 fn handlers() -> HashMap<&'static str, Handler> {
-    [crate::documents::jobs(), crate::search::spaces::jobs(), crate::delivery::jobs(), crate::routines::jobs()]
-        .into_iter()
-        .flatten()
-        .collect()
+    [
+        crate::documents::jobs(),
+        crate::search::spaces::jobs(),
+        crate::delivery::jobs(),
+        crate::routines::jobs(),
+        crate::crawler::jobs(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
 }
 
 impl App {

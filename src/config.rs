@@ -145,6 +145,8 @@ pub struct Config {
     pub delivery: crate::delivery::config::DeliveryConfig,
     /// The SMTP server for email deliveries (`[smtp]`, `STEWARD_SMTP_*`); `None`: email is skipped.
     pub smtp: Option<crate::delivery::config::SmtpConfig>,
+    /// The website crawler (`WEBSITE_CRAWLER_*`).
+    pub crawler: crate::crawler::config::CrawlerConfig,
     /// `STEWARD_PUBLIC_SESSION_SECRET`: signs public chat sessions; without it a key is generated
     /// once into the data dir (`public-session.key`).
     pub public_session_secret: Option<Secret<String>>,
@@ -239,6 +241,7 @@ impl Config {
                 .filter(|p| p.file_stem().and_then(|s| s.to_str()).is_some_and(|s| s == "steward")),
             delivery: Default::default(),
             smtp: None,
+            crawler: Default::default(),
             public_session_secret: None,
         }
     }
@@ -362,6 +365,7 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     apply_env(&mut c, &env)?;
     apply_env_llm(&mut c, &env)?;
     (c.delivery, c.smtp) = crate::delivery::config::load(&file.delivery, &file.smtp, &env)?;
+    c.crawler = crate::crawler::config::load(&env)?;
     if let Some(v) = env("STEWARD_PUBLIC_SESSION_SECRET").filter(|v| !v.is_empty()) {
         crate::public_chat::token::Secret::from_env_value(&v)
             .map_err(|m| invalid("STEWARD_PUBLIC_SESSION_SECRET", m))?;

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod conversations;
 pub mod converse;
+pub mod crawler;
 pub mod crypto;
 pub mod delivery;
 pub mod documents;

@@ -645,18 +645,22 @@ svg{width:20px;height:20px;fill:currentColor;flex:none}
       for (const c of Array.isArray(citations) ? citations : []) {
         const t = c && typeof c.title === 'string' ? c.title.trim() : '';
         const key = (c && c.documentId) || t;
+        // a crawled page links to its address (web addresses only)
+        const url = c && typeof c.url === 'string' && /^https?:\/\//i.test(c.url) ? c.url : null;
         if (t && !seen.has(key)) {
           seen.add(key);
-          titles.push(t);
+          titles.push({ t, url });
         }
       }
       if (titles.length) {
+        const item = ({ t, url }) =>
+          h('li', { 'data-testid': 'steward-citation' }, url ? h('a', { href: url, target: '_blank', rel: 'noopener noreferrer' }, t) : t);
         el.append(
           h(
             'div',
             { class: 'sources', 'data-testid': 'steward-sources' },
             h('span', {}, copy.sources),
-            h('ul', {}, titles.map((t) => h('li', { 'data-testid': 'steward-citation' }, t))),
+            h('ul', {}, titles.map(item)),
           ),
         );
       }

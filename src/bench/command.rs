@@ -115,6 +115,22 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 100)]
         polls: usize,
     },
+    /// The website crawler on a generated local site: pages/s fetched and extracted, time until
+    /// searchable, peak memory; a recrawl of the unchanged site (time, vectors embedded, monthly
+    /// bytes); extraction quality on the generated pages and a fixture set.
+    Crawl {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Pages in the generated site.
+        #[arg(long, default_value_t = 2000)]
+        pages: usize,
+        /// A fixture site with a `manifest.json` (content and boilerplate lines per page).
+        #[arg(long, default_value = "tests/it/fixtures/site")]
+        fixtures: PathBuf,
+        /// Also write the results as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// What routines add to a turn with the built-in answerer: plain turns without routines,
     /// plain turns with a routine published, and routine turns (server time p50/p95).
     Routines {
@@ -248,6 +264,17 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let report = rt.block_on(bench::converse::run(&c, questions.max(1), polls.max(1)))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             eprintln!("{}", bench::converse::summary(&report));
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Crawl { cranfield, pages, fixtures, out } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let fixtures = fixtures.join("manifest.json").is_file().then_some(fixtures);
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::crawl::run(&c, pages.max(10), fixtures.as_deref()))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if let Some(path) = out {
+                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+            }
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Routines { turns } => {

@@ -8,6 +8,7 @@ pub mod collection;
 pub mod command;
 pub mod converse;
 pub mod cranfield;
+pub mod crawl;
 pub mod embed;
 pub mod knowledge;
 pub mod models;

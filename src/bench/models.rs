@@ -100,6 +100,7 @@ fn extractive_latency(c: &Collection, runs: usize) -> Value {
                     chunk_id: d.id.to_string(),
                     title: d.title.clone(),
                     content: d.body.clone(),
+                    url: None,
                 })
                 .collect();
             let t = Instant::now();

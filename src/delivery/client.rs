@@ -253,6 +253,52 @@ impl Outbound {
     }
 }
 
+/// One page the crawler asked for (one hop: a redirect is answered as it is, with its
+/// `Location`, for the crawler to judge).
+#[derive(Debug, Clone)]
+pub struct PageAnswer {
+    pub status: u16,
+    pub headers: HeaderMap,
+    /// At most the `max_bytes` asked for.
+    pub body: Vec<u8>,
+    /// The server had more than `max_bytes` to send.
+    pub truncated: bool,
+}
+
+impl Outbound {
+    /// GETs one web page for the crawler through the guard (the allow-list applies: the operator
+    /// saved this site), following no redirect, reading at most `max_bytes` of the body.
+    pub fn get_page(
+        &self,
+        url: &Url,
+        headers: &[(HeaderName, String)],
+        max_bytes: usize,
+    ) -> Result<PageAnswer, Failure> {
+        self.guard.check_url(url).map_err(Failure::Refused)?;
+        let mut req = self.client(false)?.get(url.clone());
+        for (k, v) in headers {
+            let value = HeaderValue::from_str(v).map_err(|e| Failure::Invalid(format!("header {k}: {e}")))?;
+            req = req.header(k, value);
+        }
+        let resp = req.send().map_err(|e| failure_of(&e))?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().clone();
+        let mut body = Vec::new();
+        resp.take(max_bytes as u64 + 1)
+            .read_to_end(&mut body)
+            .map_err(|e| Failure::Transport(format!("reading the page: {e}")))?;
+        let truncated = body.len() > max_bytes;
+        body.truncate(max_bytes);
+        Ok(PageAnswer { status, headers, body, truncated })
+    }
+
+    /// Whether a redirect to another origin could be followed at all: public addresses only, as
+    /// for every hop away from a saved URL (the crawler follows none, but says why).
+    pub fn check_public(&self, url: &Url) -> Result<(), String> {
+        Guard::default().clear(url)
+    }
+}
+
 /// A client error as a [`Failure`]: the guard's refusal when the resolver raised one.
 fn failure_of(e: &reqwest::Error) -> Failure {
     let mut src: Option<&dyn std::error::Error> = std::error::Error::source(e);

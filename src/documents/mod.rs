@@ -20,6 +20,7 @@ pub mod process;
 mod service;
 mod sources;
 mod store;
+pub mod website;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -30,7 +31,7 @@ pub use service::{
     organization_usage, progress, reprocess, reprocess_workspace, too_large, update, update_ingestion_settings, usage,
 };
 pub use sources::{
-    crawl_control, delete_source, ensure_builtin_source, list_sources, patch_source, reprocess_source, source_documents,
+    delete_source, ensure_builtin_source, get_source, list_sources, patch_source, reprocess_source, source_documents,
 };
 pub use store::ListFilter;
 
@@ -83,6 +84,7 @@ pub struct SourceView {
     pub external_id: Option<String>,
     pub builtin: bool,
     pub config: Value,
+    pub metadata: Value,
     pub document_enrichment_override: String,
     pub document_count: i64,
     pub created_at: String,
@@ -98,6 +100,7 @@ impl From<&Source> for SourceView {
             external_id: s.external_id.clone(),
             builtin: s.builtin,
             config: s.config.clone(),
+            metadata: s.metadata.clone(),
             document_enrichment_override: s.enrichment_override.clone(),
             document_count: s.document_count,
             created_at: s.created_at.clone(),

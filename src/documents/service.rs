@@ -184,19 +184,19 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
 }
 
 /// An inline document's input, checked and cleaned.
-struct CleanDoc {
-    title: String,
-    content: String,
-    metadata: DocumentMeta,
-    external: Option<String>,
-    over: Option<String>,
-    hash: String,
-    size: i64,
-    source_id: Option<String>,
+pub(super) struct CleanDoc {
+    pub(super) title: String,
+    pub(super) content: String,
+    pub(super) metadata: DocumentMeta,
+    pub(super) external: Option<String>,
+    pub(super) over: Option<String>,
+    pub(super) hash: String,
+    pub(super) size: i64,
+    pub(super) source_id: Option<String>,
 }
 
 impl CleanDoc {
-    fn of(input: NewDocument) -> Result<CleanDoc> {
+    pub(super) fn of(input: NewDocument) -> Result<CleanDoc> {
         let title = clean_title(&input.title)?;
         let content = clean_content(&input.content)?;
         let metadata = clean_metadata(input.metadata)?;
@@ -209,7 +209,7 @@ impl CleanDoc {
 }
 
 /// A new revision of the document `existing` (found by its external id), queued for processing.
-fn update_inline(
+pub(super) fn update_inline(
     tx: &Tx,
     app: &App,
     actor: &Actor,
@@ -241,7 +241,7 @@ fn update_inline(
 }
 
 /// A new inline document, queued for processing; its id.
-fn insert_inline(
+pub(super) fn insert_inline(
     tx: &Tx,
     app: &App,
     actor: &Actor,

@@ -47,6 +47,11 @@ pub fn list_sources(app: &App, p: &Principal) -> Result<Vec<SourceView>> {
     Ok(app.db.read(|c| store::sources(c, &p.workspace_id))?.iter().map(SourceView::from).collect())
 }
 
+pub fn get_source(app: &App, p: &Principal, id: &str) -> Result<SourceView> {
+    p.require(Perm::DocumentsRead)?;
+    Ok(SourceView::from(&load_source(app, &p.workspace_id, id)?))
+}
+
 fn load_source(app: &App, ws: &WorkspaceId, id: &str) -> Result<Source> {
     app.db.read(|c| store::source(c, ws, id))?.ok_or_else(|| Error::not_found("source"))
 }
@@ -155,15 +160,4 @@ pub fn reprocess_source(
     p.require(Perm::DocumentsManage)?;
     load_source(app, &p.workspace_id, id)?;
     reprocess_scope(app, &p.workspace_id, actor, Some(id), over, "source.reprocess")
-}
-
-/// Recrawl, pause-crawl and resume-crawl: only website sources crawl; others answer 409.
-pub fn crawl_control(app: &App, p: &Principal, id: &str, action: &str) -> Result<()> {
-    p.require(Perm::DocumentsManage)?;
-    let s = load_source(app, &p.workspace_id, id)?;
-    Err(Error::conflict(format!(
-        "this source ({}) is not a website crawl source; {action} applies only to crawl sources",
-        s.kind
-    ))
-    .with_details(json!({"code": "not_a_crawl_source", "sourceKind": s.kind})))
 }

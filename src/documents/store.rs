@@ -43,22 +43,22 @@ pub fn sources(c: &Conn, ws: &WorkspaceId) -> Result<Vec<Source>> {
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
+/// The one source matching `cond` (over `s`), if any.
+fn one_source(c: &Conn, cond: &str, p: impl rusqlite::Params) -> Result<Option<Source>> {
+    Ok(c.query_row(&format!("SELECT {SOURCE_COLS} FROM sources s WHERE {cond}"), p, source_row).optional()?)
+}
+
 pub fn source(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Source>> {
-    Ok(c.query_row(
-        &format!("SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 AND s.id = ?2"),
-        params![ws, id],
-        source_row,
-    )
-    .optional()?)
+    one_source(c, "s.workspace_id = ?1 AND s.id = ?2", params![ws, id])
 }
 
 pub fn builtin_source(c: &Conn, ws: &WorkspaceId, kind: &str) -> Result<Option<Source>> {
-    Ok(c.query_row(
-        &format!("SELECT {SOURCE_COLS} FROM sources s WHERE s.workspace_id = ?1 AND s.kind = ?2 AND s.builtin = 1"),
-        params![ws, kind],
-        source_row,
-    )
-    .optional()?)
+    one_source(c, "s.workspace_id = ?1 AND s.kind = ?2 AND s.builtin = 1", params![ws, kind])
+}
+
+/// The source of `kind` with this external id (a website source's canonical start URL).
+pub fn source_by_external_id(c: &Conn, ws: &WorkspaceId, kind: &str, external: &str) -> Result<Option<Source>> {
+    one_source(c, "s.workspace_id = ?1 AND s.kind = ?2 AND s.external_id = ?3", params![ws, kind, external])
 }
 
 pub fn insert_source(tx: &Tx, s: &Source) -> Result<()> {
@@ -84,6 +84,11 @@ pub fn insert_source(tx: &Tx, s: &Source) -> Result<()> {
 
 pub fn set_source_override(tx: &Tx, id: &str, value: &str, now: &str) -> Result<()> {
     tx.execute("UPDATE sources SET enrichment_override = ?2, updated_at = ?3 WHERE id = ?1", params![id, value, now])?;
+    Ok(())
+}
+
+pub fn set_source_config(tx: &Tx, id: &str, config: &Value, now: &str) -> Result<()> {
+    tx.execute("UPDATE sources SET config = ?2, updated_at = ?3 WHERE id = ?1", params![id, config.to_string(), now])?;
     Ok(())
 }
 
@@ -134,23 +139,19 @@ pub fn doc_row(r: &rusqlite::Row) -> rusqlite::Result<Document> {
     })
 }
 
+/// The one document matching `cond` (over `d`), if any.
+fn one_document(c: &Conn, cond: &str, p: impl rusqlite::Params) -> Result<Option<Document>> {
+    let sql = format!("SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE {cond}");
+    Ok(c.query_row(&sql, p, doc_row).optional()?)
+}
+
 pub fn document(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Document>> {
-    Ok(c.query_row(
-        &format!("SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE d.workspace_id = ?1 AND d.id = ?2"),
-        params![ws, id],
-        doc_row,
-    )
-    .optional()?)
+    one_document(c, "d.workspace_id = ?1 AND d.id = ?2", params![ws, id])
 }
 
 /// Any workspace's document (for jobs, which carry the id).
 pub fn document_any(c: &Conn, id: &str) -> Result<Option<Document>> {
-    Ok(c.query_row(
-        &format!("SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE d.id = ?1"),
-        [id],
-        doc_row,
-    )
-    .optional()?)
+    one_document(c, "d.id = ?1", [id])
 }
 
 pub fn content(c: &Conn, id: &str) -> Result<Option<String>> {
@@ -158,15 +159,11 @@ pub fn content(c: &Conn, id: &str) -> Result<Option<String>> {
 }
 
 pub fn by_external_id(c: &Conn, ws: &WorkspaceId, source: &str, external: &str) -> Result<Option<Document>> {
-    Ok(c.query_row(
-        &format!(
-            "SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id
-             WHERE d.workspace_id = ?1 AND d.source_id = ?2 AND d.external_document_id = ?3"
-        ),
+    one_document(
+        c,
+        "d.workspace_id = ?1 AND d.source_id = ?2 AND d.external_document_id = ?3",
         params![ws, source, external],
-        doc_row,
     )
-    .optional()?)
 }
 
 pub struct NewDocRow<'a> {

@@ -40,6 +40,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .merge(ops::routes())
         .merge(account::routes())
         .merge(documents::routes())
+        .merge(crawl::routes())
         .merge(settings::routes())
         .merge(agents::routes())
         .merge(chat::routes())

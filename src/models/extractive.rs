@@ -72,6 +72,8 @@ pub struct Passage {
     pub chunk_id: String,
     pub title: String,
     pub content: String,
+    /// Where the reader can check it (a crawled page's address).
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -88,6 +90,9 @@ pub struct Citation {
     pub document_id: String,
     pub chunk_id: String,
     pub title: String,
+    /// The page a crawled document came from (its `sourceUrl`), for a link.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -335,6 +340,7 @@ fn cite(cands: &[Cand], chosen: Vec<usize>, passages: &[Passage]) -> (Vec<Citati
                     document_id: p.document_id.clone(),
                     chunk_id: p.chunk_id.clone(),
                     title: p.title.clone(),
+                    url: p.url.clone(),
                 });
                 citations.len() - 1
             }
@@ -354,6 +360,7 @@ mod tests {
             chunk_id: format!("c-{id}"),
             title: title.into(),
             content: content.into(),
+            url: None,
         }
     }
 

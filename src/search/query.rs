@@ -58,6 +58,14 @@ pub struct Hit {
     pub vector_rank: Option<usize>,
 }
 
+impl Hit {
+    /// A crawled page's address (its `sourceUrl` metadata), when it is a web address.
+    pub fn page_url(&self) -> Option<String> {
+        let url = self.metadata["sourceUrl"].as_str()?;
+        (url.starts_with("https://") || url.starts_with("http://")).then(|| url.to_string())
+    }
+}
+
 /// Document ids allowed by the filter and source scope; `None` when nothing restricts.
 fn allowed_documents(app: &App, ws: &WorkspaceId, r: &Retrieve) -> Result<Option<HashSet<String>>> {
     let has_filter = r.filter.as_ref().is_some_and(|f| !f.is_empty());

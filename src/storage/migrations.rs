@@ -33,6 +33,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(10, "0010_channel_credentials"),
     migration!(11, "0011_converse_sessions"),
     migration!(12, "0012_knowledge_spaces"),
+    migration!(13, "0013_crawls"),
 ];
 
 fn checksum(sql: &str) -> String {

@@ -97,6 +97,7 @@ fn cite(citations: &mut Vec<Citation>, h: &Hit) -> usize {
         document_id: h.document_id.clone(),
         chunk_id: h.chunk_id.clone(),
         title: h.title.clone(),
+        url: h.page_url(),
     });
     citations.len() - 1
 }
@@ -110,6 +111,7 @@ pub fn passages(hits: &[Hit], n: usize) -> Vec<Passage> {
             chunk_id: h.chunk_id.clone(),
             title: h.title.clone(),
             content: h.content.clone(),
+            url: h.page_url(),
         })
         .collect()
 }

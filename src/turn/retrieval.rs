@@ -584,7 +584,7 @@ mod tests {
             let _ = crate::turn::compose::parse_head(&q);
             let _ = crate::turn::compose::claims(&q, 3);
             let passages = vec![crate::models::extractive::Passage {
-                document_id: "d".into(), chunk_id: "c".into(), title: q.clone(), content: q.clone(),
+                document_id: "d".into(), chunk_id: "c".into(), title: q.clone(), content: q.clone(), url: None,
             }];
             let _ = crate::models::extractive::compose(&q, &passages);
             let _ = crate::models::extractive::attribute(&q, &passages);

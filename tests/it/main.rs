@@ -4,6 +4,7 @@
 mod fake_llm;
 mod fixtures;
 mod receiver;
+mod site;
 mod support;
 
 mod accounts;
@@ -13,6 +14,7 @@ mod channel_credentials_page;
 mod channels_page;
 mod chat;
 mod converse;
+mod crawl;
 mod delivery;
 mod documents;
 pub mod e2e;
@@ -32,6 +34,7 @@ mod retrieval;
 mod routines;
 mod routines_page;
 mod search;
+mod sources_page;
 mod takeover;
 mod tidy;
 mod tokens;

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use super::account::{PageQuery, page_limit};
 use crate::app::App;
+use crate::crawler::api::JobJson;
 use crate::documents::api::{DocumentPageJson, ProgressJson, ReprocessOutcomeJson};
 use crate::documents::{self, DocumentUpdate, ListFilter, NewDocument, Upload};
 use crate::error::{Error, Result};
@@ -30,9 +31,6 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/document/sources/{id}", routing::patch(patch_source).delete(delete_source))
         .route("/api/v1/document/sources/{id}/documents", routing::get(source_documents))
         .route("/api/v1/document/sources/{id}/reprocess", routing::post(reprocess_source))
-        .route("/api/v1/document/sources/{id}/recrawl", routing::post(recrawl))
-        .route("/api/v1/document/sources/{id}/pause-crawl", routing::post(pause_crawl))
-        .route("/api/v1/document/sources/{id}/resume-crawl", routing::post(resume_crawl))
         .route("/api/v1/document/search", routing::post(search))
         .route("/api/v1/document/search/history", routing::get(search_history))
         .route("/api/v1/document/search/history/{id}", routing::get(search_replay))
@@ -274,9 +272,23 @@ pub async fn delete(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String
 
 // -- sources
 
+/// Sources, a website source with its newest crawl job (`lastCrawl`).
 pub async fn sources(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
-    let list = app.blocking(move |app| documents::list_sources(app, &ctx.p)).await?;
-    Ok(axum::Json(json!({ "sources": list })))
+    let (list, latest) = app
+        .blocking(move |app| Ok((documents::list_sources(app, &ctx.p)?, crate::crawler::latest_jobs(app, &ctx.p)?)))
+        .await?;
+    let sources: Vec<Value> = list
+        .into_iter()
+        .map(|s| {
+            let last = latest.get(&s.id).map(JobJson::from);
+            let mut v = json!(s);
+            if s.kind == crate::documents::website::WEBSITE_SOURCE {
+                v["lastCrawl"] = json!(last);
+            }
+            v
+        })
+        .collect();
+    Ok(axum::Json(json!({ "sources": sources })))
 }
 
 pub async fn source_documents(
@@ -293,7 +305,15 @@ pub async fn source_documents(
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PatchSourceBody {
-    document_enrichment_override: String,
+    document_enrichment_override: Option<String>,
+    /// A website source's recrawl interval: hours, or `null`/0 for none.
+    #[serde(default, deserialize_with = "present")]
+    recrawl_interval_hours: Option<Option<i64>>,
+}
+
+/// A field that was sent, `null` included (`Some(None)`), apart from one left out (`None`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<Option<i64>>, D::Error> {
+    Ok(Some(Option::deserialize(d)?))
 }
 
 pub async fn patch_source(
@@ -303,7 +323,20 @@ pub async fn patch_source(
     Json(b): Json<PatchSourceBody>,
 ) -> Result<impl IntoResponse> {
     let s = app
-        .blocking(move |app| documents::patch_source(app, &ctx.p, &ctx.actor(), &id, &b.document_enrichment_override))
+        .blocking(move |app| {
+            if b.document_enrichment_override.is_none() && b.recrawl_interval_hours.is_none() {
+                return Err(Error::invalid(
+                    "nothing to change: send documentEnrichmentOverride or recrawlIntervalHours",
+                ));
+            }
+            if let Some(hours) = b.recrawl_interval_hours {
+                crate::crawler::set_interval(app, &ctx.p, &ctx.actor(), &id, hours)?;
+            }
+            match &b.document_enrichment_override {
+                Some(o) => documents::patch_source(app, &ctx.p, &ctx.actor(), &id, o),
+                None => documents::get_source(app, &ctx.p, &id),
+            }
+        })
         .await?;
     Ok(axum::Json(json!({ "source": s })))
 }
@@ -325,21 +358,6 @@ pub async fn reprocess_source(
         })
         .await?;
     Ok(axum::Json(ReprocessOutcomeJson::from(out)))
-}
-
-pub async fn recrawl(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<StatusCode> {
-    app.blocking(move |app| documents::crawl_control(app, &ctx.p, &id, "recrawl")).await?;
-    Ok(StatusCode::ACCEPTED)
-}
-
-pub async fn pause_crawl(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<StatusCode> {
-    app.blocking(move |app| documents::crawl_control(app, &ctx.p, &id, "pause-crawl")).await?;
-    Ok(StatusCode::ACCEPTED)
-}
-
-pub async fn resume_crawl(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<StatusCode> {
-    app.blocking(move |app| documents::crawl_control(app, &ctx.p, &id, "resume-crawl")).await?;
-    Ok(StatusCode::ACCEPTED)
 }
 
 // -- search

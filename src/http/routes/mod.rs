@@ -4,6 +4,7 @@ pub mod account;
 pub mod agents;
 pub mod chat;
 pub mod converse;
+pub mod crawl;
 pub mod delivery;
 pub mod documents;
 pub mod inbox;
