@@ -54,6 +54,7 @@ CREATE TABLE crawl_frontier (
     PRIMARY KEY (job_id, url_key)
 );
 CREATE INDEX crawl_frontier_next ON crawl_frontier(job_id, done, seq);
+CREATE INDEX crawl_frontier_seq ON crawl_frontier(job_id, seq);
 
 -- What the crawler knows of each page of a website source: its validators and content hash (for
 -- conditional and unchanged recrawls), its links (replayed when the page answers 304), and the

@@ -124,6 +124,9 @@ pub enum BenchCommand {
         /// Pages in the generated site.
         #[arg(long, default_value_t = 2000)]
         pages: usize,
+        /// Requests in flight to the site (`WEBSITE_CRAWLER_CONCURRENCY`).
+        #[arg(long, default_value_t = 2)]
+        concurrency: usize,
         /// A fixture site with a `manifest.json` (content and boilerplate lines per page).
         #[arg(long, default_value = "tests/it/fixtures/site")]
         fixtures: PathBuf,
@@ -266,11 +269,12 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             eprintln!("{}", bench::converse::summary(&report));
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Crawl { cranfield, pages, fixtures, out } => {
+        BenchCommand::Crawl { cranfield, pages, concurrency, fixtures, out } => {
             let c = bench::cranfield::Collection::load(&cranfield)?;
             let fixtures = fixtures.join("manifest.json").is_file().then_some(fixtures);
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report = rt.block_on(bench::crawl::run(&c, pages.max(10), fixtures.as_deref()))?;
+            let report =
+                rt.block_on(bench::crawl::run(&c, pages.max(10), fixtures.as_deref(), concurrency.clamp(1, 8)))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if let Some(path) = out {
                 std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;

@@ -78,7 +78,8 @@ pub fn generate(c: &Collection, n: usize) -> Vec<GenPage> {
                 .filter(|&j| j < n && j != i)
                 .collect();
             let related: String = links.iter().map(|j| format!("<li><a href=\"{}\">Related paper {j}</a></li>", path(*j))).collect();
-            let nav: String = NAV.iter().enumerate().map(|(k, t)| format!("<li><a href=\"/section/{k}\">{t}</a></li>")).collect();
+            let nav: String =
+                NAV.iter().enumerate().map(|(k, t)| format!("<li><a href=\"{}\">{t}</a></li>", path(k % n))).collect();
             let footer: String = FOOTER.iter().map(|l| format!("<p>{l}</p>")).collect();
             let html = format!(
                 "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{t}</title>\
@@ -239,7 +240,7 @@ fn vectors(u: &Value) -> f64 {
     u["embeddingsThisMonth"]["vectors"].as_f64().unwrap_or(f64::NAN)
 }
 
-pub async fn run(c: &Collection, pages: usize, fixtures: Option<&Path>) -> anyhow::Result<Value> {
+pub async fn run(c: &Collection, pages: usize, fixtures: Option<&Path>, concurrency: usize) -> anyhow::Result<Value> {
     let site = generate(c, pages);
     let sizes: Vec<f64> = site.iter().map(|p| p.html.len() as f64 / 1024.0).collect();
     // extraction alone, one thread
@@ -259,8 +260,13 @@ pub async fn run(c: &Collection, pages: usize, fixtures: Option<&Path>) -> anyho
         ("STEWARD_DELIVERY_ALLOW", "127.0.0.1".to_string()),
         ("WEBSITE_CRAWLER_MIN_DELAY_MS", "0".to_string()),
         ("WEBSITE_CRAWLER_MAX_LIMIT", (pages + 100).to_string()),
+        ("WEBSITE_CRAWLER_CONCURRENCY", concurrency.to_string()),
     ];
     let s = ChildServer::start(&env)?;
+    // the embedding model in memory first: what the crawl adds is measured from there
+    let warm = json!({"title": "Warm-up", "content": "A first document loads the embedding model."});
+    s.send(reqwest::Method::POST, "/api/v1/document/", &warm).await?;
+    s.wait_idle().await?;
     let (_, rss_before) = s.rss();
     let started = Instant::now();
     let body = json!({"url": format!("http://{addr}/"), "limit": pages + 100});
@@ -269,13 +275,14 @@ pub async fn run(c: &Collection, pages: usize, fixtures: Option<&Path>) -> anyho
     let source = r["source"]["id"].as_str().unwrap_or_default().to_string();
     let job = wait_job(&s, &id).await?;
     let crawl_wall = started.elapsed().as_secs_f64();
+    let (_, rss_crawled) = s.rss();
     s.wait_idle().await?;
     let searchable = started.elapsed().as_secs_f64();
     let (peak, _) = s.rss();
     let crawl_secs = secs_between(&job["startedAt"], &job["completedAt"]);
     let fetched = job["progress"]["fetched"].as_f64().unwrap_or(0.0);
     println!(
-        "crawl: {fetched} pages fetched in {crawl_secs:.2} s ({:.0} pages/s), indexed {}, searchable after {searchable:.1} s; RSS {rss_before:.0} → peak {peak:.0} MiB",
+        "crawl: {fetched} pages fetched in {crawl_secs:.2} s ({:.0} pages/s), indexed {}, searchable after {searchable:.1} s; RSS {rss_before:.0} → {rss_crawled:.0} at the crawl's end, peak {peak:.0} MiB",
         fetched / crawl_secs,
         job["progress"]["indexed"]
     );
@@ -303,7 +310,9 @@ pub async fn run(c: &Collection, pages: usize, fixtures: Option<&Path>) -> anyho
         "crawl": {"fetched": fetched, "seconds": crawl_secs, "wallSeconds": crawl_wall, "pagesPerSecond": (fetched / crawl_secs).round(),
                   "indexed": job["progress"]["indexed"], "skippedByReason": job["progress"]["skippedByReason"], "failed": job["progress"]["failed"],
                   "searchableAfterSeconds": searchable},
-        "rssMiB": {"beforeCrawl": rss_before, "peak": peak, "growth": peak - rss_before},
+        "concurrency": concurrency,
+        "rssMiB": {"beforeCrawl": rss_before, "atCrawlEnd": rss_crawled, "crawlGrowth": rss_crawled - rss_before,
+                   "peakWhileEmbedding": peak, "peakGrowth": peak - rss_before},
         "recrawl": {"seconds": recrawl_secs, "wallSeconds": recrawl_wall, "pagesRewritten": again["progress"]["indexed"],
                     "vectorsEmbedded": vectors(&usage_after) - vectors(&usage_before),
                     "unchanged": again["progress"]["unchanged"], "speedup": crawl_secs / recrawl_secs,
