@@ -49,7 +49,7 @@ fn sentences(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// `n` pages: page `i` holds 2–6 abstracts (5–20 KB with its boilerplate), links to its
+/// `n` pages: page `i` holds 4–16 abstracts (about 5–20 KB with its boilerplate), links to its
 /// neighbours and to five pages further on, so every page is reachable from the home page.
 pub fn generate(c: &Collection, n: usize) -> Vec<GenPage> {
     let docs: Vec<&super::cranfield::Doc> = c.docs.iter().filter(|d| d.body.len() > 200).collect();
@@ -63,7 +63,7 @@ pub fn generate(c: &Collection, n: usize) -> Vec<GenPage> {
     let path = |i: usize| if i == 0 { "/".to_string() } else { format!("/papers/{i}/") };
     (0..n)
         .map(|i| {
-            let parts = 2 + (next() % 5) as usize;
+            let parts = 4 + (next() % 13) as usize;
             let mut body = String::new();
             let mut content = Vec::new();
             let title = format!("Paper {i}: {}", docs[i % docs.len()].title.trim());

@@ -377,3 +377,20 @@ proptest! {
         prop_assert_eq!(page.word_count, dom::count_words(&page.text));
     }
 }
+
+/// A hostile page of deep nesting or a wide table stays within the text cap instead of growing
+/// quadratically (indentation, quote prefixes and padded columns are bounded).
+#[test]
+fn deep_nesting_and_wide_tables_stay_bounded() {
+    let lists = format!("<main>{}</main>", "<ul><li>item ".repeat(40_000));
+    let quotes = format!("<main>{}</main>", "<blockquote>q ".repeat(40_000));
+    let wide: String = format!(
+        "<main><table><tr>{}</tr>{}</table></main>",
+        "<td>c</td>".repeat(20_000),
+        "<tr><td>r</td></tr>".repeat(20_000)
+    );
+    for html in [lists, quotes, wide] {
+        let page = extract(&html, true);
+        assert!(page.text.len() <= 2 * 1024 * 1024 + 1024, "{} bytes", page.text.len());
+    }
+}

@@ -262,6 +262,13 @@ pub fn start(app: &App, p: &Principal, actor: &Actor, r: CrawlRequest) -> Result
         preserve_links: r.preserve_links.unwrap_or(true),
         interval_hours: check_interval(r.interval_hours)?,
     };
+    let lower = url.as_str().to_lowercase();
+    if site.exclude.iter().any(|p| lower.contains(&p.to_lowercase())) {
+        return Err(Error::invalid_field(
+            "excludeUrlPatterns",
+            "the start URL matches one of excludeUrlPatterns: nothing could be crawled",
+        ));
+    }
     let key = canonicalize(&url).to_string();
     let name = url.host_str().unwrap_or_default().to_string();
     let ws = p.workspace_id.clone();
@@ -424,10 +431,15 @@ pub fn resume(app: &App, p: &Principal, actor: &Actor, source: &str) -> Result<C
 pub fn set_interval(app: &App, p: &Principal, actor: &Actor, source: &str, hours: Option<i64>) -> Result<SiteConfig> {
     p.require(Perm::DocumentsManage)?;
     let ws = p.workspace_id.clone();
-    let mut site = website_of(app, &ws, source, "a recrawl interval")?;
-    site.interval_hours = check_interval(hours)?;
+    website_of(app, &ws, source, "a recrawl interval")?;
+    let hours = check_interval(hours)?;
     let now = rfc3339(app.clock.now());
-    app.db.write(|tx| {
+    let site = app.db.write(|tx| {
+        // read and written in one transaction: a crawl started meanwhile keeps its settings
+        let current = website::source(tx, &ws, source)?.ok_or_else(|| Error::not_found("source"))?;
+        let mut site = SiteConfig::from_json(&current.config)
+            .ok_or_else(|| Error::internal_msg("a website source without its crawl settings"))?;
+        site.interval_hours = hours;
         website::set_config(tx, source, &site.to_json(), &now)?;
         if let Some(h) = site.interval_hours {
             // the next recrawl, counted from now
@@ -441,7 +453,8 @@ pub fn set_interval(app: &App, p: &Principal, actor: &Actor, source: &str, hours
                 .workspace(&ws)
                 .target("source", source)
                 .meta(json!({"recrawlIntervalHours": site.interval_hours})),
-        )
+        )?;
+        Ok(site)
     })?;
     app.jobs.wake();
     Ok(site)

@@ -16,6 +16,7 @@ use super::{MAX_PAGE_CHARS, PageRecord, Pending, store};
 use crate::delivery::Failure;
 use crate::delivery::client::PageAnswer;
 use crate::documents::NewDocument;
+use crate::documents::website;
 
 /// Bytes read of one page: enough for [`MAX_PAGE_CHARS`] characters of any UTF-8.
 const MAX_PAGE_BYTES: usize = 4 * MAX_PAGE_CHARS;
@@ -27,24 +28,35 @@ pub(super) fn header_str(h: &HeaderMap, name: HeaderName) -> Option<String> {
 }
 
 impl Crawl<'_> {
-    /// Fetches and judges one page (no database writes).
-    pub(super) fn page(&self, entry: Pending) -> PageResult {
+    /// Fetches and judges one page (no database writes). `None`: the crawl stopped before the
+    /// request went out (the page stays pending).
+    pub(super) fn page(&self, entry: Pending) -> Option<PageResult> {
         let mut r = PageResult {
             entry,
             verdict: Verdict::Failed { reason: String::new(), gone: false },
             links: vec![],
             fetched: false,
+            dropped: false,
         };
         let Ok(url) = Url::parse(&r.entry.url) else {
             r.verdict = Verdict::Failed { reason: "not a valid URL".into(), gone: false };
-            return r;
+            return Some(r);
         };
         let path = &url[url::Position::BeforePath..url::Position::AfterQuery];
         if !self.robots.allowed(path) {
             r.verdict = skip("robots_disallowed", "Blocked by robots.txt");
-            return r;
+            return Some(r);
         }
-        let known = self.app.db.read(|c| store::page(c, &self.job.source_id, &r.entry.key)).ok().flatten();
+        let (ws, source) = (&self.job.workspace_id, &self.job.source_id);
+        let mut known = self.app.db.read(|c| store::page(c, source, &r.entry.key)).ok().flatten();
+        // a document someone deleted is indexed again, not taken as unchanged
+        if let Some(k) = known.as_mut()
+            && let Some(doc) = k.document_id.clone()
+            && !self.app.db.read(|c| website::document_exists(c, ws, &doc)).unwrap_or(true)
+        {
+            k.document_id = None;
+            k.content_hash = None;
+        }
         let mut headers = vec![(header::USER_AGENT, self.app.config.crawler.user_agent.clone())];
         if let Some(k) = known.as_ref().filter(|k| k.document_id.is_some()) {
             if let Some(e) = &k.etag {
@@ -59,11 +71,11 @@ impl Crawl<'_> {
         // a redirect to the same page under another spelling (`/a` to `/a/`) is followed here:
         // as a frontier entry it would be taken for the page already seen
         for hop in 0..=3 {
-            let answer = match self.fetch(&url, &headers) {
+            let answer = match self.fetch(&url, &headers)? {
                 Ok(a) => a,
                 Err(reason) => {
                     r.verdict = Verdict::Failed { reason, gone: false };
-                    return r;
+                    return Some(r);
                 }
             };
             let same_page = matches!(answer.status, 301 | 302 | 303 | 307 | 308)
@@ -74,26 +86,29 @@ impl Crawl<'_> {
                 Some(t) if hop < 3 => url = t,
                 _ => {
                     self.judge(&mut r, &url, answer, known);
-                    return r;
+                    return Some(r);
                 }
             }
         }
-        r
+        Some(r)
     }
 
     /// One request with bounded retries of 429 and 503 (their `Retry-After` honoured up to the
-    /// configured wait).
-    fn fetch(&self, url: &Url, headers: &[(HeaderName, String)]) -> std::result::Result<PageAnswer, String> {
+    /// configured wait). `None`: the crawl stopped while this waited its turn.
+    fn fetch(&self, url: &Url, headers: &[(HeaderName, String)]) -> Option<std::result::Result<PageAnswer, String>> {
         let cfg = &self.app.config.crawler;
         let mut attempt = 0;
         loop {
-            self.wait_turn();
-            let a = self.app.outbound.get_page(url, headers, MAX_PAGE_BYTES).map_err(|f| match f {
-                Failure::Refused(m) => format!("Refused: {m}"),
-                f => f.to_string(),
-            })?;
+            if !self.wait_turn() {
+                return None;
+            }
+            let a = match self.app.outbound.get_page(url, headers, MAX_PAGE_BYTES) {
+                Ok(a) => a,
+                Err(Failure::Refused(m)) => return Some(Err(format!("Refused: {m}"))),
+                Err(f) => return Some(Err(f.to_string())),
+            };
             if !matches!(a.status, 429 | 503) {
-                return Ok(a);
+                return Some(Ok(a));
             }
             let asked = header_str(&a.headers, header::RETRY_AFTER)
                 .and_then(|v| crate::delivery::client::parse_retry_after(&v));
@@ -101,12 +116,12 @@ impl Crawl<'_> {
             let status = if a.status == 429 { "HTTP 429 Too Many Requests" } else { "HTTP 503 Service Unavailable" };
             let said = asked.map(|d| format!(" (Retry-After {} s)", d.as_secs())).unwrap_or_default();
             if attempt >= cfg.retries || wait > cfg.max_retry_wait {
-                return Err(format!("{status}{said}"));
+                return Some(Err(format!("{status}{said}")));
             }
             attempt += 1;
             self.sleep(wait);
             if self.state.lock().stop.is_some() {
-                return Err(format!("{status}{said}"));
+                return None;
             }
         }
     }
@@ -155,8 +170,13 @@ impl Crawl<'_> {
                         r.links.extend(self.admit(t.clone(), r.entry.depth, false));
                         skip("redirect", &format!("Redirects to {t}"))
                     }
-                    Some(t) => match self.app.outbound.check_public(&t) {
-                        Err(m) => Verdict::Failed { reason: format!("Redirect refused: {m}"), gone: false },
+                    // off the site: never followed; a private or metadata address is named as such
+                    Some(t) => match self.app.outbound.check_public(&{
+                        let mut probe = t.clone();
+                        let _ = probe.set_scheme("https");
+                        probe
+                    }) {
+                        Err(m) => skip("redirect_refused", &format!("Redirect refused: {m}")),
                         Ok(()) => skip(
                             "redirect_outside_site",
                             &format!("Redirected outside the site, to {}", t.origin().ascii_serialization()),
@@ -189,7 +209,7 @@ impl Crawl<'_> {
             );
             return;
         }
-        let text = String::from_utf8_lossy(&a.body);
+        let text = decode(&a.body, &ctype);
         if a.truncated || text.chars().count() > MAX_PAGE_CHARS {
             r.verdict = skip_with("too_large", "Larger than 500,000 characters", record);
             return;
@@ -212,8 +232,11 @@ impl Crawl<'_> {
                 .filter(|l| !l.nofollow)
                 .filter_map(|l| resolve_link(url, &l.href))
                 .filter_map(|u| self.admit(u, r.entry.depth + 1, false))
-                .take(MAX_LINKS)
                 .collect();
+            if r.links.len() > MAX_LINKS {
+                r.links.truncate(MAX_LINKS);
+                r.dropped = true;
+            }
             record.links = r.links.iter().map(|p| p.url.clone()).collect();
         }
         let canonical =
@@ -254,14 +277,20 @@ impl Crawl<'_> {
             r.verdict = Verdict::Unchanged { record };
             return;
         }
-        let title: String =
-            if page.title.trim().is_empty() { url.path().to_string() } else { page.title.chars().take(480).collect() };
+        let title: String = if page.title.trim().is_empty() {
+            url.path().chars().take(480).collect()
+        } else {
+            page.title.chars().take(480).collect()
+        };
         let mut meta = json!({
             "sourceUrl": url.as_str(), "canonicalUrl": r.entry.key, "httpStatus": a.status, "pageType": "page",
             "qualityScore": (page.quality * 100.0).round() / 100.0, "extractedContainer": page.container,
             "normalizedContentHash": hash,
         });
-        for (k, v) in [("etag", etag), ("lastModified", last_modified), ("language", page.lang)] {
+        let clip = |v: Option<String>, n: usize| v.map(|v| v.chars().take(n).collect::<String>());
+        for (k, v) in
+            [("etag", clip(etag, 200)), ("lastModified", clip(last_modified, 100)), ("language", clip(page.lang, 35))]
+        {
             if let Some(v) = v {
                 meta[k] = json!(v);
             }
@@ -284,4 +313,41 @@ fn skip(code: &'static str, reason: &str) -> Verdict {
 
 fn skip_with(code: &'static str, reason: &str, record: PageRecord) -> Verdict {
     Verdict::Skipped { code, reason: reason.to_string(), record: Some(record) }
+}
+
+/// A page's text in its declared encoding: a byte-order mark, else the `Content-Type` charset,
+/// else a `<meta charset>` near the top, else UTF-8 (invalid bytes replaced).
+fn decode(body: &[u8], content_type: &str) -> String {
+    let label_after = |s: &str| -> Option<String> {
+        let at = s.find("charset=")? + "charset=".len();
+        let v: String = s[at..]
+            .trim_start_matches(['"', '\''])
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | ':' | '.'))
+            .collect();
+        (!v.is_empty()).then_some(v)
+    };
+    let head = String::from_utf8_lossy(&body[..body.len().min(2048)]).to_ascii_lowercase();
+    let label = label_after(&content_type.to_ascii_lowercase()).or_else(|| label_after(&head));
+    let encoding = label.and_then(|l| encoding_rs::Encoding::for_label(l.as_bytes())).unwrap_or(encoding_rs::UTF_8);
+    // `decode` honours a byte-order mark over the label
+    encoding.decode(body).0.into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decode;
+
+    #[test]
+    fn pages_are_read_in_their_declared_encoding() {
+        let latin1 = b"<p>Caf\xe9 cr\xe8me</p>";
+        assert_eq!(decode(latin1, "text/html; charset=ISO-8859-1"), "<p>Café crème</p>");
+        let meta = b"<html><head><meta charset=\"windows-1252\"></head><p>\x93quoted\x94</p>";
+        assert!(decode(meta, "text/html").contains("\u{201c}quoted\u{201d}"));
+        assert_eq!(decode("<p>naïve</p>".as_bytes(), "text/html"), "<p>naïve</p>");
+        assert_eq!(decode(b"\xef\xbb\xbf<p>bom</p>", "text/html; charset=iso-8859-1"), "<p>bom</p>");
+        // the cut at 2,048 bytes may split a character: no panic
+        let long = "é".repeat(3000);
+        assert_eq!(decode(long.as_bytes(), ""), long);
+    }
 }

@@ -92,6 +92,13 @@ struct Renderer<'a, 'f> {
     link_depth: usize,
 }
 
+/// The rendered text stops growing past this many bytes (a page's main content is far smaller;
+/// a hostile page of nested lists or wide tables would otherwise grow quadratically).
+const MAX_TEXT_BYTES: usize = 2 * 1024 * 1024;
+/// Nesting shown as indentation or `>` prefixes, and table columns kept.
+const MAX_SHOWN_DEPTH: usize = 8;
+const MAX_COLUMNS: usize = 50;
+
 const BLOCK_TAGS: &[&str] = &[
     "p",
     "div",
@@ -350,7 +357,7 @@ impl<'a, 'f> Renderer<'a, 'f> {
         }
         let list_depth = self.list_depth;
         if let Some(first) = self.items.last_mut() {
-            let indent = "  ".repeat(list_depth.saturating_sub(1));
+            let indent = "  ".repeat(list_depth.saturating_sub(1).min(MAX_SHOWN_DEPTH));
             let marker = if *first { "- " } else { "  " };
             *first = false;
             self.emit(&format!("{indent}{marker}{}", lines.join(" ")), BlockKind::Item);
@@ -362,13 +369,16 @@ impl<'a, 'f> Renderer<'a, 'f> {
 
     fn emit(&mut self, block: &str, kind: BlockKind) {
         let out = &mut self.out.text;
+        if out.len() + block.len() > MAX_TEXT_BYTES {
+            return;
+        }
         if !out.is_empty() {
             out.push_str(if kind == BlockKind::Item && self.last == BlockKind::Item { "\n" } else { "\n\n" });
         }
         if self.quote_depth == 0 {
             out.push_str(block);
         } else {
-            let prefix = "> ".repeat(self.quote_depth);
+            let prefix = "> ".repeat(self.quote_depth.min(MAX_SHOWN_DEPTH));
             for (i, line) in block.split('\n').enumerate() {
                 if i > 0 {
                     out.push('\n');
@@ -427,7 +437,7 @@ impl<'a, 'f> Renderer<'a, 'f> {
         }
         let mut rows: Vec<Vec<(String, bool)>> =
             table.rows.into_iter().filter(|r| r.iter().any(|(c, _)| !c.is_empty())).collect();
-        let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+        let cols = rows.iter().map(Vec::len).max().unwrap_or(0).min(MAX_COLUMNS);
         if cols == 0 {
             return;
         }

@@ -4,6 +4,7 @@
 //! checkpoint a resumed or restarted run continues from.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
@@ -29,6 +30,8 @@ const MAX_ROBOTS_BYTES: usize = 512 * 1024;
 const MAX_SITEMAP_BYTES: usize = 10 * 1024 * 1024;
 /// Sitemap files read per crawl (an index and the sitemaps it lists).
 const MAX_SITEMAPS: usize = 25;
+/// The longest page URL crawled (a document's external id is its canonical URL).
+const MAX_URL_CHARS: usize = 500;
 
 /// Why the fetch threads stopped before the frontier ran out.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,6 +51,8 @@ pub(super) struct State {
     pub(super) stop: Option<Stop>,
     /// The seed's failure, when it failed.
     pub(super) seed_failure: Option<String>,
+    /// URLs in the frontier (a crawl trap stops growing it at ten times the limit).
+    pub(super) frontier: i64,
 }
 
 /// One crawl's shared state.
@@ -95,20 +100,55 @@ pub(super) struct PageResult {
     pub(super) verdict: Verdict,
     pub(super) links: Vec<Pending>,
     pub(super) fetched: bool,
+    /// Links were left out (a page with too many, or a full frontier): the run is incomplete.
+    pub(super) dropped: bool,
 }
+
+/// Crawls running in this process now: at most all workers but one, so documents keep being
+/// processed (and embedded) while sites are crawled.
+static RUNNING: AtomicUsize = AtomicUsize::new(0);
+/// The longest robots.txt `Crawl-delay` honoured as asked; a longer one is honoured as this.
+const MAX_CRAWL_DELAY: Duration = Duration::from_secs(60);
 
 pub fn handle(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     let Some(id) = payload["crawlJobId"].as_str() else {
         return Outcome::Fail("no crawlJobId".into());
     };
-    match run(app, ctx, id) {
+    let cap = app.config.workers.saturating_sub(1).max(1);
+    if RUNNING.fetch_add(1, Ordering::SeqCst) >= cap {
+        RUNNING.fetch_sub(1, Ordering::SeqCst);
+        return Outcome::Retry { after: Some(Duration::from_secs(20)), error: "waiting for a crawl place".into() };
+    }
+    let out = match run(app, ctx, id) {
         Ok(o) => o,
         Err(e) => {
-            let msg = e.to_string();
-            let now = rfc3339(app.clock.now());
-            let _ = app.db.write(|tx| store::finish(tx, id, "failed", Some(&msg), false, &now));
+            fail(app, id, None, &e.to_string());
             Outcome::Done
         }
+    };
+    RUNNING.fetch_sub(1, Ordering::SeqCst);
+    out
+}
+
+/// Marks the job failed (only while it is queued or processing, and under `run_id` when given)
+/// and plans its source's next scheduled recrawl, so one bad run does not end the schedule.
+fn fail(app: &App, id: &str, run_id: Option<&str>, msg: &str) {
+    let now = rfc3339(app.clock.now());
+    let r = app.db.write(|tx| {
+        if !store::fail(tx, id, run_id, msg, &now)? {
+            return Ok(());
+        }
+        let Some(job) = store::job_by_id(tx, id)? else { return Ok(()) };
+        store::drop_frontier(tx, id)?;
+        let site =
+            website::source(tx, &job.workspace_id, &job.source_id)?.and_then(|s| SiteConfig::from_json(&s.config));
+        if let Some(h) = site.and_then(|s| s.interval_hours) {
+            schedule(app, tx, &job.workspace_id, &job.source_id, h, &now)?;
+        }
+        Ok(())
+    });
+    if let Err(e) = r {
+        tracing::warn!(job = id, error = %e, "could not record a failed crawl");
     }
 }
 
@@ -123,23 +163,28 @@ fn run(app: &App, ctx: &JobCtx, id: &str) -> Result<Outcome> {
         return Ok(Outcome::Done);
     };
     let Some(site) = SiteConfig::from_json(&source.config) else {
-        return Ok(Outcome::Fail("a website source without its crawl settings".into()));
+        fail(app, id, None, "the website source has no crawl settings");
+        return Ok(Outcome::Done);
     };
     let base = Url::parse(&site.url).map_err(|e| crate::Error::internal_msg(format!("start URL: {e}")))?;
     let (frontier, done) = app.db.read(|c| store::frontier_size(c, id))?;
     let now = rfc3339(app.clock.now());
     let run_id = crate::ids::new_id();
-    app.db.write(|tx| store::start(tx, id, &run_id, done > 0, &now))?;
+    // a pause committed since the read above wins: the job is taken only if still runnable
+    if !app.db.write(|tx| store::start(tx, id, &run_id, done > 0, &now))? {
+        return Ok(Outcome::Done);
+    }
     let cfg = &app.config.crawler;
 
     let robots = match read_robots(app, &base) {
         Ok(r) => r,
         Err(msg) => {
-            app.db.write(|tx| store::finish(tx, id, "failed", Some(&msg), false, &now))?;
+            fail(app, id, Some(&run_id), &msg);
             return Ok(Outcome::Done);
         }
     };
-    let interval = robots.crawl_delay().map_or(cfg.min_delay, |d| d.max(cfg.min_delay));
+    let delay = robots.crawl_delay().map(|d| d.min(MAX_CRAWL_DELAY));
+    let interval = delay.map_or(cfg.min_delay, |d| d.max(cfg.min_delay));
     let seed_key = canonicalize(&base).to_string();
     let crawl = Crawl {
         app,
@@ -152,6 +197,7 @@ fn run(app: &App, ctx: &JobCtx, id: &str) -> Result<Outcome> {
             taken: job.counters.fetched,
             stop: None,
             seed_failure: None,
+            frontier,
         }),
         changed: Condvar::new(),
         gate: Mutex::new(Instant::now()),
@@ -160,8 +206,8 @@ fn run(app: &App, ctx: &JobCtx, id: &str) -> Result<Outcome> {
         run_id,
         job,
     };
-    if frontier == 0 {
-        crawl.seed()?;
+    if frontier == 0 && !crawl.seed(ctx)? {
+        return Ok(Outcome::Release);
     }
     let pending = app.db.read(|c| store::pending(c, id))?;
     crawl.state.lock().queue.extend(pending);
@@ -173,15 +219,20 @@ fn run(app: &App, ctx: &JobCtx, id: &str) -> Result<Outcome> {
         }
         // this thread keeps the lease and watches for shutdown while the fetch threads work
         let mut st = crawl.state.lock();
+        let mut beat = Instant::now();
         while !(st.in_flight == 0 && (st.queue.is_empty() || st.stop.is_some() || st.taken >= crawl.job.limit)) {
             crawl.changed.wait_for(&mut st, Duration::from_secs(5));
             if ctx.stopping() && st.stop.is_none() {
                 st.stop = Some(Stop::Shutdown);
                 crawl.changed.notify_all();
             }
-            drop(st);
-            ctx.heartbeat();
-            st = crawl.state.lock();
+            // the lease is extended every few seconds, not at every page
+            if beat.elapsed() >= Duration::from_secs(5) {
+                drop(st);
+                ctx.heartbeat();
+                beat = Instant::now();
+                st = crawl.state.lock();
+            }
         }
         crawl.changed.notify_all();
     });
@@ -190,8 +241,7 @@ fn run(app: &App, ctx: &JobCtx, id: &str) -> Result<Outcome> {
         Some(Stop::Shutdown) => Ok(Outcome::Release),
         Some(Stop::NotProcessing) => Ok(Outcome::Done),
         Some(Stop::Error(e)) => {
-            let now = rfc3339(app.clock.now());
-            app.db.write(|tx| store::finish(tx, id, "failed", Some(&e), false, &now))?;
+            fail(app, id, Some(&crawl.run_id), &e);
             Ok(Outcome::Done)
         }
         None => {
@@ -205,16 +255,35 @@ fn run(app: &App, ctx: &JobCtx, id: &str) -> Result<Outcome> {
 }
 
 /// robots.txt: a 4xx means no rules; a 5xx or no answer means the site cannot be crawled now.
+/// A redirect is followed within the site (up to 5 hops, as RFC 9309 asks).
 fn read_robots(app: &App, base: &Url) -> std::result::Result<Robots, String> {
-    let url = base.join("/robots.txt").map_err(|e| format!("robots.txt URL: {e}"))?;
+    let mut url = base.join("/robots.txt").map_err(|e| format!("robots.txt URL: {e}"))?;
     let ua = app.config.crawler.user_agent.clone();
-    match app.outbound.get_page(&url, &[(header::USER_AGENT, ua.clone())], MAX_ROBOTS_BYTES) {
-        Ok(a) if (200..300).contains(&a.status) => Ok(robots::parse(&String::from_utf8_lossy(&a.body), &ua)),
-        Ok(a) if (300..500).contains(&a.status) => Ok(Robots::default()),
-        Ok(a) => Err(format!("robots.txt answered HTTP {}: the site cannot be crawled now", a.status)),
-        Err(Failure::Refused(m)) => Err(format!("the site cannot be reached: {m}")),
-        Err(f) => Err(format!("robots.txt could not be read: {f}")),
+    for _ in 0..=5 {
+        let a = match app.outbound.get_page(&url, &[(header::USER_AGENT, ua.clone())], MAX_ROBOTS_BYTES) {
+            Ok(a) => a,
+            Err(Failure::Refused(m)) => return Err(format!("the site cannot be reached: {m}")),
+            Err(f) => return Err(format!("robots.txt could not be read: {f}")),
+        };
+        let next = matches!(a.status, 301 | 302 | 303 | 307 | 308)
+            .then(|| a.headers.get(header::LOCATION).and_then(|v| v.to_str().ok()).and_then(|l| url.join(l).ok()))
+            .flatten();
+        return match a.status {
+            200..=299 => Ok(robots::parse(&String::from_utf8_lossy(&a.body), &ua)),
+            301 | 302 | 303 | 307 | 308 => match next.filter(|n| same_site(n, base)) {
+                Some(n) => {
+                    url = n;
+                    continue;
+                }
+                // a robots.txt that leads off the site: no rules of this site's
+                None => Ok(Robots::default()),
+            },
+            429 => Err("robots.txt answered HTTP 429: the site asks to be crawled later".into()),
+            300..=499 => Ok(Robots::default()),
+            s => Err(format!("robots.txt answered HTTP {s}: the site cannot be crawled now")),
+        };
     }
+    Err("robots.txt redirects more than 5 times".into())
 }
 
 impl Crawl<'_> {
@@ -232,7 +301,14 @@ impl Crawl<'_> {
         if url.host_str() != self.base.host_str() {
             url.set_host(self.base.host_str()).ok()?;
         }
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
         let url = fetchable(&url);
+        let key = canonicalize(&url).to_string();
+        // a page must fit a document's external id (its canonical URL)
+        if url.as_str().len() > MAX_URL_CHARS || key.chars().count() > MAX_URL_CHARS {
+            return None;
+        }
         let lower = url.as_str().to_lowercase();
         if self.site.exclude.iter().any(|p| lower.contains(&p.to_lowercase())) {
             return None;
@@ -242,19 +318,26 @@ impl Crawl<'_> {
         if !included && !seed {
             return None;
         }
-        Some(Pending { seq: 0, key: canonicalize(&url).to_string(), url: url.to_string(), depth, discovery: !included })
+        Some(Pending { seq: 0, key, url: url.to_string(), depth, discovery: !included })
     }
 
-    /// The first frontier: the start URL, then the pages the site's sitemaps list.
-    fn seed(&self) -> Result<()> {
+    /// The first frontier: the start URL, then the pages the site's sitemaps list. `false`: the
+    /// server is stopping (nothing was saved; the next start seeds again).
+    fn seed(&self, ctx: &JobCtx) -> Result<bool> {
         let mut seeds: Vec<Pending> = self.admit(self.base.clone(), 0, true).into_iter().collect();
         let mut files: VecDeque<String> = self.robots.sitemaps().iter().cloned().collect();
         let mut read = 0;
+        let mut cut = false;
         while let Some(f) = files.pop_front() {
             if read >= MAX_SITEMAPS || seeds.len() as i64 > self.job.limit * 4 {
+                cut = true;
                 break;
             }
-            let Ok(u) = Url::parse(&f) else { continue };
+            ctx.heartbeat();
+            if ctx.stopping() {
+                return Ok(false);
+            }
+            let Ok(u) = self.base.join(&f) else { continue };
             if !same_site(&u, &self.base) {
                 continue;
             }
@@ -268,7 +351,7 @@ impl Crawl<'_> {
                 continue;
             }
             match sitemap::parse(&a.body) {
-                Ok(sitemap::Sitemap::Index(more)) => files.extend(more),
+                Ok(sitemap::Sitemap::Index(more)) => files.extend(more.into_iter().take(MAX_SITEMAPS)),
                 Ok(sitemap::Sitemap::Urls(urls)) => {
                     seeds.extend(urls.iter().filter_map(|s| Url::parse(s).ok()).filter_map(|u| self.admit(u, 1, false)))
                 }
@@ -277,15 +360,26 @@ impl Crawl<'_> {
         }
         let now = self.now();
         let id = self.job.id.clone();
-        self.app.db.write(|tx| {
+        let added = self.app.db.write(|tx| {
+            if !store::owns(tx, &id, &self.run_id)? {
+                return Ok(0);
+            }
             let added = store::add_frontier(tx, &id, &seeds)?;
             let d = Counters { discovered: added.len() as i64, ..Counters::default() };
-            store::add_progress(tx, &id, &d, &[], &[], &now)
-        })
+            store::add_progress(tx, &id, &d, &[], &[], &now)?;
+            if cut {
+                // sitemap pages were left out: this run cannot tell what is gone
+                store::mark_truncated(tx, &id)?;
+            }
+            Ok(added.len() as i64)
+        })?;
+        self.state.lock().frontier += added;
+        Ok(true)
     }
 
-    /// Waits for the politeness gate: at most one request per interval to the site.
-    pub(super) fn wait_turn(&self) {
+    /// Waits for the politeness gate: at most one request per interval to the site. `false`:
+    /// the crawl stopped meanwhile, and nothing may be sent.
+    pub(super) fn wait_turn(&self) -> bool {
         let at = {
             let mut g = self.gate.lock();
             let at = (*g).max(Instant::now());
@@ -296,6 +390,7 @@ impl Crawl<'_> {
         if !wait.is_zero() {
             self.sleep(wait);
         }
+        self.state.lock().stop.is_none()
     }
 
     /// Sleeps up to `d`, woken early when the crawl stops.
@@ -331,15 +426,30 @@ impl Crawl<'_> {
                     self.changed.wait(&mut st);
                 }
             };
-            let result = self.page(entry);
-            let counted = result.fetched;
-            let seed_failure = match &result.verdict {
-                Verdict::Failed { reason, .. } if result.entry.key == self.seed_key => Some(reason.clone()),
-                _ => None,
-            };
-            let committed = self.commit(result);
+            // a page that panics stops the crawl (as an error), never the counting of pages in hand
+            let handled = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut result = self.page(entry)?;
+                let counted = result.fetched;
+                let seed_failure = match &result.verdict {
+                    Verdict::Failed { reason, .. } if result.entry.key == self.seed_key => Some(reason.clone()),
+                    _ => None,
+                };
+                if self.state.lock().frontier >= self.job.limit.saturating_mul(10).max(10_000)
+                    && !result.links.is_empty()
+                {
+                    result.links.clear();
+                    result.dropped = true;
+                }
+                Some((counted, seed_failure, self.commit(result)))
+            }));
             let mut st = self.state.lock();
             st.in_flight -= 1;
+            let (counted, seed_failure, committed) = match handled {
+                Ok(Some(done)) => done,
+                // abandoned: the crawl stopped before its request went out; the page stays pending
+                Ok(None) => (false, None, Ok(Some(vec![]))),
+                Err(_) => (false, None, Err(crate::Error::internal_msg("a page could not be handled"))),
+            };
             if !counted {
                 st.taken -= 1;
             }
@@ -347,7 +457,10 @@ impl Crawl<'_> {
                 st.seed_failure = seed_failure;
             }
             match committed {
-                Ok(Some(added)) => st.queue.extend(added),
+                Ok(Some(added)) => {
+                    st.frontier += added.len() as i64;
+                    st.queue.extend(added);
+                }
                 Ok(None) => {
                     st.stop.get_or_insert(Stop::NotProcessing);
                 }
@@ -373,6 +486,9 @@ impl Crawl<'_> {
                 }
                 store::mark_done(tx, job, &r.entry.key)?;
                 let added = store::add_frontier(tx, job, &r.links)?;
+                if r.dropped {
+                    store::mark_truncated(tx, job)?;
+                }
                 let mut d =
                     Counters { discovered: added.len() as i64, fetched: i64::from(r.fetched), ..Counters::default() };
                 let (mut failures, mut skips) = (vec![], vec![]);
@@ -396,7 +512,11 @@ impl Crawl<'_> {
                             store::delete_page(tx, source, &r.entry.key)?;
                         }
                         d.skipped += 1;
-                        skips.push(PageNote { url: r.entry.url.clone(), reason, code: Some(code.to_string()) });
+                        skips.push(PageNote {
+                            url: clip(&r.entry.url),
+                            reason: clip(&reason),
+                            code: Some(code.to_string()),
+                        });
                         Ok(())
                     };
                 match r.verdict {
@@ -430,7 +550,7 @@ impl Crawl<'_> {
                         }
                         d.failed += 1;
                         d.uncertain += i64::from(!gone);
-                        failures.push(PageNote { url: r.entry.url.clone(), reason, code: None });
+                        failures.push(PageNote { url: clip(&r.entry.url), reason: clip(&reason), code: None });
                     }
                 }
                 store::add_progress(tx, job, &d, &failures, &skips, &now)?;
@@ -458,7 +578,7 @@ impl Crawl<'_> {
             return Ok(());
         }
         let c = current.counters;
-        let complete = current.fresh && !truncated && c.uncertain == 0;
+        let complete = current.fresh && !truncated && !current.truncated && c.uncertain == 0 && seed_failure.is_none();
         let unseen = if complete { app.db.read(|conn| store::unseen_pages(conn, source, job))? } else { vec![] };
         let mut removed_any = false;
         app.db.write(|tx| {
@@ -497,6 +617,11 @@ impl Crawl<'_> {
         }
         Ok(())
     }
+}
+
+/// A note's text, at most 1,000 characters.
+fn clip(s: &str) -> String {
+    s.chars().take(1000).collect()
 }
 
 /// Plans the source's next scheduled recrawl, `hours` from now.

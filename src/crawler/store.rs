@@ -140,13 +140,31 @@ pub fn set_status(tx: &Tx, id: &str, status: &str, now: &str) -> Result<()> {
 
 /// The worker takes a job: `processing`, started now (the first time), and no longer fresh when
 /// it continues a frontier already under way.
-pub fn start(tx: &Tx, id: &str, run_id: &str, continuing: bool, now: &str) -> Result<()> {
-    tx.execute(
+/// `false`: the job is no longer queued or processing (paused or ended since it was read).
+pub fn start(tx: &Tx, id: &str, run_id: &str, continuing: bool, now: &str) -> Result<bool> {
+    let n = tx.execute(
         "UPDATE crawl_jobs SET status = 'processing', run_id = ?4, started_at = COALESCE(started_at, ?2), updated_at = ?2,
             fresh = CASE WHEN ?3 THEN 0 ELSE fresh END
-         WHERE id = ?1",
+         WHERE id = ?1 AND status IN ('queued', 'processing')",
         params![id, now, continuing, run_id],
     )?;
+    Ok(n == 1)
+}
+
+/// Fails a job that is queued or processing (under `run_id` when given); `false` when it was
+/// not (paused, ended, or another run's).
+pub fn fail(tx: &Tx, id: &str, run_id: Option<&str>, msg: &str, now: &str) -> Result<bool> {
+    let n = tx.execute(
+        "UPDATE crawl_jobs SET status = 'failed', last_error = ?3, updated_at = ?4, completed_at = ?4
+         WHERE id = ?1 AND status IN ('queued', 'processing') AND (?2 IS NULL OR run_id = ?2)",
+        params![id, run_id, msg, now],
+    )?;
+    Ok(n == 1)
+}
+
+/// Some of the site was left out of this run (links or sitemap pages over a cap).
+pub fn mark_truncated(tx: &Tx, id: &str) -> Result<()> {
+    tx.execute("UPDATE crawl_jobs SET truncated = 1 WHERE id = ?1", [id])?;
     Ok(())
 }
 
@@ -158,7 +176,8 @@ pub fn requeue(tx: &Tx, id: &str, now: &str) -> Result<()> {
 
 pub fn finish(tx: &Tx, id: &str, status: &str, last_error: Option<&str>, truncated: bool, now: &str) -> Result<()> {
     tx.execute(
-        "UPDATE crawl_jobs SET status = ?2, last_error = ?3, truncated = ?4, updated_at = ?5, completed_at = ?5 WHERE id = ?1",
+        "UPDATE crawl_jobs SET status = ?2, last_error = ?3, truncated = MAX(truncated, ?4), updated_at = ?5, completed_at = ?5
+         WHERE id = ?1",
         params![id, status, last_error, truncated, now],
     )?;
     Ok(())

@@ -292,10 +292,10 @@ impl Outbound {
         Ok(PageAnswer { status, headers, body, truncated })
     }
 
-    /// Whether a redirect to another origin could be followed at all: public addresses only, as
-    /// for every hop away from a saved URL (the crawler follows none, but says why).
+    /// Whether a redirect to another origin names a public address (checked without a lookup:
+    /// the crawler follows none, but says why; a name is not resolved on its behalf).
     pub fn check_public(&self, url: &Url) -> Result<(), String> {
-        Guard::default().clear(url)
+        Guard::default().check_url(url)
     }
 }
 

@@ -87,3 +87,8 @@ pub fn remove_page(tx: &Tx, ws: &WorkspaceId, document_id: &str) -> Result<bool>
         None => Ok(false),
     }
 }
+
+/// Whether the document is still there (someone may have deleted a crawled page's document).
+pub fn document_exists(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<bool> {
+    Ok(store::document(c, ws, id)?.is_some())
+}

@@ -329,6 +329,15 @@ pub async fn patch_source(
                     "nothing to change: send documentEnrichmentOverride or recrawlIntervalHours",
                 ));
             }
+            // both checked before either is saved
+            if let Some(o) = b.document_enrichment_override.as_deref()
+                && !["inherit", "on", "off"].contains(&o)
+            {
+                return Err(Error::invalid_field(
+                    "documentEnrichmentOverride",
+                    "documentEnrichmentOverride must be inherit, on or off",
+                ));
+            }
             if let Some(hours) = b.recrawl_interval_hours {
                 crate::crawler::set_interval(app, &ctx.p, &ctx.actor(), &id, hours)?;
             }
