@@ -369,9 +369,12 @@ impl<'a, 'f> Renderer<'a, 'f> {
 
     fn emit(&mut self, block: &str, kind: BlockKind) {
         let out = &mut self.out.text;
-        if out.len() + block.len() > MAX_TEXT_BYTES {
+        // past the cap the text ends (the last block cut at a character boundary)
+        let room = MAX_TEXT_BYTES.saturating_sub(out.len() + 2);
+        if room == 0 {
             return;
         }
+        let block = if block.len() > room { dom::truncate_at_char(block, room) } else { block };
         if !out.is_empty() {
             out.push_str(if kind == BlockKind::Item && self.last == BlockKind::Item { "\n" } else { "\n\n" });
         }
