@@ -181,13 +181,7 @@ pub fn paired_interval(a: &[f64], b: &[f64]) -> (f64, f64, f64) {
         return (0.0, 0.0, 0.0);
     }
     let mean = d.iter().sum::<f64>() / d.len() as f64;
-    let mut state: u64 = 0x2545F4914F6CDD1D;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = super::xorshift(0x2545F4914F6CDD1D);
     let mut means: Vec<f64> = (0..2000)
         .map(|_| (0..d.len()).map(|_| d[(next() % d.len() as u64) as usize]).sum::<f64>() / d.len() as f64)
         .collect();

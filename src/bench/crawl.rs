@@ -53,13 +53,7 @@ fn sentences(text: &str) -> Vec<String> {
 /// neighbours and to five pages further on, so every page is reachable from the home page.
 pub fn generate(c: &Collection, n: usize) -> Vec<GenPage> {
     let docs: Vec<&super::cranfield::Doc> = c.docs.iter().filter(|d| d.body.len() > 200).collect();
-    let mut state: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next = move || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = super::xorshift(0x9E37_79B9_7F4A_7C15);
     let path = |i: usize| if i == 0 { "/".to_string() } else { format!("/papers/{i}/") };
     (0..n)
         .map(|i| {

@@ -71,13 +71,7 @@ pub async fn ingest_cranfield(
 pub fn synthetic_docs(c: &Collection, chunks: usize) -> Vec<Value> {
     let sentences: Vec<&str> =
         c.docs.iter().flat_map(|d| d.body.split(" . ")).map(|s| s.trim()).filter(|s| s.len() > 30).collect();
-    let mut state: u64 = 0x9E3779B97F4A7C15;
-    let mut next = || {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        state
-    };
+    let mut next = super::xorshift(0x9E3779B97F4A7C15);
     let docs = chunks.div_ceil(10);
     (0..docs)
         .map(|i| {

@@ -21,6 +21,18 @@ pub mod tune;
 
 use std::path::PathBuf;
 
+/// A fixed-seed xorshift64 sequence: reproducible pseudo-random choices for generated corpora
+/// and bootstrap resampling.
+pub fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut state = seed;
+    move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    }
+}
+
 /// Median of `xs` (sorted copy).
 pub fn median(xs: &[f64]) -> f64 {
     percentile(xs, 50.0)

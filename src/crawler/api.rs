@@ -1,10 +1,11 @@
-//! The crawler's wire shapes (camelCase): crawl requests in, crawl jobs out.
+//! The crawler's wire shapes (camelCase): crawl requests in, crawl jobs out, and a website
+//! source's crawl settings as they are stored in its `config` (the same shape the API shows).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::{CrawlJob, CrawlRequest, PageNote};
+use super::{CrawlJob, CrawlRequest, PageNote, SiteConfig};
 
 /// `POST /document/crawl`.
 #[derive(Debug, Deserialize)]
@@ -119,5 +120,72 @@ impl From<&CrawlJob> for JobJson {
             updated_at: j.updated_at.clone(),
             completed_at: j.completed_at.clone(),
         }
+    }
+}
+
+/// A website source's `config`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredConfig {
+    url: String,
+    limit: i64,
+    #[serde(default)]
+    include_url_patterns: Vec<String>,
+    #[serde(default)]
+    exclude_url_patterns: Vec<String>,
+    #[serde(default = "yes")]
+    preserve_content_links: bool,
+    #[serde(default)]
+    recrawl_interval_hours: Option<i64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The crawl settings to store in a website source's `config`.
+pub fn stored_config(c: &SiteConfig) -> serde_json::Value {
+    serde_json::json!(StoredConfig {
+        url: c.url.clone(),
+        limit: c.limit,
+        include_url_patterns: c.include.clone(),
+        exclude_url_patterns: c.exclude.clone(),
+        preserve_content_links: c.preserve_links,
+        recrawl_interval_hours: c.interval_hours,
+    })
+}
+
+/// A website source's crawl settings, from its stored `config` (`None`: it holds none).
+pub fn site_config(v: &serde_json::Value) -> Option<SiteConfig> {
+    let c = StoredConfig::deserialize(v).ok()?;
+    Some(SiteConfig {
+        url: c.url,
+        limit: c.limit,
+        include: c.include_url_patterns,
+        exclude: c.exclude_url_patterns,
+        preserve_links: c.preserve_content_links,
+        interval_hours: c.recrawl_interval_hours.filter(|h| *h > 0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_settings_round_trip() {
+        let c = SiteConfig {
+            url: "https://example.com/".into(),
+            limit: 50,
+            include: vec!["/docs".into()],
+            exclude: vec![],
+            preserve_links: false,
+            interval_hours: Some(24),
+        };
+        assert_eq!(site_config(&stored_config(&c)), Some(c));
+        let old = serde_json::json!({"url": "https://example.com/", "limit": 5, "recrawlIntervalHours": 0});
+        let read = site_config(&old).unwrap();
+        assert!(read.preserve_links && read.include.is_empty() && read.interval_hours.is_none());
+        assert_eq!(site_config(&serde_json::json!({})), None);
     }
 }

@@ -157,30 +157,6 @@ pub struct SiteConfig {
     pub interval_hours: Option<i64>,
 }
 
-impl SiteConfig {
-    pub fn to_json(&self) -> serde_json::Value {
-        json!({"url": self.url, "limit": self.limit, "includeUrlPatterns": self.include,
-               "excludeUrlPatterns": self.exclude, "preserveContentLinks": self.preserve_links,
-               "recrawlIntervalHours": self.interval_hours})
-    }
-
-    pub fn from_json(v: &serde_json::Value) -> Option<SiteConfig> {
-        let list = |k: &str| -> Vec<String> {
-            v[k].as_array()
-                .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_string)).collect())
-                .unwrap_or_default()
-        };
-        Some(SiteConfig {
-            url: v["url"].as_str()?.to_string(),
-            limit: v["limit"].as_i64()?,
-            include: list("includeUrlPatterns"),
-            exclude: list("excludeUrlPatterns"),
-            preserve_links: v["preserveContentLinks"].as_bool().unwrap_or(true),
-            interval_hours: v["recrawlIntervalHours"].as_i64().filter(|h| *h > 0),
-        })
-    }
-}
-
 /// A crawl to start.
 #[derive(Debug, Clone, Default)]
 pub struct CrawlRequest {
@@ -277,7 +253,12 @@ pub fn start(app: &App, p: &Principal, actor: &Actor, r: CrawlRequest) -> Result
         let source = website::website_source(
             tx,
             &ws,
-            WebsiteSource { external_id: &key, name: &name, config: site.to_json(), requested_url: r.url.trim() },
+            WebsiteSource {
+                external_id: &key,
+                name: &name,
+                config: api::stored_config(&site),
+                requested_url: r.url.trim(),
+            },
             &now,
         )?;
         if let Some(j) = store::active_job(tx, &source.id)? {
@@ -353,7 +334,7 @@ fn website_of(app: &App, ws: &WorkspaceId, id: &str, action: &str) -> Result<Sit
         ))
         .with_details(json!({"code": "not_a_crawl_source", "sourceKind": s.kind})));
     }
-    SiteConfig::from_json(&s.config).ok_or_else(|| Error::internal_msg("a website source without its crawl settings"))
+    api::site_config(&s.config).ok_or_else(|| Error::internal_msg("a website source without its crawl settings"))
 }
 
 /// Crawls a website source again with its stored URL and limit.
@@ -437,13 +418,13 @@ pub fn set_interval(app: &App, p: &Principal, actor: &Actor, source: &str, hours
     let site = app.db.write(|tx| {
         // read and written in one transaction: a crawl started meanwhile keeps its settings
         let current = website::source(tx, &ws, source)?.ok_or_else(|| Error::not_found("source"))?;
-        let mut site = SiteConfig::from_json(&current.config)
+        let mut site = api::site_config(&current.config)
             .ok_or_else(|| Error::internal_msg("a website source without its crawl settings"))?;
         site.interval_hours = hours;
-        website::set_config(tx, source, &site.to_json(), &now)?;
+        website::set_config(tx, source, &api::stored_config(&site), &now)?;
         if let Some(h) = site.interval_hours {
             // the next recrawl, counted from now
-            run::schedule(app, tx, &ws, source, h, &now)?;
+            run::schedule(app, tx, &ws, source, h)?;
         }
         audit::record(
             tx,

@@ -141,9 +141,9 @@ fn fail(app: &App, id: &str, run_id: Option<&str>, msg: &str) {
         let Some(job) = store::job_by_id(tx, id)? else { return Ok(()) };
         store::drop_frontier(tx, id)?;
         let site =
-            website::source(tx, &job.workspace_id, &job.source_id)?.and_then(|s| SiteConfig::from_json(&s.config));
+            website::source(tx, &job.workspace_id, &job.source_id)?.and_then(|s| super::api::site_config(&s.config));
         if let Some(h) = site.and_then(|s| s.interval_hours) {
-            schedule(app, tx, &job.workspace_id, &job.source_id, h, &now)?;
+            schedule(app, tx, &job.workspace_id, &job.source_id, h)?;
         }
         Ok(())
     });
@@ -162,7 +162,7 @@ fn run(app: &App, ctx: &JobCtx, id: &str) -> Result<Outcome> {
     let Some(source) = app.db.read(|c| website::source(c, &job.workspace_id, &job.source_id))? else {
         return Ok(Outcome::Done);
     };
-    let Some(site) = SiteConfig::from_json(&source.config) else {
+    let Some(site) = super::api::site_config(&source.config) else {
         fail(app, id, None, "the website source has no crawl settings");
         return Ok(Outcome::Done);
     };
@@ -608,7 +608,7 @@ impl Crawl<'_> {
             )?;
             store::drop_frontier(tx, job)?;
             if let Some(h) = self.site.interval_hours {
-                schedule(app, tx, ws, source, h, &now)?;
+                schedule(app, tx, ws, source, h)?;
             }
             Ok(())
         })?;
@@ -625,7 +625,7 @@ fn clip(s: &str) -> String {
 }
 
 /// Plans the source's next scheduled recrawl, `hours` from now.
-pub(super) fn schedule(app: &App, tx: &Tx, ws: &WorkspaceId, source: &str, hours: i64, _now: &str) -> Result<()> {
+pub(super) fn schedule(app: &App, tx: &Tx, ws: &WorkspaceId, source: &str, hours: i64) -> Result<()> {
     let at = app.clock.now_ms() + hours * 3_600_000;
     let q = NewJob::new(SCHEDULE_JOB, json!({"sourceId": source, "workspaceId": ws.0, "hours": hours}))
         .dedupe(format!("crawl-schedule:{source}:{at}"))
@@ -646,7 +646,7 @@ pub fn scheduled(app: &App, _ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     let ws = WorkspaceId(ws.to_string());
     let r = app.db.write(|tx| {
         let Some(s) = website::source(tx, &ws, source)? else { return Ok(false) };
-        let Some(site) = SiteConfig::from_json(&s.config).filter(|c| c.interval_hours == Some(hours)) else {
+        let Some(site) = super::api::site_config(&s.config).filter(|c| c.interval_hours == Some(hours)) else {
             return Ok(false);
         };
         if store::active_job(tx, source)?.is_some() {
