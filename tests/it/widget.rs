@@ -176,7 +176,9 @@ impl Setup {
             .await;
         let doc = json!({"title": "Returns policy",
             "content": "Returns policy. Items can be returned within 30 days of delivery for a full refund. \
-                        Refunds reach your card within five business days."});
+                        Refunds reach your card within five business days.",
+            // as a crawled page carries it: the citation links to the page
+            "metadata": {"sourceUrl": "https://shop.example/returns"}});
         s.api.call(Method::POST, "/api/v1/document/", Some(doc)).await;
         loop {
             let p = s.api.call(Method::GET, "/api/v1/document/progress?waitMs=30000", None).await;
@@ -303,6 +305,13 @@ async fn the_widget_on_a_strict_csp_page_streams_resumes_and_shows_an_operator_l
     assert!(text.contains("30 days"), "answer: {text}");
     let citation = b.js(&format!("return {}.textContent", wt("steward-citation")), json!([])).await;
     assert_eq!(citation, "Returns policy");
+    let link = b
+        .js(
+            &format!("const a = {}.querySelector('a'); return [a.href, a.target, a.rel]", wt("steward-citation")),
+            json!([]),
+        )
+        .await;
+    assert_eq!(link, json!(["https://shop.example/returns", "_blank", "noopener noreferrer"]));
     let streamed = b.js(&format!("return {W}.querySelector('.answer').dataset.firstChunkMs"), json!([])).await;
     assert!(streamed.is_string(), "no streamed chunk was rendered before the answer finished");
     for v in axe(&b).await {
