@@ -106,6 +106,7 @@ fn handlers() -> HashMap<&'static str, Handler> {
         crate::delivery::jobs(),
         crate::routines::jobs(),
         crate::crawler::jobs(),
+        crate::evals::suite::jobs(),
     ]
     .into_iter()
     .flatten()

@@ -16,6 +16,7 @@ pub mod crypto;
 pub mod delivery;
 pub mod documents;
 pub mod error;
+pub mod evals;
 pub mod http;
 pub mod ids;
 pub mod jobs;

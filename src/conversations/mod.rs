@@ -181,6 +181,11 @@ pub fn messages_after(c: &Conn, conversation: &str, after_seq: i64, limit: usize
     store::messages_after(c, conversation, after_seq, limit)
 }
 
+/// The conversation a message of this workspace belongs to.
+pub fn conversation_of_message(c: &Conn, ws: &str, message_id: &str) -> Result<Option<String>> {
+    store::conversation_of_message(c, ws, message_id)
+}
+
 /// The last `limit` messages, oldest first.
 pub fn last_messages(c: &Conn, conversation: &str, limit: usize) -> Result<Vec<Message>> {
     store::last_messages(c, conversation, limit)

@@ -240,6 +240,15 @@ pub fn messages_after(c: &Connection, conversation: &str, after_seq: i64, limit:
     Ok(st.query_map(params![conversation, after_seq, limit as i64], msg_row)?.collect::<rusqlite::Result<_>>()?)
 }
 
+pub fn conversation_of_message(c: &Connection, ws: &str, message_id: &str) -> Result<Option<String>> {
+    Ok(c.query_row(
+        "SELECT conversation_id FROM messages WHERE id = ?1 AND workspace_id = ?2",
+        params![message_id, ws],
+        |r| r.get(0),
+    )
+    .optional()?)
+}
+
 /// The last `limit` messages, oldest first.
 pub fn last_messages(c: &Connection, conversation: &str, limit: usize) -> Result<Vec<Message>> {
     let mut st =

@@ -41,6 +41,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .merge(account::routes())
         .merge(documents::routes())
         .merge(crawl::routes())
+        .merge(evals::routes())
         .merge(settings::routes())
         .merge(agents::routes())
         .merge(chat::routes())

@@ -34,6 +34,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(11, "0011_converse_sessions"),
     migration!(12, "0012_knowledge_spaces"),
     migration!(13, "0013_crawls"),
+    migration!(14, "0014_evals"),
 ];
 
 fn checksum(sql: &str) -> String {

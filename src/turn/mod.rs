@@ -122,6 +122,8 @@ pub struct Reply {
     pub routine: Option<routine::RoutineReport>,
     /// On a routine tool call: the tool and how the call went.
     pub invocation: Option<routine::InvocationReport>,
+    /// The chunks the answer was composed from, best first (empty off the retrieval route).
+    pub retrieved: Vec<crate::search::query::Hit>,
 }
 
 /// Trace outputs and diagnostics: free-form JSON (ids, counts, decisions, timings).
@@ -362,4 +364,39 @@ pub async fn execute(
         }
     }
     result
+}
+
+/// Runs a prepared turn here, on this (blocking) thread, without streaming and outside the
+/// per-conversation order: for a conversation only its caller writes to (an eval replay's test
+/// conversation). Does nothing that a test conversation does not do.
+pub fn run_detached(app: &App, input: &TurnInput) -> Result<Reply, TurnError> {
+    let slot = supersede::Slot::detached();
+    stages::run(app, input, &slot, &mut Silent, false)
+}
+
+/// What retrieval alone finds for `question` after `history`, as `agent`'s turn would run it:
+/// nothing when the turn would not take the retrieval route.
+pub struct Replayed {
+    pub hits: Vec<crate::search::query::Hit>,
+    pub retrieval_invoked: bool,
+    pub settings: retrieval::Settings,
+}
+
+/// Retrieval for an eval replay: the turn's route, models and settings, no answer composed.
+pub fn replay_retrieval(
+    app: &App,
+    ws: &WorkspaceId,
+    agent: &AgentConfig,
+    question: &str,
+    history: &[(String, String)],
+) -> Result<Replayed> {
+    let settings = retrieval::Settings::for_agent(agent);
+    let route = interpret::route(question, history.len(), agent.settings.retrieval_enabled);
+    if route.kind != kinds::RouteKind::Retrieval {
+        return Ok(Replayed { hits: vec![], retrieval_invoked: false, settings });
+    }
+    let models = stages::TurnModels::resolve(app, ws, agent)?;
+    let cancel = crate::models::chat::Cancel::new();
+    let r = retrieval::run(app, ws, &settings, &models.helpers, question, history, None, &cancel)?;
+    Ok(Replayed { hits: r.hits, retrieval_invoked: true, settings })
 }

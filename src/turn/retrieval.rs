@@ -433,7 +433,7 @@ pub fn run(
         "metadataFilter": filter.is_some(),
         "candidatesBeforeRerank": before,
         "rerank": rerank_trace,
-        "candidates": hits.iter().map(|h| json!({"chunkId": h.chunk_id, "documentId": h.document_id, "score": h.score})).collect::<Vec<_>>(),
+        "candidates": hits.iter().map(|h| json!({"chunkId": h.chunk_id, "documentId": h.document_id, "title": h.title, "score": h.score})).collect::<Vec<_>>(),
     });
     Ok(Retrieved { hits, trace, queries })
 }

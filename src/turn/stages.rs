@@ -310,6 +310,7 @@ impl Turn<'_> {
             grounding: None,
             diagnostics: Value::Null,
             trace: None,
+            retrieved: vec![],
             routine: None,
             invocation: None,
         }
@@ -602,6 +603,7 @@ impl Turn<'_> {
             json!({"handoff": cover.handoff, "suggestions": cover.suggestions.len(), "streamed": self.streamed});
         self.stage(TraceStage::Persist, StageStatus::Applied, outputs);
         let mut diagnostics = diagnostics(input, &plan, &ev, &composed, &cover);
+        let retrieved = ev.hits.clone();
         let mut trace_json = self.tr.finish(app);
         trace_json["outcome"] = json!(composed.outcome);
         let saved = app.db.write(|tx| {
@@ -656,6 +658,7 @@ impl Turn<'_> {
             grounding: composed.grounding,
             diagnostics,
             trace: input.include_debug.then_some(trace_json),
+            retrieved,
             ..base
         })
     }

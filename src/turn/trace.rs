@@ -173,6 +173,11 @@ pub struct TraceRow {
     pub created_at: String,
 }
 
+/// One stored turn with its trace, by id (an eval snapshot reads what stood behind an answer).
+pub fn find(c: &crate::storage::Conn, ws: &crate::ids::WorkspaceId, id: &str) -> Result<Option<TraceRow>> {
+    super::store::trace(c, ws, id)
+}
+
 /// `GET /traces/{traceId}`: one turn's trace, for operators.
 pub fn get(app: &App, p: &Principal, id: &str) -> Result<TraceRow> {
     p.require(Perm::ConversationsRead)?;

@@ -19,6 +19,7 @@ mod delivery;
 mod documents;
 pub mod e2e;
 mod errors;
+mod evals;
 mod formats;
 mod hardening;
 mod hardening3;

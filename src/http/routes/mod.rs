@@ -7,6 +7,7 @@ pub mod converse;
 pub mod crawl;
 pub mod delivery;
 pub mod documents;
+pub mod evals;
 pub mod inbox;
 pub mod ops;
 pub mod public_chat;

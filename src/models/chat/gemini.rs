@@ -46,6 +46,9 @@ impl Gemini {
             })
             .collect();
         let mut generation = json!({"maxOutputTokens": req.max_tokens, "temperature": req.temperature});
+        if let Some(seed) = req.seed {
+            generation["seed"] = json!(seed);
+        }
         if let Some(s) = &req.schema {
             generation["responseMimeType"] = json!("application/json");
             generation["responseSchema"] = strip_unsupported(&s.schema);

@@ -153,7 +153,7 @@ impl LocalModel {
         }
         let prompt_ms = started.elapsed().as_secs_f64() * 1000.0;
         let gen_started = Instant::now();
-        let mut sampler = sampler(req.temperature);
+        let mut sampler = sampler(req.temperature, req.seed);
         let g = Decoding { ctx: &mut ctx, batch: &mut batch, sampler: &mut sampler, started }.run(
             self,
             n_prompt as i32,
@@ -213,8 +213,9 @@ fn read_prompt(
     Ok(true)
 }
 
-/// Greedy at temperature 0, else top-k, top-p and temperature with a fixed seed.
-fn sampler(temperature: f32) -> LlamaSampler {
+/// Greedy at temperature 0, else top-k, top-p and temperature with a fixed seed (the request's,
+/// else ours).
+fn sampler(temperature: f32, seed: Option<u64>) -> LlamaSampler {
     if temperature <= 0.0 {
         LlamaSampler::greedy()
     } else {
@@ -222,7 +223,7 @@ fn sampler(temperature: f32) -> LlamaSampler {
             LlamaSampler::top_k(40),
             LlamaSampler::top_p(0.9, 1),
             LlamaSampler::temp(temperature),
-            LlamaSampler::dist(0x5eed),
+            LlamaSampler::dist(seed.map(|s| s as u32).unwrap_or(0x5eed)),
         ])
     }
 }

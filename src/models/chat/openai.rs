@@ -45,6 +45,9 @@ impl OpenAi {
             "stream": true,
             "stream_options": {"include_usage": true},
         });
+        if let Some(seed) = req.seed {
+            body["seed"] = json!(seed);
+        }
         if let Some(s) = req.schema.as_ref().filter(|_| self.native_schema()) {
             body["response_format"] =
                 json!({"type": "json_schema", "json_schema": {"name": s.name, "schema": s.schema, "strict": false}});

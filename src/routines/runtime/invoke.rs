@@ -81,3 +81,33 @@ pub(super) fn invoke(app: &App, input: &TurnInput, inv: &Invocation, state: Valu
     w.walk(true)?;
     Ok(w.finish(state))
 }
+
+/// A conversation state in which the routine named `name` is already running: at `step` (else
+/// its first step), its question asked, with `slots` filled. An eval replay starts here.
+pub fn start_state(
+    agent: &AgentConfig,
+    name: &str,
+    step: Option<&str>,
+    slots: &serde_json::Map<String, Value>,
+    now_secs: i64,
+) -> std::result::Result<Value, String> {
+    let snap = agent
+        .routines
+        .iter()
+        .find(|r| r.name == name)
+        .ok_or_else(|| format!("the agent has no routine named {name:?}"))?;
+    let mut run = new_run(snap).ok_or_else(|| format!("the routine {name:?} has no steps"))?;
+    if let Some(s) = step {
+        if !snap.definition.steps.iter().any(|x| x.stable_step_id == s) {
+            return Err(format!("the routine {name:?} has no step {s:?}"));
+        }
+        run.step = s.to_string();
+        run.attempts = std::collections::BTreeMap::from([(s.to_string(), 1)]);
+        run.path.push(s.to_string());
+    }
+    run.variables = slots.clone();
+    run.asked = true;
+    run.touched_at = Some(now_secs);
+    let run = serde_json::to_value(&run).map_err(|e| e.to_string())?;
+    Ok(json!({"routine": run}))
+}

@@ -41,7 +41,7 @@ use crate::turn::agent::{AgentConfig, RoutineSnap};
 use crate::turn::routine::{PendingInput, RoutineAnswer, RoutineDecision, RoutinePass, RoutineReport, RoutineTurn};
 pub use api::Run;
 pub use guards::content_hash;
-pub use invoke::exposed;
+pub use invoke::{exposed, start_state};
 use invoke::{invoke, running};
 use judge::judge;
 
