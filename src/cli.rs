@@ -92,11 +92,23 @@ pub enum Command {
         #[command(subcommand)]
         command: InternalCommand,
     },
+    /// Evals against a running server (a CI gate: exits 1 on a regression or a low pass rate).
+    Eval {
+        #[command(subcommand)]
+        command: EvalCommand,
+    },
     /// Benchmarks (figures in docs/performance.md).
     Bench {
         #[command(subcommand)]
         command: crate::bench::command::BenchCommand,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum EvalCommand {
+    /// Run the eval suite (or a candidate revision against the published one) on a server and
+    /// wait for it; print each case, write JUnit XML with --junit.
+    Run(crate::evals::gate::GateArgs),
 }
 
 #[derive(Subcommand, Debug)]
@@ -210,6 +222,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
             admin(config, command)
         }
+        Some(Command::Eval { command: EvalCommand::Run(args) }) => Ok(ExitCode::from(crate::evals::gate::run(&args))),
         Some(Command::Bench { command }) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             init_tracing(&Config { log_level: "warn".into(), ..config.clone() });

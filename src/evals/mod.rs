@@ -10,6 +10,7 @@
 
 pub mod api;
 pub mod assertions;
+pub mod gate;
 
 pub mod judge;
 pub mod replay;

@@ -490,3 +490,114 @@ async fn llm_judge_runs_on_the_local_gguf() {
     assert_eq!(again["assertionVerdicts"][0]["status"], verdict["status"]);
     assert_eq!(again["assertionVerdicts"][0]["reason"], verdict["reason"]);
 }
+
+/// Runs `steward eval run` against a server; returns the exit code and stdout.
+fn gate(base: &str, token: &str, extra: &[&str]) -> (i32, String) {
+    let mut args = vec!["eval", "run", "--server", base, "--token", token, "--mode", "retrieval_only"];
+    args.extend_from_slice(extra);
+    let out = std::process::Command::new(crate::e2e::BIN).args(&args).output().unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn well_formed(xml: &str) -> usize {
+    let mut r = quick_xml::Reader::from_str(xml);
+    let mut cases = 0;
+    loop {
+        match r.read_event().unwrap() {
+            quick_xml::events::Event::Eof => return cases,
+            quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e)
+                if e.name().as_ref() == b"testcase" =>
+            {
+                cases += 1
+            }
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_cli_gate_passes_then_fails_on_a_seeded_regression_with_junit() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = crate::e2e::bootstrap(&data);
+    let server = crate::e2e::Server::start(&data, &[]);
+    let http = reqwest::Client::new();
+    let call = |m: reqwest::Method, path: &str, body: Option<Value>| {
+        let mut r = http.request(m, format!("{}{path}", server.base)).bearer_auth(&token);
+        if let Some(b) = body {
+            r = r.json(&b);
+        }
+        async move {
+            let resp = r.send().await.unwrap();
+            let status = resp.status();
+            let v: Value = resp.json().await.unwrap_or(Value::Null);
+            assert!(status.is_success(), "{status}: {v}");
+            v
+        }
+    };
+    let idle = || call(reqwest::Method::GET, "/api/v1/document/progress?waitMs=30000", None);
+    let mut docs = Vec::new();
+    for (title, content, topic) in [
+        (
+            "Returns policy",
+            "Returns and refunds. Items can be returned within 30 days of delivery for a full refund.",
+            "returns",
+        ),
+        (
+            "Shipping",
+            "Shipping. Standard shipping takes two to four working days. Express delivery arrives the next working day.",
+            "shipping",
+        ),
+        (
+            "Care guide",
+            "Product care. Wash cotton shirts at 30 degrees. Wool sweaters should be washed by hand.",
+            "care",
+        ),
+    ] {
+        let v = call(
+            reqwest::Method::POST,
+            "/api/v1/document/",
+            Some(json!({"title": title, "content": content, "metadata": {"topic": topic}})),
+        )
+        .await;
+        docs.push(v["id"].as_str().unwrap().to_string());
+    }
+    while idle().await["idle"] != true {}
+    let shipping = docs[1].clone();
+    let v =
+        call(reqwest::Method::POST, "/api/v1/chat", Some(json!({"message": "How long does standard shipping take?"})))
+            .await;
+    let mid = v["messageId"].as_str().unwrap();
+    let c = call(reqwest::Method::PUT, &format!("/api/v1/evals/cases/by-source-message/{mid}"), Some(json!({}))).await;
+    let case = c["case"]["id"].as_str().unwrap();
+    let assertions = json!([{"type": "retrieval_top_k_includes_document", "documentId": shipping, "k": 1}]);
+    call(reqwest::Method::PATCH, &format!("/api/v1/evals/cases/{case}"), Some(json!({"assertions": assertions}))).await;
+
+    let junit = dir.path().join("evals.xml");
+    let junit_s = junit.to_str().unwrap();
+    let (code, out) = gate(&server.base, &token, &["--min-pass-rate", "0.9", "--junit", junit_s]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("pass rate 100.0%"), "{out}");
+    assert_eq!(well_formed(&std::fs::read_to_string(&junit).unwrap()), 1);
+
+    // the shipping page is replaced: the same suite regresses and the gate says so
+    call(
+        reqwest::Method::PUT,
+        &format!("/api/v1/document/{shipping}"),
+        Some(json!({"content": "Gift cards. Gift cards never expire and can be used online.", "metadata": {"topic": "gift cards"}})),
+    )
+    .await;
+    while idle().await["idle"] != true {}
+    let (code, out) = gate(&server.base, &token, &["--junit", junit_s]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("FAILED: regressed"), "{out}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert_eq!(well_formed(&xml), 1);
+    assert!(xml.contains("failures=\"1\""), "{xml}");
+    assert!(xml.contains("<failure message=\"regressed: "), "{xml}");
+    // a server that is not there: exit 2, not a pass
+    let (code, _) = gate("http://127.0.0.1:9", &token, &[]);
+    assert_eq!(code, 2);
+    server.terminate();
+}

@@ -20,6 +20,7 @@ mod documents;
 pub mod e2e;
 mod errors;
 mod evals;
+mod evals_page;
 mod formats;
 mod hardening;
 mod hardening3;
