@@ -86,6 +86,28 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Eval suites on Cranfield: cases saved from chat answers, the suite in retrieval_only and in
+    /// full_assistant with the built-in answerer (wall time, cases/s), and llm_judge on the local
+    /// GGUF (seconds per judged case).
+    Evals {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Concurrent document uploads while ingesting.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+        /// Cases in the suite.
+        #[arg(long, default_value_t = 100)]
+        cases: usize,
+        /// Suite runs per mode; medians are reported.
+        #[arg(long, default_value_t = 3)]
+        repeats: usize,
+        /// Cases judged by llm_judge on the local GGUF (0 skips it).
+        #[arg(long, default_value_t = 5)]
+        judged: usize,
+        /// Also write the results as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Anonymous visitors on the public link: concurrent sessions sending streamed messages with
     /// the built-in answerer (messages/s, first-chunk latency, errors, memory), then idle event
     /// streams held open (memory per stream).
@@ -245,6 +267,20 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let gguf = crate::models::resolve::local_model_path(&config).filter(|p| p.is_file());
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let report = rt.block_on(bench::chat::run(&c, concurrency.max(1), gguf, gguf_queries))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if let Some(path) = out {
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&path, serde_json::to_string_pretty(&report)?)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Evals { cranfield, concurrency, cases, repeats, judged, out } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let gguf = crate::models::resolve::local_model_path(&config).filter(|p| p.is_file());
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::evals::run(&c, concurrency.max(1), cases, repeats, gguf, judged))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if let Some(path) = out {
                 if let Some(dir) = path.parent() {

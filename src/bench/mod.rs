@@ -10,6 +10,7 @@ pub mod converse;
 pub mod cranfield;
 pub mod crawl;
 pub mod embed;
+pub mod evals;
 pub mod knowledge;
 pub mod models;
 pub mod plain;
