@@ -25,6 +25,7 @@ export const pages = [
   { path: "/app/agents/:id", title: "Agent", permission: "workspace.agents.read", load: () => import("./pages/agent.js") },
   { path: "/app/agents/:id/:tab", title: "Agent", permission: "workspace.agents.read", load: () => import("./pages/agent.js") },
   { path: "/app/chat", title: "Test chat", section: "Agents", permission: "workspace.chat", load: () => import("./pages/chat.js") },
+  { path: "/app/evals", title: "Evals", section: "Agents", permission: "workspace.agents.read", load: () => import("./pages/evals.js") },
   { path: "/app/context-variables", title: "Context variables", section: "Agents", permission: "workspace.agents.read", load: () => import("./pages/context.js") },
 
   { path: "/app/inbox", title: "Inbox", section: "Conversations", permission: "workspace.conversation.takeover", load: () => import("./pages/inbox.js") },

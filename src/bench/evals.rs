@@ -90,7 +90,8 @@ pub async fn run(
         let Some(doc) = ids.get(&best) else { continue };
         let v = s.send(reqwest::Method::POST, "/api/v1/chat", &json!({"message": q.text})).await?;
         let mid = v["messageId"].as_str().ok_or_else(|| anyhow::anyhow!("no message id: {v}"))?;
-        let case = s.send(reqwest::Method::PUT, &format!("/api/v1/evals/cases/by-source-message/{mid}"), &json!({})).await?;
+        let case =
+            s.send(reqwest::Method::PUT, &format!("/api/v1/evals/cases/by-source-message/{mid}"), &json!({})).await?;
         let case = case["case"]["id"].as_str().unwrap_or_default().to_string();
         set_assertions(&s, &case, json!([{"type": "retrieval_includes_document", "documentId": doc}])).await?;
         made.push((case, best));
@@ -133,10 +134,11 @@ pub async fn run(
         }
         let (judged_secs, v) = suite(&s, json!({"mode": "full_assistant", "caseIds": case_ids})).await?;
         let k = picked.len() as f64;
-        let verdicts: HashMap<String, usize> = v["results"].as_array().into_iter().flatten().fold(HashMap::new(), |mut m, r| {
-            *m.entry(r["status"].as_str().unwrap_or("?").to_string()).or_default() += 1;
-            m
-        });
+        let verdicts: HashMap<String, usize> =
+            v["results"].as_array().into_iter().flatten().fold(HashMap::new(), |mut m, r| {
+                *m.entry(r["status"].as_str().unwrap_or("?").to_string()).or_default() += 1;
+                m
+            });
         report["localGgufJudge"] = json!({
             "model": path.file_name().map(|f| f.to_string_lossy().to_string()),
             "cases": picked.len(),

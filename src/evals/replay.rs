@@ -263,10 +263,20 @@ struct Seen {
     composer: Option<(String, String)>,
 }
 
+/// The conversation state a routine start override asks for (400 when the routine or step is not
+/// in the configuration).
+fn routine_state(app: &App, cfg: &AgentConfig, plan: &Plan) -> Result<Option<Value>> {
+    let Some(r) = &plan.overrides.routine_start_state else { return Ok(None) };
+    let now = app.clock.now().timestamp();
+    crate::routines::runtime::start_state(cfg, &r.routine_name, r.step_id.as_deref(), &r.slots, now)
+        .map(Some)
+        .map_err(|e| Error::invalid_field("overrides.routineStartState", e))
+}
+
 fn observe(
     app: &App,
     ws: &WorkspaceId,
-    cfg: &AgentConfig,
+    (cfg, state): (&AgentConfig, Option<Value>),
     snap: &Snapshot,
     plan: &Plan,
     by: Option<&str>,
@@ -281,19 +291,6 @@ fn observe(
         let observed = Observed { chunks: chunks(&r.hits), ..Default::default() };
         return Ok(Seen { observed, extra, composer: None });
     }
-    let state = match &plan.overrides.routine_start_state {
-        Some(r) => Some(
-            crate::routines::runtime::start_state(
-                cfg,
-                &r.routine_name,
-                r.step_id.as_deref(),
-                &r.slots,
-                app.clock.now().timestamp(),
-            )
-            .map_err(|e| Error::invalid_field("overrides.routineStartState", e))?,
-        ),
-        None => None,
-    };
     let cid = open_conversation(app, ws, cfg, &history, state.as_ref(), by)?;
     extra.insert("conversationId".into(), json!(cid));
     let input = TurnInput {
@@ -347,12 +344,13 @@ pub fn execute(
         Err(e) if (400..500).contains(&e.status()) && e.status() != 404 => return Err(e),
         Err(e) => Err(e),
         Ok((cfg, source)) => {
+            let state = routine_state(app, &cfg, plan)?;
             resolved["source"] = json!(source);
             resolved["revisionId"] = json!(cfg.revision_id);
             resolved["revisionVersion"] = json!(cfg.version);
             resolved["retrievalSettings"] = settings_json(&Settings::for_agent(&cfg));
             resolved["composedInstructions"] = json!(instruction_block(&cfg));
-            observe(app, ws, &cfg, snap, plan, by)
+            observe(app, ws, (&cfg, state), snap, plan, by)
         }
     };
     let (observed, mut output) = match seen {

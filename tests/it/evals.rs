@@ -601,3 +601,79 @@ async fn the_cli_gate_passes_then_fails_on_a_seeded_regression_with_junit() {
     assert_eq!(code, 2);
     server.terminate();
 }
+
+const ROUTINE_MD: &str = "---
+name: Order lookup
+vars: order_ref:text
+trigger: shopper asks where their order is
+end: done (\"Thanks, I will look it up.\")
+---
+# Collect
+Ask for the @order_ref.
+[filled @order_ref] -> end:done
+";
+
+#[tokio::test]
+async fn agent_configuration_and_routine_start_overrides_replay_the_captured_agent() {
+    let t = TestApp::new();
+    let owner = t.owner().await;
+    let ids = corpus(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
+    let r = t
+        .post(
+            &format!("/api/v1/agents/{agent}/routines/portable"),
+            &owner,
+            json!({"grammarVersion": 1, "content": ROUTINE_MD}),
+        )
+        .await;
+    r.assert_status(201);
+    t.publish(&owner, &agent).await;
+    let v = ask(&t, &owner, "How long does standard shipping take?").await;
+    let case = case_with(
+        &t,
+        &owner,
+        v["messageId"].as_str().unwrap(),
+        json!([{"type": "retrieval_includes_document", "documentId": ids[1]}]),
+    )
+    .await;
+    let plain = run(&t, &owner, &case, json!({"mode": "full_assistant"})).await;
+    assert_eq!(plain["status"], "pass", "{plain}");
+    // the captured configuration with retrieval off: nothing retrieved, the case fails
+    let off = run(
+        &t,
+        &owner,
+        &case,
+        json!({"mode": "full_assistant", "overrides": {"agentConfigOverride": {"retrievalEnabled": false}}}),
+    )
+    .await;
+    assert_eq!(off["status"], "fail", "{off}");
+    assert_eq!(off["resolvedConfig"]["source"], "snapshot");
+    assert_eq!(off["observedOutput"]["retrievedChunks"], json!([]));
+    let r = t
+        .post(
+            &format!("/api/v1/evals/cases/{case}/runs"),
+            &owner,
+            json!({"mode": "full_assistant", "overrides": {"agentConfigOverride": {"noSuchSetting": 1}}}),
+        )
+        .await;
+    r.assert_status(400);
+    assert_eq!(r.json()["error"]["details"]["field"], "overrides.agentConfigOverride.noSuchSetting");
+    // the replay starts inside the routine: the reply is the routine's
+    let inside = run(
+        &t,
+        &owner,
+        &case,
+        json!({"mode": "full_assistant", "overrides": {"routineStartState": {"routineName": "Order lookup", "stepId": "collect"}}}),
+    )
+    .await;
+    assert_eq!(inside["observedOutput"]["routine"]["name"], "Order lookup", "{inside}");
+    let r = t
+        .post(
+            &format!("/api/v1/evals/cases/{case}/runs"),
+            &owner,
+            json!({"mode": "full_assistant", "overrides": {"routineStartState": {"routineName": "Nope"}}}),
+        )
+        .await;
+    r.assert_status(400);
+    assert_eq!(r.json()["error"]["details"]["field"], "overrides.routineStartState");
+}

@@ -34,6 +34,19 @@ async fn choose(b: &Browser, css: &str, value: &str) {
     .await;
 }
 
+/// A screenshot with the element matching `css` at the top of the window.
+async fn scroll_shot(b: &Browser, css: &str, name: &str) {
+    b.find(css).await;
+    // (the toasts would cover the bottom right)
+    b.js("document.querySelectorAll('[data-testid=toasts] .toast-close').forEach(x => x.click())", json!([])).await;
+    b.js(
+        "document.querySelector(arguments[0]).scrollIntoView({block: 'start'}); window.scrollBy(0, -70)",
+        json!([css]),
+    )
+    .await;
+    b.screenshot(&shots().join(format!("{name}.png"))).await;
+}
+
 async fn wait_idle(api: &Api) {
     loop {
         let p = api.call(Method::GET, "/api/v1/document/progress?waitMs=30000", None).await;
@@ -56,13 +69,20 @@ async fn the_evals_page_saves_an_answer_edits_assertions_and_runs_it() {
             "Returns policy",
             "Returns policy. Items can be returned within 30 days of delivery for a full refund. Sale items can be returned for store credit only.",
         ),
-        ("Shipping", "Shipping. Orders ship within two business days by tracked courier; express delivery takes one day."),
-        ("Opening hours", "Opening hours. The shop is open from nine to five on weekdays and from ten to two on Saturdays."),
+        (
+            "Shipping",
+            "Shipping. Orders ship within two business days by tracked courier; express delivery takes one day.",
+        ),
+        (
+            "Opening hours",
+            "Opening hours. The shop is open from nine to five on weekdays and from ten to two on Saturdays.",
+        ),
     ] {
         api.call(Method::POST, "/api/v1/document/", Some(json!({"title": title, "content": content}))).await;
     }
     wait_idle(&api).await;
-    let chat = api.call(Method::POST, "/api/v1/chat", Some(json!({"message": "How long do I have to return items?"}))).await;
+    let chat =
+        api.call(Method::POST, "/api/v1/chat", Some(json!({"message": "How long do I have to return items?"}))).await;
     let cid = chat["conversationId"].as_str().unwrap().to_string();
     let mid = chat["messageId"].as_str().unwrap().to_string();
 
@@ -107,9 +127,8 @@ async fn the_evals_page_saves_an_answer_edits_assertions_and_runs_it() {
     // an assertion on a document the answer retrieved, picked from the snapshot's documents first
     click(&b, "assertion-add").await;
     b.tid("assertion-row").await;
-    let first_group = b
-        .js("return document.querySelector('[data-testid=assertion-document] optgroup').label", json!([]))
-        .await;
+    let first_group =
+        b.js("return document.querySelector('[data-testid=assertion-document] optgroup').label", json!([])).await;
     assert_eq!(first_group, "Retrieved for the saved answer");
     choose(&b, "[data-testid=assertion-row][data-index='0'] [data-testid=assertion-document]", &doc).await;
     b.tid("case-dirty").await;
@@ -129,7 +148,12 @@ async fn the_evals_page_saves_an_answer_edits_assertions_and_runs_it() {
     println!("k = 0: {err}");
     assert!(err.contains("k must be 1 to 100"), "{err}");
     assert_eq!(b.count("[data-testid=assertion-row][data-index='0'] [data-testid=field-error]").await, 0);
-    let invalid = b.js(&format!("return document.querySelector(\"{row} [data-testid=assertion-k]\").getAttribute('aria-invalid')"), json!([])).await;
+    let invalid = b
+        .js(
+            &format!("return document.querySelector(\"{row} [data-testid=assertion-k]\").getAttribute('aria-invalid')"),
+            json!([]),
+        )
+        .await;
     assert_eq!(invalid, "true");
     b.js(
         "document.querySelector(\"[data-testid=assertion-row][data-index='1']\").scrollIntoView({block: 'center'})",
@@ -161,6 +185,8 @@ async fn the_evals_page_saves_an_answer_edits_assertions_and_runs_it() {
     b.find("[data-testid=eval-case][data-status=passing]").await;
     b.find("[data-testid=case-run-item][data-status=pass]").await;
     check_page(&b, "evals-case", &mut problems).await;
+    scroll_shot(&b, "[data-testid=run-detail]", "evals-case-run").await;
+    scroll_shot(&b, "[data-testid=case-snapshot]", "evals-case-snapshot").await;
 
     // the conversation now opens the case instead of saving it again; so does the inbox's view
     b.go(&format!("{base}/app/conversations/{cid}")).await;
@@ -168,6 +194,7 @@ async fn the_evals_page_saves_an_answer_edits_assertions_and_runs_it() {
     assert_eq!(b.count("[data-testid=save-eval-case]").await, 0);
     b.go(&format!("{base}/app/inbox/{cid}")).await;
     b.find("[data-testid=inbox-conversation] [data-testid=open-eval-case]").await;
+    b.screenshot(&shots().join("evals-inbox.png")).await;
 
     // the list: tiles, the case passing, every case run as a suite with its progress
     b.go(&format!("{base}/app/evals")).await;
@@ -192,11 +219,30 @@ async fn the_evals_page_saves_an_answer_edits_assertions_and_runs_it() {
     assert!(label.as_str().unwrap().contains("100%"), "{label}");
     check_page(&b, "evals-list", &mut problems).await;
 
-    // the case page opened from the list shows the suite's run first
+    // the document goes: the next suite fails the case, which is marked regressed, and the chart
+    // has a second point
+    api.call(Method::DELETE, &format!("/api/v1/document/{doc}"), None).await;
+    click(&b, "suite-run").await;
+    // (the first suite's result shows until the second one starts)
+    let result = b
+        .until("(document.querySelector('[data-testid=suite-result][data-status=completed]')?.textContent || '').includes('1 failed') && document.querySelector('[data-testid=suite-result]').textContent")
+        .await;
+    println!("suite after the delete: {result}");
+    b.find("[data-testid=suite-regressions]").await;
+    b.find("[data-testid=eval-case-row][data-regressed=true][data-status=failing] [data-testid=case-regressed]").await;
+    b.until("document.querySelectorAll('[data-testid=pass-rate-chart] circle').length === 2").await;
+    assert_eq!(b.tid("eval-stat-failing").await.text().await.lines().next().unwrap_or(""), "1");
+    check_page(&b, "evals-list-regressed", &mut problems).await;
+    scroll_shot(&b, "[data-testid=cases-card]", "evals-list-cases").await;
+
+    // the case page opened from the list shows the failing run first, with the verdict's reason
     click_at(&b, "[data-testid=eval-case-link]").await;
-    b.find("[data-testid=case-run-item]").await;
-    b.until("document.querySelectorAll('[data-testid=case-run-item]').length === 2").await;
-    b.screenshot(&shots().join("evals-case-runs.png")).await;
+    b.until("document.querySelectorAll('[data-testid=case-run-item]').length === 3").await;
+    b.find("[data-testid=run-summary][data-status=fail]").await;
+    let reason = b.tid("verdict-reason").await.text().await;
+    println!("failing verdict: {reason}");
+    assert!(reason.contains(&doc), "{reason}");
+    scroll_shot(&b, "[data-testid=case-runs]", "evals-case-failed").await;
 
     assert!(problems.is_empty(), "{problems:#?}");
     b.quit().await;

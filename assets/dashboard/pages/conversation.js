@@ -1,11 +1,14 @@
-// One conversation: its messages (with citations, coverage and each turn's trace) and owner.
+// One conversation: its messages (with citations, coverage and each turn's trace) and owner; an
+// agent's answer can be saved as an eval case.
 
 import { get } from "../api.js";
 import { Badge, Card, ErrorBox, Loading, Meta, PageHeader, fmtDate, html, useAsync } from "../ui.js";
+import { SaveAsEvalCase, useSavedCases } from "./evals.js";
 
 export default function ConversationPage({ params }) {
   const res = useAsync(() => get("/history/chat/" + params.id), [params.id]);
   const c = res.data;
+  const saved = useSavedCases(c ? c.agentId || "" : undefined);
   if (res.error) return html`<div class="page"><${PageHeader} title="Conversation" back=${["/app/conversations", "Conversations"]} /><${ErrorBox} error=${res.error} retry=${res.reload} /></div>`;
   if (!c) return html`<${Loading} />`;
   return html`<div class="page">
@@ -27,6 +30,7 @@ export default function ConversationPage({ params }) {
             ${m.outcome && html`<span class="muted">${m.outcome.replace(/_/g, " ")}</span>`}
             <span class="muted">${fmtDate(m.createdAt)}</span>
             ${m.traceId && html`<a href=${"/app/traces/" + m.traceId} data-testid="trace-link">Trace</a>`}
+            ${m.source !== "human_agent" && html`<${SaveAsEvalCase} messageId=${m.id} caseId=${saved[m.id]} />`}
           </div>`}
         </div>`)}
       </div>

@@ -1,12 +1,14 @@
 // The operator inbox: open handoffs (awaiting anyone, held by you, held by a teammate), routine
 // approvals waiting for a decision (one button per option) and negative answer feedback, updated
 // live from the workspace's event stream; a conversation view with take over, reply (a stale
-// version is explained and reloaded), transfer and hand back.
+// version is explained and reloaded), transfer and hand back; an agent's answer can be saved as an
+// eval case.
 
 import { useEffect, useRef, useState } from "../../vendor/hooks.mjs";
 import { ApiError, get, listen, post } from "../api.js";
 import { can, session } from "../session.js";
 import { Badge, Button, Card, Empty, ErrorBox, Loading, PageHeader, Select, fmtDate, html, toast, useAsync, useId } from "../ui.js";
+import { SaveAsEvalCase, useSavedCases } from "./evals.js";
 
 const HELD = { nobody: "Awaiting an operator", me: "Held by you", teammate: "Held by a teammate" };
 
@@ -117,6 +119,7 @@ function Conversation({ id, tick, feedback, approvals, routineNames, onChange })
   const replyId = useId("reply");
   const logRef = useRef(null);
   useEffect(() => { if (logRef.current) logRef.current.scrollTop = logRef.current.scrollHeight; }, [res.data]);
+  const saved = useSavedCases(res.data ? res.data.agentId || "" : undefined);
 
   if (res.error) return html`<${ErrorBox} error=${res.error} retry=${res.reload} />`;
   const c = res.data;
@@ -165,6 +168,7 @@ function Conversation({ id, tick, feedback, approvals, routineNames, onChange })
         <span class="msg-who">${m.role === "user" ? "Visitor" : m.source === "human_agent" ? (m.operatorDisplayName || "Operator") : "Agent"}</span>
         <p class="msg-text">${m.text}</p>
         <span class="muted small">${fmtDate(m.createdAt)}</span>
+        ${m.role === "assistant" && m.source !== "human_agent" && html`<div class="msg-meta"><${SaveAsEvalCase} messageId=${m.id} caseId=${saved[m.id]} /></div>`}
       </div>`)}
     </div>
     ${feedback.map((f) => html`<div class="alert alert-warn" data-testid="inbox-feedback">
