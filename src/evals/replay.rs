@@ -467,3 +467,52 @@ fn score(
     };
     assertions::evaluate(list, o, judge)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evals::api::{RoutineStart, SnapshotBody};
+
+    fn snapshot(fidelity: &str) -> Snapshot {
+        Snapshot {
+            id: "s".into(),
+            workspace_id: "w".into(),
+            agent_id: "a".into(),
+            source_conversation_id: "c".into(),
+            source_message_id: None,
+            fidelity: fidelity.into(),
+            body: SnapshotBody::default(),
+            captured_at: String::new(),
+            captured_by: None,
+        }
+    }
+
+    #[test]
+    fn configuration_overrides_need_full_assistant_and_a_full_snapshot() {
+        let agent = Overrides { agent_config_override: Some(Map::new()), ..Default::default() };
+        let routine = Overrides {
+            routine_start_state: Some(RoutineStart { routine_name: "r".into(), step_id: None, slots: Map::new() }),
+            ..Default::default()
+        };
+        for o in [&agent, &routine] {
+            assert!(check_overrides("retrieval_only", o).is_err());
+            assert!(check_overrides("full_assistant", o).is_ok());
+            assert!(check_fidelity(&snapshot("messages_only"), o).is_err());
+            assert!(check_fidelity(&snapshot("full"), o).is_ok());
+        }
+        let plain = Overrides::default();
+        assert!(check_fidelity(&snapshot("messages_only"), &plain).is_ok());
+        let long = Overrides {
+            assistant_instructions_override: Some(crate::evals::api::InstructionsOverride {
+                custom_instruction: "x".repeat(2001),
+            }),
+            ..Default::default()
+        };
+        assert!(check_overrides("full_assistant", &long).is_err());
+        let bad_model = Overrides {
+            model_override: Some(crate::evals::api::ModelChoice { provider: "acme".into(), model: "m".into() }),
+            ..Default::default()
+        };
+        assert!(check_overrides("full_assistant", &bad_model).is_err());
+    }
+}
