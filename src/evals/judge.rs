@@ -28,6 +28,13 @@ adds claims the reference answer does not support.\n\
 - when additional grading criteria are given, the observed answer must meet them as well.\n\
 - keep the reason under 200 characters.";
 
+/// What a local model's sampling is held to: exactly the verdict object, so even a small model
+/// answers in the shape asked for (hosted models get the instruction alone).
+const GRAMMAR: &str = r#"root ::= "{\"verdict\": \"" verdict "\", \"reason\": \"" reason "\"}"
+verdict ::= "pass" | "fail"
+reason ::= [^"\\\x00-\x1f]{1,200}
+"#;
+
 /// The two prompt messages for one judgement.
 pub fn prompt(question: &str, expected: &str, criteria: Option<&str>, answer: &str) -> (String, String) {
     let mut user =
@@ -85,6 +92,7 @@ impl Judge for ModelJudge<'_> {
         let req = ChatRequest {
             temperature: 0.0,
             seed: Some(SEED),
+            grammar: Some(GRAMMAR.to_string()),
             ..ChatRequest::new(vec![Message::system(system), Message::user(user)]).max_tokens(MAX_TOKENS)
         };
         let judge_model = format!("{}/{}", self.model.provider(), self.model.model());

@@ -479,9 +479,9 @@ async fn llm_judge_runs_on_the_local_gguf() {
     .await;
     let r = run(&t, &owner, &case, json!({"mode": "full_assistant"})).await;
     let verdict = &r["assertionVerdicts"][0];
-    // a small local model may or may not produce valid JSON; either way the verdict is explained,
-    // never a silent pass, and names the judge
-    assert!(["pass", "fail", "error"].contains(&verdict["status"].as_str().unwrap()), "{r}");
+    // the local model's sampling is held to the verdict's grammar: even a 135M model answers in
+    // the shape asked for, so the verdict is a real pass or fail with a reason
+    assert!(["pass", "fail"].contains(&verdict["status"].as_str().unwrap()), "{r}");
     assert!(!verdict["reason"].as_str().unwrap_or_default().is_empty(), "{r}");
     assert_eq!(verdict["judge"]["judgeModel"].as_str().unwrap().split('/').next(), Some("local"), "{r}");
     assert_eq!(verdict["judge"]["promptHash"].as_str().unwrap().len(), 64);

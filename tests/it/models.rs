@@ -603,3 +603,19 @@ async fn retrieval_defaults_merge_catalog_and_observed_fields() {
     assert_eq!(s["level"], ("string".into(), "catalog".into()));
     assert_eq!(s["dateFrom"].0, "date");
 }
+
+#[test]
+fn local_gguf_sampling_follows_a_grammar() {
+    let m = local_model();
+    let grammar = "root ::= \"{\\\"verdict\\\": \\\"\" (\"pass\" | \"fail\") \"\\\", \\\"reason\\\": \\\"\" r \"\\\"}\"\nr ::= [^\"\\\\\\x00-\\x1f]{1,40}\n";
+    let mut r = ChatRequest::new(vec![Message::user("Is Paris in France? Reply in JSON.")]).max_tokens(40);
+    r.temperature = 0.0;
+    r.grammar = Some(grammar.to_string());
+    let out = m.chat(&r, &mut |_| {}, &Cancel::new()).unwrap();
+    let v: Value = serde_json::from_str(&out.text).unwrap_or_else(|e| panic!("{e}: {:?}", out.text));
+    assert!(v["verdict"] == "pass" || v["verdict"] == "fail", "{v}");
+    assert!(!v["reason"].as_str().unwrap().is_empty());
+    // a grammar the sampler cannot read is a plain error, not a crash
+    r.grammar = Some("root ::= (".to_string());
+    assert_eq!(m.chat(&r, &mut |_| {}, &Cancel::new()).unwrap_err().kind, ErrorKind::BadRequest);
+}

@@ -153,7 +153,14 @@ impl LocalModel {
         }
         let prompt_ms = started.elapsed().as_secs_f64() * 1000.0;
         let gen_started = Instant::now();
-        let mut sampler = sampler(req.temperature, req.seed);
+        let mut sampler = match &req.grammar {
+            Some(g) => {
+                let grammar = LlamaSampler::grammar(&self.model, g, "root")
+                    .map_err(|e| LlmError::new(ErrorKind::BadRequest, format!("local model: bad grammar: {e}")))?;
+                LlamaSampler::chain_simple([grammar, sampler(req.temperature, req.seed)])
+            }
+            None => sampler(req.temperature, req.seed),
+        };
         let g = Decoding { ctx: &mut ctx, batch: &mut batch, sampler: &mut sampler, started }.run(
             self,
             n_prompt as i32,
@@ -265,8 +272,8 @@ impl Decoding<'_, '_, '_> {
                 g.finish = Finish::Cancelled;
                 break;
             }
+            // `sample` also accepts the token (a grammar advances once per token)
             let token = sampler.sample(ctx, batch.n_tokens() - 1);
-            sampler.accept(token);
             if vocab.is_eog(token) {
                 g.finish = Finish::Stop;
                 break;

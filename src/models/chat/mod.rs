@@ -78,13 +78,15 @@ pub struct ChatRequest {
     /// A fixed sampling seed where the provider takes one (OpenAI, Gemini, the local model), so a
     /// repeated call samples the same way.
     pub seed: Option<u64>,
+    /// A GBNF grammar the local model's sampling must follow (hosted providers ignore it).
+    pub grammar: Option<String>,
     /// Ask the provider for JSON following this schema where it supports it natively.
     pub schema: Option<OutputSchema>,
 }
 
 impl ChatRequest {
     pub fn new(messages: Vec<Message>) -> ChatRequest {
-        ChatRequest { messages, max_tokens: 512, temperature: 0.2, seed: None, schema: None }
+        ChatRequest { messages, max_tokens: 512, temperature: 0.2, seed: None, grammar: None, schema: None }
     }
     pub fn max_tokens(mut self, n: u32) -> Self {
         self.max_tokens = n;
