@@ -24,6 +24,8 @@ CREATE TABLE eval_cases (
     agent_id            TEXT NOT NULL,
     source_message_id   TEXT,
     name                TEXT NOT NULL,
+    -- the question the snapshot replays (its last user message), for lists
+    question            TEXT,
     assertions          TEXT NOT NULL DEFAULT '[]',
     assertion_count     INTEGER NOT NULL DEFAULT 0,
     status              TEXT NOT NULL CHECK (status IN ('pending', 'passing', 'failing', 'error')),

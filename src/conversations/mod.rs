@@ -181,9 +181,9 @@ pub fn messages_after(c: &Conn, conversation: &str, after_seq: i64, limit: usize
     store::messages_after(c, conversation, after_seq, limit)
 }
 
-/// The conversation a message of this workspace belongs to.
-pub fn conversation_of_message(c: &Conn, ws: &str, message_id: &str) -> Result<Option<String>> {
-    store::conversation_of_message(c, ws, message_id)
+/// Where a message of this workspace is: its conversation and position.
+pub fn message_position(c: &Conn, ws: &str, message_id: &str) -> Result<Option<(String, i64)>> {
+    store::message_position(c, ws, message_id)
 }
 
 /// The last `limit` messages, oldest first.

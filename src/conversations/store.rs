@@ -240,11 +240,11 @@ pub fn messages_after(c: &Connection, conversation: &str, after_seq: i64, limit:
     Ok(st.query_map(params![conversation, after_seq, limit as i64], msg_row)?.collect::<rusqlite::Result<_>>()?)
 }
 
-pub fn conversation_of_message(c: &Connection, ws: &str, message_id: &str) -> Result<Option<String>> {
+pub fn message_position(c: &Connection, ws: &str, message_id: &str) -> Result<Option<(String, i64)>> {
     Ok(c.query_row(
-        "SELECT conversation_id FROM messages WHERE id = ?1 AND workspace_id = ?2",
+        "SELECT conversation_id, seq FROM messages WHERE id = ?1 AND workspace_id = ?2",
         params![message_id, ws],
-        |r| r.get(0),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )
     .optional()?)
 }

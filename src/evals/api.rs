@@ -178,8 +178,6 @@ pub struct ComparisonBodyIn {
     pub repeat: Option<u32>,
     #[serde(default)]
     pub pass_threshold: Option<u32>,
-    #[serde(default)]
-    pub test_values: Option<Vec<Value>>,
 }
 
 /// Keys whose values are sealed secrets in a stored agent configuration: never shown.

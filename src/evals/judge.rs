@@ -12,7 +12,8 @@ use crate::models::chat::{Cancel, ChatModel, ChatRequest, Message};
 
 /// The seed every judge call samples with.
 pub const SEED: u64 = 7;
-const MAX_TOKENS: u32 = 200;
+/// Room for the verdict object around a reason of up to 200 characters, however it tokenizes.
+const MAX_TOKENS: u32 = 400;
 /// The longest reason kept from a judge.
 const MAX_REASON_CHARS: usize = 500;
 const NO_REASON: &str = "The judge gave no reason.";

@@ -25,7 +25,7 @@ use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
 use crate::conversations::{self, Role};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, Result};
 use crate::ids::WorkspaceId;
 use crate::storage::{Conn, Tx};
 use crate::turn::agent::AgentConfig;
@@ -206,7 +206,19 @@ pub fn instruction_block(agent: &AgentConfig) -> String {
 /// Freezes a conversation up to one assistant answer (the given one, else the latest).
 fn capture(app: &App, c: &Conn, ws: &WorkspaceId, conversation_id: &str, message_id: Option<&str>) -> Result<Snapshot> {
     let conv = conversations::find_in(c, &ws.0, conversation_id, true)?;
-    let msgs = conversations::messages_after(c, &conv.id, 0, 100_000)?;
+    // only the messages up to the answer, and at most the last MAX_SNAPSHOT_MESSAGES of them
+    let msgs = match message_id {
+        Some(id) => {
+            let (cid, seq) =
+                conversations::message_position(c, &ws.0, id)?.ok_or_else(|| Error::not_found("message"))?;
+            if cid != conv.id {
+                return Err(Error::not_found("message"));
+            }
+            let from = (seq - MAX_SNAPSHOT_MESSAGES as i64).max(0);
+            conversations::messages_after(c, &conv.id, from, MAX_SNAPSHOT_MESSAGES)?
+        }
+        None => conversations::last_messages(c, &conv.id, MAX_SNAPSHOT_MESSAGES)?,
+    };
     let target = match message_id {
         Some(id) => {
             let m = msgs.iter().position(|m| m.id == id).ok_or_else(|| Error::not_found("message"))?;
@@ -219,9 +231,8 @@ fn capture(app: &App, c: &Conn, ws: &WorkspaceId, conversation_id: &str, message
             Error::invalid_field("conversationId", "the conversation has no assistant answer to freeze")
         })?,
     };
-    let start = (target + 1).saturating_sub(MAX_SNAPSHOT_MESSAGES);
     let answer = &msgs[target];
-    let messages: Vec<SnapMessage> = msgs[start..=target]
+    let messages: Vec<SnapMessage> = msgs[..=target]
         .iter()
         .map(|m| {
             let assistant = m.role == Role::Assistant;
@@ -317,14 +328,13 @@ pub fn create_snapshot(
 ) -> Result<Snapshot> {
     p.require(Perm::AgentsManage)?;
     p.require(Perm::ConversationsRead)?;
-    app.db.write(|tx| {
-        let s = capture(app, tx, &p.workspace_id, conversation_id, message_id)?;
-        write_snapshot(tx, p, actor, s)
-    })
+    let s = app.db.read(|c| capture(app, c, &p.workspace_id, conversation_id, message_id))?;
+    app.db.write(|tx| write_snapshot(tx, p, actor, s))
 }
 
 pub fn get_snapshot(app: &App, p: &Principal, id: &str) -> Result<Snapshot> {
     p.require(Perm::AgentsRead)?;
+    p.require(Perm::ConversationsRead)?;
     app.db.read(|c| store::snapshot(c, &p.workspace_id.0, id)?.ok_or_else(|| Error::not_found("eval snapshot")))
 }
 
@@ -398,15 +408,29 @@ pub fn case_for_message(app: &App, p: &Principal, actor: &Actor, message_id: &st
     p.require(Perm::ConversationsRead)?;
     let ws = p.workspace_id.clone();
     let now = rfc3339(app.clock.now());
+    let existing = |c: &Conn| -> Result<Option<(Case, Snapshot)>> {
+        let Some(case) = store::case_by_source(c, &ws.0, message_id)? else { return Ok(None) };
+        let s = store::snapshot(c, &ws.0, &case.snapshot_id)?.ok_or_else(|| Error::not_found("eval snapshot"))?;
+        Ok(Some((case, s)))
+    };
+    // the capture reads outside the writer; the write checks again, so concurrent calls make one
+    let captured = app.db.read(|c| {
+        if let Some(found) = existing(c)? {
+            return Ok(Err(found));
+        }
+        let (conversation_id, _) =
+            conversations::message_position(c, &ws.0, message_id)?.ok_or_else(|| Error::not_found("message"))?;
+        Ok(Ok(capture(app, c, &ws, &conversation_id, Some(message_id))?))
+    })?;
+    let s = match captured {
+        Err((c, s)) => return Ok((false, c, s)),
+        Ok(s) => s,
+    };
     app.db.write(|tx| {
-        if let Some(c) = store::case_by_source(tx, &ws.0, message_id)? {
-            let s = store::snapshot(tx, &ws.0, &c.snapshot_id)?.ok_or_else(|| Error::not_found("eval snapshot"))?;
+        if let Some((c, s)) = existing(tx)? {
             return Ok((false, c, s));
         }
-        let conversation_id = conversations::conversation_of_message(tx, &ws.0, message_id)?
-            .ok_or_else(|| Error::not_found("message"))?;
-        let s = capture(app, tx, &ws, &conversation_id, Some(message_id))?;
-        let s = write_snapshot(tx, p, actor, s)?;
+        let s = write_snapshot(tx, p, actor, s.clone())?;
         let mut c = new_case(&s, default_name(&s), Vec::new(), &now);
         c.source_message_id = Some(message_id.to_string());
         store::insert_case(tx, &c)?;
@@ -418,6 +442,7 @@ pub fn case_for_message(app: &App, p: &Principal, actor: &Actor, message_id: &st
 /// `GET /evals/cases/by-source-message/{id}`: lookup only.
 pub fn find_case_for_message(app: &App, p: &Principal, message_id: &str) -> Result<(Case, Snapshot)> {
     p.require(Perm::AgentsRead)?;
+    p.require(Perm::ConversationsRead)?;
     app.db.read(|c| {
         let case =
             store::case_by_source(c, &p.workspace_id.0, message_id)?.ok_or_else(|| Error::not_found("eval case"))?;
@@ -429,17 +454,29 @@ pub fn find_case_for_message(app: &App, p: &Principal, message_id: &str) -> Resu
 
 pub fn get_case(app: &App, p: &Principal, id: &str) -> Result<Case> {
     p.require(Perm::AgentsRead)?;
-    app.db.read(|c| find_case(c, &p.workspace_id.0, id))
+    let mut case = app.db.read(|c| find_case(c, &p.workspace_id.0, id))?;
+    if !p.has(Perm::ConversationsRead) {
+        case.question = None;
+    }
+    Ok(case)
 }
 
 fn find_case(c: &Conn, ws: &str, id: &str) -> Result<Case> {
     store::case(c, ws, id)?.ok_or_else(|| Error::not_found("eval case"))
 }
 
-/// `GET /evals/cases`: every case of the workspace (or one agent's), oldest first.
-pub fn list_cases(app: &App, p: &Principal, agent_id: Option<&str>) -> Result<Vec<Case>> {
+/// Cases a list shows at most.
+pub const MAX_LIST: usize = 1000;
+
+/// `GET /evals/cases`: the workspace's cases (or one agent's), oldest first, at most `limit`.
+/// Without `workspace.conversations.read` a case's question (conversation text) is left out.
+pub fn list_cases(app: &App, p: &Principal, agent_id: Option<&str>, limit: usize) -> Result<Vec<Case>> {
     p.require(Perm::AgentsRead)?;
-    app.db.read(|c| store::cases(c, &p.workspace_id.0, agent_id))
+    let mut cases = app.db.read(|c| store::cases(c, &p.workspace_id.0, agent_id, limit.clamp(1, MAX_LIST)))?;
+    if !p.has(Perm::ConversationsRead) {
+        cases.iter_mut().for_each(|c| c.question = None);
+    }
+    Ok(cases)
 }
 
 /// `PATCH /evals/cases/{id}`: a new name and/or a new assertion list (replacing the old; the
@@ -489,6 +526,7 @@ pub fn delete_case(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<
 /// `GET /evals/cases/{id}/runs`: a case's runs, newest first.
 pub fn case_runs(app: &App, p: &Principal, id: &str, limit: usize) -> Result<Vec<Run>> {
     p.require(Perm::AgentsRead)?;
+    p.require(Perm::ConversationsRead)?;
     app.db.read(|c| {
         find_case(c, &p.workspace_id.0, id)?;
         store::runs_of_case(c, id, limit.clamp(1, 200))
@@ -497,6 +535,7 @@ pub fn case_runs(app: &App, p: &Principal, id: &str, limit: usize) -> Result<Vec
 
 pub fn get_run(app: &App, p: &Principal, id: &str) -> Result<Run> {
     p.require(Perm::AgentsRead)?;
+    p.require(Perm::ConversationsRead)?;
     app.db.read(|c| store::run(c, &p.workspace_id.0, id)?.ok_or_else(|| Error::not_found("eval run")))
 }
 
@@ -506,9 +545,4 @@ pub fn check_mode(mode: &str) -> Result<String> {
         return Err(Error::invalid_field("mode", format!("mode is retrieval_only or full_assistant, not {mode:?}")));
     }
     Ok(mode.to_string())
-}
-
-/// 409 for a suite or comparison key still running.
-pub(crate) fn in_progress(what: &str) -> Error {
-    Error::new(ErrorCode::Conflict, format!("an eval {what} with this idempotencyKey is still running"))
 }

@@ -418,7 +418,11 @@ pub fn execute(
                 _ => "pending",
             };
             // a comparison side or a run of another revision does not move the case's status
-            if plan.suite_id.is_none() && plan.revision_id.is_none() && plan.overrides == Overrides::default() {
+            if plan.suite_id.is_none()
+                && plan.revision_id.is_none()
+                && plan.overrides == Overrides::default()
+                && super::suite::moves_case(&plan.mode, c)
+            {
                 store::set_case_result(
                     tx,
                     &c.id,

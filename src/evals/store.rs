@@ -64,10 +64,10 @@ pub fn snapshot(c: &Conn, ws: &str, id: &str) -> Result<Option<Snapshot>> {
     row.map(with_body).transpose()
 }
 
-const CASE_COLS: &str = "c.id, c.workspace_id, c.snapshot_id, c.agent_id, c.source_message_id, c.name, c.assertions,
-     c.status, c.last_run_id, c.created_at, c.updated_at, s.body";
+const CASE_COLS: &str = "id, workspace_id, snapshot_id, agent_id, source_message_id, name, assertions, status,
+     last_run_id, created_at, updated_at, question";
 
-fn case_row(r: &rusqlite::Row) -> rusqlite::Result<(Case, String, String)> {
+fn case_row(r: &rusqlite::Row) -> rusqlite::Result<(Case, String)> {
     Ok((
         Case {
             id: r.get(0)?,
@@ -79,22 +79,18 @@ fn case_row(r: &rusqlite::Row) -> rusqlite::Result<(Case, String, String)> {
             assertions: Vec::new(),
             status: r.get(7)?,
             last_run_id: r.get(8)?,
-            question: None,
+            question: r.get(11)?,
             created_at: r.get(9)?,
             updated_at: r.get(10)?,
         },
         r.get(6)?,
-        r.get(11)?,
     ))
 }
 
-fn finish_case((mut c, assertions, body): (Case, String, String)) -> Result<Case> {
+fn finish_case((mut c, assertions): (Case, String)) -> Result<Case> {
     let v: Value = serde_json::from_str(&assertions).unwrap_or(Value::Array(vec![]));
     c.assertions =
         assertions::parse_list(&v).map_err(|e| Error::internal_msg(format!("stored assertions: {}", e.message)))?;
-    if let Ok(b) = serde_json::from_str::<SnapshotBody>(&body) {
-        c.question = b.messages.iter().rev().find(|m| m.role == "user").map(|m| m.content.clone());
-    }
     Ok(c)
 }
 
@@ -105,8 +101,8 @@ fn assertions_json(a: &[Assertion]) -> String {
 pub fn insert_case(tx: &Tx, c: &Case) -> Result<()> {
     tx.execute(
         "INSERT INTO eval_cases (id, workspace_id, snapshot_id, agent_id, source_message_id, name, assertions,
-             assertion_count, status, last_run_id, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+             assertion_count, status, last_run_id, created_at, updated_at, question)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
         params![
             c.id,
             c.workspace_id,
@@ -119,7 +115,8 @@ pub fn insert_case(tx: &Tx, c: &Case) -> Result<()> {
             c.status,
             c.last_run_id,
             c.created_at,
-            c.updated_at
+            c.updated_at,
+            c.question
         ],
     )?;
     Ok(())
@@ -142,10 +139,15 @@ pub fn update_case(tx: &Tx, c: &Case) -> Result<()> {
     Ok(())
 }
 
-/// Records a case's latest scored run; a run of assertions that changed meanwhile does not.
+/// Records a case's latest scored run; a run of assertions that changed meanwhile, or one that
+/// started before the run the case already shows, does not.
 pub fn set_case_result(tx: &Tx, case_id: &str, assertions: &str, status: &str, run_id: &str, now: &str) -> Result<()> {
     tx.execute(
-        "UPDATE eval_cases SET status = ?3, last_run_id = ?4, updated_at = ?5 WHERE id = ?1 AND assertions = ?2",
+        "UPDATE eval_cases SET status = ?3, last_run_id = ?4, updated_at = ?5
+         WHERE id = ?1 AND assertions = ?2
+           AND (last_run_id IS NULL
+                OR (SELECT started_at FROM eval_runs WHERE id = eval_cases.last_run_id)
+                   <= (SELECT started_at FROM eval_runs WHERE id = ?4))",
         params![case_id, assertions, status, run_id, now],
     )?;
     Ok(())
@@ -164,10 +166,7 @@ pub fn delete_case(tx: &Tx, c: &Case) -> Result<()> {
 pub fn case(c: &Conn, ws: &str, id: &str) -> Result<Option<Case>> {
     let row = c
         .query_row(
-            &format!(
-                "SELECT {CASE_COLS} FROM eval_cases c JOIN eval_snapshots s ON s.id = c.snapshot_id
-                 WHERE c.id = ?1 AND c.workspace_id = ?2"
-            ),
+            &format!("SELECT {CASE_COLS} FROM eval_cases WHERE id = ?1 AND workspace_id = ?2"),
             params![id, ws],
             case_row,
         )
@@ -178,10 +177,7 @@ pub fn case(c: &Conn, ws: &str, id: &str) -> Result<Option<Case>> {
 pub fn case_by_source(c: &Conn, ws: &str, message_id: &str) -> Result<Option<Case>> {
     let row = c
         .query_row(
-            &format!(
-                "SELECT {CASE_COLS} FROM eval_cases c JOIN eval_snapshots s ON s.id = c.snapshot_id
-                 WHERE c.workspace_id = ?1 AND c.source_message_id = ?2"
-            ),
+            &format!("SELECT {CASE_COLS} FROM eval_cases WHERE workspace_id = ?1 AND source_message_id = ?2"),
             params![ws, message_id],
             case_row,
         )
@@ -189,12 +185,12 @@ pub fn case_by_source(c: &Conn, ws: &str, message_id: &str) -> Result<Option<Cas
     row.map(finish_case).transpose()
 }
 
-pub fn cases(c: &Conn, ws: &str, agent_id: Option<&str>) -> Result<Vec<Case>> {
+pub fn cases(c: &Conn, ws: &str, agent_id: Option<&str>, limit: usize) -> Result<Vec<Case>> {
     let mut st = c.prepare(&format!(
-        "SELECT {CASE_COLS} FROM eval_cases c JOIN eval_snapshots s ON s.id = c.snapshot_id
-         WHERE c.workspace_id = ?1 AND (?2 IS NULL OR c.agent_id = ?2) ORDER BY c.created_at, c.id"
+        "SELECT {CASE_COLS} FROM eval_cases WHERE workspace_id = ?1 AND (?2 IS NULL OR agent_id = ?2)
+         ORDER BY created_at, id LIMIT ?3"
     ))?;
-    let rows = st.query_map(params![ws, agent_id], case_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+    let rows = st.query_map(params![ws, agent_id, limit as i64], case_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
     rows.into_iter().map(finish_case).collect()
 }
 
@@ -295,6 +291,14 @@ pub fn runs_of_case(c: &Conn, case_id: &str, limit: usize) -> Result<Vec<Run>> {
     Ok(st.query_map(params![case_id, limit as i64], run_row)?.collect::<rusqlite::Result<_>>()?)
 }
 
+/// The runs a suite already made of one case (a resumed suite runs only the missing repeats).
+pub fn suite_case_runs(c: &Conn, suite_id: &str, case_id: &str) -> Result<Vec<Run>> {
+    let mut st = c.prepare(&format!(
+        "SELECT {RUN_COLS} FROM eval_runs WHERE suite_id = ?1 AND case_id = ?2 ORDER BY started_at, id"
+    ))?;
+    Ok(st.query_map(params![suite_id, case_id], run_row)?.collect::<rusqlite::Result<_>>()?)
+}
+
 const SUITE_COLS: &str = "id, workspace_id, agent_id, comparison_id, side, revision_id, mode, repeat_count,
      pass_threshold, case_ids, status, done, total, results, summary, error, created_at, completed_at";
 
@@ -327,7 +331,7 @@ pub fn insert_suite(tx: &Tx, s: &Suite, key: Option<&str>, by: Option<&str>) -> 
     tx.execute(
         "INSERT INTO eval_suites (id, workspace_id, agent_id, comparison_id, side, revision_id, mode, repeat_count,
              pass_threshold, case_ids, status, done, total, results, idempotency_key, created_by, created_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?12, '[]', ?13, ?14, ?15)",
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, 0, ?12, ?16, ?13, ?14, ?15)",
         params![
             s.id,
             s.workspace_id,
@@ -343,7 +347,8 @@ pub fn insert_suite(tx: &Tx, s: &Suite, key: Option<&str>, by: Option<&str>) -> 
             s.total,
             key,
             by,
-            s.created_at
+            s.created_at,
+            Value::Array(s.results.clone()).to_string()
         ],
     )?;
     Ok(())
@@ -404,12 +409,14 @@ pub fn start_suite(tx: &Tx, id: &str) -> Result<bool> {
     )? == 1)
 }
 
-pub fn suite_progress(tx: &Tx, id: &str, done: i64, results: &[Value]) -> Result<()> {
-    tx.execute(
-        "UPDATE eval_suites SET done = ?2, results = ?3 WHERE id = ?1",
-        params![id, done, Value::Array(results.to_vec()).to_string()],
+/// Saves progress when the suite is where this worker left it (`prev` cases done); false when
+/// another worker moved it meanwhile.
+pub fn suite_progress(tx: &Tx, id: &str, prev: i64, done: i64, results: &[Value]) -> Result<bool> {
+    let n = tx.execute(
+        "UPDATE eval_suites SET done = ?3, results = ?4 WHERE id = ?1 AND done = ?2 AND status = 'running'",
+        params![id, prev, done, Value::Array(results.to_vec()).to_string()],
     )?;
-    Ok(())
+    Ok(n == 1)
 }
 
 pub fn finish_suite(

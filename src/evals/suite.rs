@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::api::{ComparisonBodyIn, Overrides, SuiteBodyIn};
 use super::replay::{self, Plan};
-use super::{Suite, check_mode, in_progress, store};
+use super::{Suite, check_mode, store};
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
 use crate::auth::{Perm, Principal};
@@ -21,6 +21,11 @@ use crate::jobs::{self, JobCtx, JobPayload, NewJob, Outcome};
 pub const SUITE_JOB: &str = "eval.suite";
 const MAX_CASES: usize = 500;
 const MAX_REPEAT: u32 = 5;
+
+/// 409 for a key that started another kind of eval run.
+fn key_taken(what: &str) -> Error {
+    Error::conflict(format!("this idempotencyKey already started {what}; use another key"))
+}
 
 pub fn jobs() -> Vec<(&'static str, jobs::Handler)> {
     vec![(SUITE_JOB, handle)]
@@ -84,7 +89,7 @@ fn pick_cases(c: &crate::storage::Conn, ws: &str, r: &Request) -> Result<(Vec<St
             }
             out
         }
-        None => store::cases(c, ws, r.agent_id.as_deref())?,
+        None => store::cases(c, ws, r.agent_id.as_deref(), super::MAX_LIST * 10)?,
     };
     let (scored, unscored): (Vec<_>, Vec<_>) = cases.into_iter().partition(|c| !c.assertions.is_empty());
     let skipped = unscored
@@ -123,9 +128,6 @@ fn new_suite(p: &Principal, r: &Request, case_ids: Vec<String>, skipped: Vec<Val
 fn enqueue(app: &App, tx: &crate::storage::Tx, p: &Principal, s: &Suite, key: Option<&str>) -> Result<()> {
     let by = p.user_id.as_ref().map(|u| u.0.as_str());
     store::insert_suite(tx, s, key, by)?;
-    if !s.results.is_empty() {
-        store::suite_progress(tx, &s.id, 0, &s.results)?;
-    }
     let job = NewJob::new(SUITE_JOB, json!({"suiteId": s.id, "workspaceId": s.workspace_id, "orgId": p.org_id.0}))
         .dedupe(format!("eval-suite:{}", s.id));
     jobs::enqueue_tx(
@@ -150,6 +152,9 @@ pub fn start(app: &App, p: &Principal, actor: &Actor, b: SuiteBodyIn) -> Result<
         if let Some(k) = &r.key
             && let Some(s) = store::suites_by_key(tx, &ws.0, k)?.into_iter().next()
         {
+            if s.comparison_id.is_some() {
+                return Err(key_taken("a comparison"));
+            }
             return Ok((false, s));
         }
         if let Some(a) = &r.agent_id {
@@ -279,7 +284,7 @@ pub fn start_comparison(
                 return Ok((false, Comparison { id: cid, agent_id: agent_id.to_string(), sides }));
             }
             if !sides.is_empty() {
-                return Err(in_progress("suite"));
+                return Err(key_taken("a suite"));
             }
         }
         let agent = crate::agents::get_in(tx, &ws, agent_id)?;
@@ -353,6 +358,14 @@ pub fn handle(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
         return Outcome::Fail("no suiteId".into());
     };
     match run(app, ctx, &WorkspaceId(ws.to_string()), org, id) {
+        Ok(Outcome::Retry { error, .. }) if ctx.attempt >= ctx.max_attempts => {
+            let now = rfc3339(app.clock.now());
+            let r = app.db.write(|tx| store::finish_suite(tx, id, "failed", None, Some(&error), &now));
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "could not mark an eval suite failed");
+            }
+            Outcome::Done
+        }
         Ok(o) => o,
         Err(e) => {
             let now = rfc3339(app.clock.now());
@@ -363,6 +376,54 @@ pub fn handle(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
             Outcome::Done
         }
     }
+}
+
+/// Whether a run of this case in `mode` speaks for the case: a `retrieval_only` run scores
+/// answer assertions as errors, so it moves the case only when every assertion is a retrieval one.
+pub fn moves_case(mode: &str, case: &super::Case) -> bool {
+    mode == "full_assistant" || case.assertions.iter().all(|a| !a.needs_answer())
+}
+
+/// One case of a suite: its missing repeats (a resumed suite keeps the runs it already made), then
+/// the k-of-n result.
+fn run_case(app: &App, ctx: &JobCtx, ws: &WorkspaceId, org: &str, suite: &Suite, case_id: &str) -> Result<Value> {
+    let found = app.db.read(|c| {
+        let Some(case) = store::case(c, &ws.0, case_id)? else { return Ok(None) };
+        let runs = store::suite_case_runs(c, &suite.id, case_id)?;
+        Ok(store::snapshot(c, &ws.0, &case.snapshot_id)?.map(|s| (case, s, runs)))
+    })?;
+    let Some((case, snap, mut runs)) = found else {
+        return Ok(
+            json!({"caseId": case_id, "status": "error", "reason": "The case was deleted.", "runIds": [], "flaky": false}),
+        );
+    };
+    let plan = Plan {
+        mode: suite.mode.clone(),
+        overrides: Overrides::default(),
+        revision_id: suite.revision_id.clone(),
+        suite_id: Some(suite.id.clone()),
+    };
+    while runs.len() < suite.repeat as usize {
+        ctx.heartbeat();
+        runs.push(replay::execute(app, ws, org, None, Some(&case), &snap, &plan)?);
+    }
+    let result = case_result(&case, &runs, suite.pass_threshold);
+    // a plain suite of the published revision moves the case's status
+    if suite.comparison_id.is_none()
+        && suite.revision_id.is_none()
+        && moves_case(&suite.mode, &case)
+        && let Some(last) = runs.last()
+    {
+        let status = match result["status"].as_str() {
+            Some("pass") => "passing",
+            Some("fail") => "failing",
+            _ => "error",
+        };
+        let now = rfc3339(app.clock.now());
+        app.db
+            .write(|tx| store::set_case_result(tx, &case.id, &last.assertions.to_string(), status, &last.id, &now))?;
+    }
+    Ok(result)
 }
 
 fn run(app: &App, ctx: &JobCtx, ws: &WorkspaceId, org: &str, id: &str) -> Result<Outcome> {
@@ -379,48 +440,24 @@ fn run(app: &App, ctx: &JobCtx, ws: &WorkspaceId, org: &str, id: &str) -> Result
         if ctx.stopping() {
             return Ok(Outcome::Release);
         }
-        let found = app.db.read(|c| {
-            let Some(case) = store::case(c, &ws.0, case_id)? else { return Ok(None) };
-            Ok(store::snapshot(c, &ws.0, &case.snapshot_id)?.map(|s| (case, s)))
-        })?;
-        let result = match found {
-            None => {
-                json!({"caseId": case_id, "status": "error", "reason": "The case was deleted.", "runIds": [], "flaky": false})
+        // one case that breaks (an error, a panic) is that case's error, not the suite's end
+        let outcome =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(app, ctx, ws, org, &suite, case_id)));
+        let result = match outcome {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                json!({"caseId": case_id, "status": "error", "reason": format!("The case could not run: {}", e.message), "runIds": [], "flaky": false})
             }
-            Some((case, snap)) => {
-                let plan = Plan {
-                    mode: suite.mode.clone(),
-                    overrides: Overrides::default(),
-                    revision_id: suite.revision_id.clone(),
-                    suite_id: Some(suite.id.clone()),
-                };
-                let mut runs = Vec::new();
-                for _ in 0..suite.repeat {
-                    runs.push(replay::execute(app, ws, org, None, Some(&case), &snap, &plan)?);
-                    ctx.heartbeat();
-                }
-                let result = case_result(&case, &runs, suite.pass_threshold);
-                // a plain suite of the published revision moves the case's status
-                if suite.comparison_id.is_none()
-                    && suite.revision_id.is_none()
-                    && let Some(last) = runs.last()
-                {
-                    let status = match result["status"].as_str() {
-                        Some("pass") => "passing",
-                        Some("fail") => "failing",
-                        _ => "error",
-                    };
-                    let now = rfc3339(app.clock.now());
-                    app.db.write(|tx| {
-                        store::set_case_result(tx, &case.id, &last.assertions.to_string(), status, &last.id, &now)
-                    })?;
-                }
-                result
+            Err(_) => {
+                json!({"caseId": case_id, "status": "error", "reason": "The case's run stopped unexpectedly.", "runIds": [], "flaky": false})
             }
         };
         results.push(result);
+        // another worker that took the suite over (an expired lease) keeps it; this one stops
+        if !app.db.write(|tx| store::suite_progress(tx, id, done, done + 1, &results))? {
+            return Ok(Outcome::Done);
+        }
         done += 1;
-        app.db.write(|tx| store::suite_progress(tx, id, done, &results))?;
     }
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {

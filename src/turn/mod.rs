@@ -391,6 +391,8 @@ pub fn replay_retrieval(
     history: &[(String, String)],
 ) -> Result<Replayed> {
     let settings = retrieval::Settings::for_agent(agent);
+    // the turn reads the last HISTORY messages before the question
+    let history = &history[history.len().saturating_sub(HISTORY)..];
     let route = interpret::route(question, history.len(), agent.settings.retrieval_enabled);
     if route.kind != kinds::RouteKind::Retrieval {
         return Ok(Replayed { hits: vec![], retrieval_invoked: false, settings });

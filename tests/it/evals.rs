@@ -201,9 +201,19 @@ async fn the_assertion_schema_names_the_index_and_field() {
     let r = run(&t, &owner, cid, json!({"mode": "retrieval_only"})).await;
     assert_eq!(r["status"], "error");
     assert!(r["assertionVerdicts"][0]["reason"].as_str().unwrap().contains("full_assistant"));
+    // a retrieval-only run cannot speak for an answer assertion: the case stays pending
+    assert_eq!(t.get(&format!("/api/v1/evals/cases/{cid}"), &owner).await.json()["status"], "pending");
     let r = run(&t, &owner, cid, json!({"mode": "full_assistant"})).await;
     assert_eq!(r["status"], "pass", "{r}");
     assert!(r["observedOutput"]["answer"].as_str().unwrap().contains("days"));
+    assert_eq!(t.get(&format!("/api/v1/evals/cases/{cid}"), &owner).await.json()["status"], "passing");
+    // conversation text needs workspace.conversations.read as well
+    let narrow = t.token_with(&owner, &["workspace.agents.read"]).await;
+    t.get(&format!("/api/v1/evals/snapshots/{sid}"), &narrow).await.assert_status(403);
+    t.get(&format!("/api/v1/evals/runs/{}", r["id"].as_str().unwrap()), &narrow).await.assert_status(403);
+    let list = t.get("/api/v1/evals/cases", &narrow).await.json();
+    assert!(list["cases"][0]["question"].is_null(), "{list}");
+    assert!(t.get("/api/v1/evals/cases", &owner).await.json()["cases"][0]["question"].is_string());
     // a member may read but not run
     let member = t.member(&owner, "m@example.com", "member").await;
     t.get(&format!("/api/v1/evals/cases/{cid}"), &member).await.assert_status(200);

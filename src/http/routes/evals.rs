@@ -91,7 +91,7 @@ pub async fn list_cases(
 ) -> Result<impl IntoResponse> {
     let (cases, summary) = app
         .blocking(move |app| {
-            let cases = evals::list_cases(app, &ctx.p, q.agent_id.as_deref())?;
+            let cases = evals::list_cases(app, &ctx.p, q.agent_id.as_deref(), q.limit.unwrap_or(evals::MAX_LIST))?;
             Ok((cases, evals::summary(app, &ctx.p, q.agent_id.as_deref())?))
         })
         .await?;
