@@ -34,6 +34,8 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(11, "0011_converse_sessions"),
     migration!(12, "0012_knowledge_spaces"),
     migration!(13, "0013_crawls"),
+    // 14 is the evals work's
+    migration!(15, "0015_bundle_imports"),
 ];
 
 fn checksum(sql: &str) -> String {
