@@ -10,6 +10,7 @@ mod support;
 mod accounts;
 mod agents;
 mod browser;
+mod bundles;
 mod channel_credentials_page;
 mod channels_page;
 mod chat;
