@@ -1034,3 +1034,99 @@ async fn no_secret_is_ever_in_an_exported_bundle() {
     let res = import(&t, &owner, &ws, &b).await.json();
     assert!(kinds(&res).contains(&("skill_config_not_portable".into(), "agentSkills.slack".into())), "{res}");
 }
+
+/// The real binary: an import stalls in `applying` after creating its agent (the debug-build test
+/// hook `STEWARD_TEST_BUNDLE_APPLY_PAUSE_MS`, which says so on the log), the process is killed with
+/// SIGKILL, and the server is started again: the job ends compensated, the partial agent is gone,
+/// the key is free and a retry applies exactly once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kill_9_while_applying_ends_compensated_and_the_retry_applies_once() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = crate::e2e::bootstrap(&data);
+    let mut child = Command::new(crate::e2e::bin())
+        .args(["--data-dir", data.to_str().unwrap(), "serve", "--listen", "127.0.0.1:0"])
+        .env("STEWARD_LOG", "warn")
+        .env("STEWARD_TEST_BUNDLE_APPLY_PAUSE_MS", "600000")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let base = line.trim().strip_prefix("steward listening on ").unwrap().to_string();
+    let stderr = child.stderr.take().unwrap();
+    let server = crate::e2e::Server { child, base: base.clone() };
+    let api = crate::e2e::Api::new(&base, &token);
+    let agents = api.call(reqwest::Method::GET, "/api/v1/agents", None).await;
+    let agent = agents["agents"][0]["id"].as_str().unwrap().to_string();
+    let bundle = api.call(reqwest::Method::GET, &format!("/api/v1/agents/{agent}/bundle"), None).await;
+    let body = keyed_bundle(&bundle, "crash-key");
+    let http = reqwest::Client::new();
+    let post = |b: Value| {
+        let req = http.post(format!("{base}/api/v1/agents/bundle")).bearer_auth(&token).json(&b);
+        async move {
+            let r = req.send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    let stalled = tokio::spawn(
+        http.post(format!("{base}/api/v1/agents/bundle")).bearer_auth(&token).json(&body).send(),
+    );
+    // the hook's log line says the import is applying (a blocking read of the log, no sleep)
+    let log = tokio::task::spawn_blocking(move || {
+        let mut r = BufReader::new(stderr);
+        let mut line = String::new();
+        loop {
+            line.clear();
+            assert!(r.read_line(&mut line).unwrap() > 0, "the server's log ended");
+            if line.contains("test hook: bundle import paused while applying") {
+                return r;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    // meanwhile the key is held
+    let (status, v) = post(body.clone()).await;
+    assert_eq!((status, v["error"]["code"].as_str()), (409, Some("agent_bundle_import_in_progress")), "{v}");
+    let import_id = v["error"]["details"]["importId"].as_str().unwrap().to_string();
+    let job = api.call(reqwest::Method::GET, &format!("/api/v1/agents/bundle/imports/{import_id}"), None).await;
+    assert_eq!(job["status"], "applying");
+    let partial = job["agentId"].as_str().unwrap().to_string();
+    api.call(reqwest::Method::GET, &format!("/api/v1/agents/{partial}"), None).await;
+
+    server.kill();
+    drop(log);
+    assert!(stalled.await.unwrap().is_err(), "the stalled request died with the process");
+
+    let server = crate::e2e::Server::start(&data, &[("AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS", "1000")]);
+    let base = server.base.clone();
+    let api = crate::e2e::Api::new(&base, &token);
+    let job = api.call(reqwest::Method::GET, &format!("/api/v1/agents/bundle/imports/{import_id}"), None).await;
+    assert_eq!(job["status"], "compensated", "{job}");
+    assert_eq!(job["agentId"], partial.as_str(), "the original agent id is kept");
+    let gone = http.get(format!("{base}/api/v1/agents/{partial}")).bearer_auth(&token).send().await.unwrap();
+    assert_eq!(gone.status(), 404, "the partial agent and everything under it are gone");
+    assert_eq!(api.call(reqwest::Method::GET, "/api/v1/agents", None).await["agents"].as_array().unwrap().len(), 1);
+    // the key is free again: the retry applies, once
+    let post = |b: Value| {
+        let req = http.post(format!("{base}/api/v1/agents/bundle")).bearer_auth(&token).json(&b);
+        async move {
+            let r = req.send().await.unwrap();
+            let status = r.status().as_u16();
+            (status, r.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, first) = post(body.clone()).await;
+    assert_eq!((status, first["status"].as_str()), (201, Some("applied")), "{first}");
+    assert_ne!(first["importId"], import_id.as_str());
+    let (status, again) = post(body.clone()).await;
+    assert_eq!((status, again["replayed"].as_bool()), (200, Some(true)));
+    assert_eq!(again["importId"], first["importId"]);
+    assert_eq!(api.call(reqwest::Method::GET, "/api/v1/agents", None).await["agents"].as_array().unwrap().len(), 2);
+    assert!(server.terminate().success());
+}
