@@ -1073,9 +1073,8 @@ async fn a_kill_9_while_applying_ends_compensated_and_the_retry_applies_once() {
             (status, r.json::<Value>().await.unwrap())
         }
     };
-    let stalled = tokio::spawn(
-        http.post(format!("{base}/api/v1/agents/bundle")).bearer_auth(&token).json(&body).send(),
-    );
+    let stalled =
+        tokio::spawn(http.post(format!("{base}/api/v1/agents/bundle")).bearer_auth(&token).json(&body).send());
     // the hook's log line says the import is applying (a blocking read of the log, no sleep)
     let log = tokio::task::spawn_blocking(move || {
         let mut r = BufReader::new(stderr);

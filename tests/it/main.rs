@@ -11,6 +11,7 @@ mod accounts;
 mod agents;
 mod browser;
 mod bundles;
+mod bundles_page;
 mod channel_credentials_page;
 mod channels_page;
 mod chat;
