@@ -751,6 +751,18 @@ mod tests {
     }
 
     #[test]
+    fn bundle_orphan_age_is_read_in_milliseconds() {
+        let cli = CliOverrides::default();
+        assert_eq!(load_with_env(&cli, env_of(&[])).unwrap().bundle_import_orphan_age, Duration::from_secs(900));
+        let c = load_with_env(&cli, env_of(&[("AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS", "1500")])).unwrap();
+        assert_eq!(c.bundle_import_orphan_age, Duration::from_millis(1500));
+        for bad in ["0", "soon"] {
+            let err = load_with_env(&cli, env_of(&[("AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS", bad)])).unwrap_err();
+            assert!(err.to_string().contains("AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS"), "{err}");
+        }
+    }
+
+    #[test]
     fn encryption_key_formats() {
         let hex_key = "00".repeat(32);
         assert_eq!(parse_encryption_key(&hex_key).unwrap(), [0u8; 32]);

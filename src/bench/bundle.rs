@@ -58,8 +58,12 @@ fn directive(k: usize) -> Value {
 pub async fn run(runs: usize) -> anyhow::Result<Value> {
     let s = ChildServer::start(&[])?;
     let agent = s
-        .send(Method::POST, "/api/v1/agents", &json!({"name": "Bench bundle agent", "customInstruction": "Answer as the Acme desk.",
-            "surfaceSettings": {"anonymousChat": {"enabled": true}}, "contactRequestsEnabled": true}))
+        .send(
+            Method::POST,
+            "/api/v1/agents",
+            &json!({"name": "Bench bundle agent", "customInstruction": "Answer as the Acme desk.",
+            "surfaceSettings": {"anonymousChat": {"enabled": true}}, "contactRequestsEnabled": true}),
+        )
         .await?;
     let id = agent["id"].as_str().unwrap_or_default().to_string();
     let base = format!("/api/v1/agents/{id}");
