@@ -107,6 +107,7 @@ fn handlers() -> HashMap<&'static str, Handler> {
         crate::routines::jobs(),
         crate::crawler::jobs(),
         crate::evals::suite::jobs(),
+        crate::bundles::jobs(),
     ]
     .into_iter()
     .flatten()
@@ -170,6 +171,11 @@ impl App {
         });
         if app._data_dir_lock.is_some() {
             app.seal_stored_secrets()?;
+            // bundle imports run within their request: one still active now was cut off by a crash
+            let n = crate::bundles::recover(&app)?;
+            if n > 0 {
+                tracing::warn!(imports = n, "compensated agent bundle imports left applying by a previous process");
+            }
         }
         Ok(app)
     }

@@ -147,6 +147,9 @@ pub struct Config {
     pub smtp: Option<crate::delivery::config::SmtpConfig>,
     /// The website crawler (`WEBSITE_CRAWLER_*`).
     pub crawler: crate::crawler::config::CrawlerConfig,
+    /// `AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS`: an agent bundle import still active this long after it
+    /// began is fenced and its agent removed.
+    pub bundle_import_orphan_age: Duration,
     /// `STEWARD_PUBLIC_SESSION_SECRET`: signs public chat sessions; without it a key is generated
     /// once into the data dir (`public-session.key`).
     pub public_session_secret: Option<Secret<String>>,
@@ -242,6 +245,7 @@ impl Config {
             delivery: Default::default(),
             smtp: None,
             crawler: Default::default(),
+            bundle_import_orphan_age: Duration::from_millis(900_000),
             public_session_secret: None,
         }
     }
@@ -548,6 +552,12 @@ fn apply_env(c: &mut Config, env: &impl Fn(&str) -> Option<String>) -> Result<()
     if let Some(v) = env_num(env, "STEWARD_EMBED_MAX_TOKENS")? {
         c.embed_max_tokens = v as usize;
     }
+    if let Some(v) = env_num(env, "AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS")? {
+        if v == 0 {
+            return Err(invalid("AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS", "must be at least 1 millisecond"));
+        }
+        c.bundle_import_orphan_age = Duration::from_millis(v);
+    }
     if let Some(v) = env("CONNECTOR_ENCRYPTION_KEY").filter(|v| !v.trim().is_empty()) {
         c.encryption_key = Some(Secret::new(parse_encryption_key(&v)?));
     }
@@ -738,6 +748,18 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("DOCUMENT_UPLOAD_MAX_BYTES"), "{err}");
+    }
+
+    #[test]
+    fn bundle_orphan_age_is_read_in_milliseconds() {
+        let cli = CliOverrides::default();
+        assert_eq!(load_with_env(&cli, env_of(&[])).unwrap().bundle_import_orphan_age, Duration::from_secs(900));
+        let c = load_with_env(&cli, env_of(&[("AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS", "1500")])).unwrap();
+        assert_eq!(c.bundle_import_orphan_age, Duration::from_millis(1500));
+        for bad in ["0", "soon"] {
+            let err = load_with_env(&cli, env_of(&[("AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS", bad)])).unwrap_err();
+            assert!(err.to_string().contains("AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS"), "{err}");
+        }
     }
 
     #[test]

@@ -61,6 +61,12 @@ error_codes! {
     RoutineNotPortable = "routine_not_portable", 422;
     /// A decision that was already resolved.
     AlreadyResolved = "already_resolved", 409;
+    /// An agent bundle whose `bundleVersion` or `agent.schemaVersion` this server does not read.
+    UnsupportedBundleVersion = "unsupported_bundle_version", 400;
+    /// A bundle import with the same idempotency key is still applying.
+    AgentBundleImportInProgress = "agent_bundle_import_in_progress", 409;
+    /// The cleanup fenced an interrupted import with this key; retryable.
+    AgentBundleImportFenced = "agent_bundle_import_fenced", 409;
     Unprocessable = "unprocessable", 422;
     RateLimitExceeded = "rate_limit_exceeded", 429;
     UsageLimitExceeded = "usage_limit_exceeded", 429;

@@ -5,6 +5,7 @@ pub mod app;
 pub mod audit;
 pub mod auth;
 pub mod bench;
+pub mod bundles;
 pub mod bus;
 pub mod cli;
 pub mod clock;

@@ -238,7 +238,7 @@ fn dedup(v: Vec<String>) -> Vec<String> {
     out
 }
 
-fn clean_name(n: &str) -> Result<String> {
+pub(super) fn clean_name(n: &str) -> Result<String> {
     let n = n.trim().to_string();
     if n.is_empty() || n.chars().count() > 200 {
         return Err(Error::invalid_field("name", "name must be 1 to 200 characters"));
@@ -250,7 +250,7 @@ fn clean_name(n: &str) -> Result<String> {
 }
 
 /// Applies `input` over `cur` (or defaults) and validates the result.
-fn build(c: &Conn, agent_id: &str, cur: Option<&Body>, mut i: Input) -> Result<Body> {
+pub(super) fn build(c: &Conn, agent_id: &str, cur: Option<&Body>, mut i: Input) -> Result<Body> {
     let mut b = cur.cloned().unwrap_or_else(default_body);
     if let Some(cond) = i.condition.take() {
         b.condition = cond;

@@ -1,6 +1,7 @@
 //! Agents as authored: the agent record and its settings, the workspace's default agent, logos,
 //! skills (`skills.rs`), directives with `#skill` chips (`directives.rs`), context variables
-//! (`context.rs`) and immutable revisions (`revisions.rs`).
+//! (`context.rs`), immutable revisions (`revisions.rs`) and the rows an agent bundle import
+//! writes (`imported.rs`).
 //!
 //! Directives, skills, context-variable enablements and settings are the *draft*. Every
 //! successful write to them advances the agent's draft generation (`touch`); a candidate revision
@@ -10,6 +11,7 @@ pub mod api;
 pub mod catalog;
 pub mod context;
 pub mod directives;
+pub mod imported;
 pub mod revisions;
 pub mod skills;
 mod store;
@@ -179,10 +181,15 @@ impl Settings {
                 return Err(Error::invalid_field(&format!("theme.{k}"), "colours are 6-digit hex like #0f172a"));
             }
         }
+        // an empty selection searches nothing (an imported agent starts there: source ids do not
+        // travel in bundles)
         if let SourceScope::Selected { source_ids } = &mut self.source_scope {
             source_ids.dedup();
-            if source_ids.is_empty() || source_ids.len() > 200 {
-                return Err(Error::invalid_field("sourceScope.sourceIds", "select 1 to 200 sources (or use mode all)"));
+            if source_ids.len() > 200 {
+                return Err(Error::invalid_field(
+                    "sourceScope.sourceIds",
+                    "select at most 200 sources (or use mode all)",
+                ));
             }
         }
         let embed = &mut self.surface_settings.website_embed;

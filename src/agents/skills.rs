@@ -84,6 +84,17 @@ fn capability(id: &str) -> Option<&'static Capability> {
     REGISTRY.iter().find(|c| c.id == id)
 }
 
+/// The kind of target a registered capability's skills name (`None`: not registered here).
+pub fn target_kind(cap: &str) -> Option<&'static str> {
+    capability(cap).map(|c| c.target_kind)
+}
+
+/// `mode` (or the capability's default) when the registered capability supports it.
+pub fn mode_for(cap: &str, mode: Option<&str>) -> Result<String> {
+    let c = capability(cap).ok_or_else(|| Error::invalid_field("capability", format!("unknown capability `{cap}`")))?;
+    check_mode(c, mode)
+}
+
 /// Retrieval config keys, their kinds and ranges (unset = the inherited default).
 const RETRIEVAL_KEYS: [(&str, &str); 14] = [
     ("retrievalStrategy", "strategy"),

@@ -80,6 +80,12 @@ pub(super) fn touch(tx: &Tx, agent_id: &str, now: &str) -> Result<i64> {
     Ok(tx.query_row("SELECT draft_generation FROM agents WHERE id = ?1", [agent_id], |r| r.get(0))?)
 }
 
+/// Deletes an agent with everything under it (skills, directives, enablements, routines,
+/// revisions, logo: by foreign key); whether there was one.
+pub(super) fn delete_agent(tx: &Tx, ws: &WorkspaceId, id: &str) -> Result<bool> {
+    Ok(tx.execute("DELETE FROM agents WHERE id = ?1 AND workspace_id = ?2 AND is_default = 0", params![id, ws.0])? > 0)
+}
+
 pub(super) fn make_default(tx: &Tx, ws: &WorkspaceId, id: &str, now: &str) -> Result<()> {
     tx.execute("UPDATE agents SET is_default = 0 WHERE workspace_id = ?1 AND is_default = 1", [&ws.0])?;
     tx.execute("UPDATE agents SET is_default = 1, updated_at = ?2 WHERE id = ?1", params![id, now])?;

@@ -163,6 +163,13 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 60)]
         turns: usize,
     },
+    /// Agent bundles: an agent with 20 routines, 30 skills and 50 directives built through the
+    /// API; export time, bundle size and import time (medians).
+    Bundle {
+        /// Exports and imports timed; medians are reported.
+        #[arg(long, default_value_t = 5)]
+        runs: usize,
+    },
     /// Sign-in and registration under a flood: 64 concurrent bogus registrations and 100
     /// concurrent wrong passwords from one address, with the server's memory.
     Auth,
@@ -320,6 +327,12 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Routines { turns } => {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let report = rt.block_on(bench::routines::run(turns.max(3)))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Bundle { runs } => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::bundle::run(runs.max(1)))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }

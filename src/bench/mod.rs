@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bundle;
 pub mod chat;
 pub mod collection;
 pub mod command;

@@ -32,7 +32,10 @@ impl IntoResponse for Error {
         // a refusal that can be retried later says when
         if matches!(
             self.code,
-            ErrorCode::RateLimitExceeded | ErrorCode::UsageLimitExceeded | ErrorCode::ServiceUnavailable
+            ErrorCode::RateLimitExceeded
+                | ErrorCode::UsageLimitExceeded
+                | ErrorCode::ServiceUnavailable
+                | ErrorCode::AgentBundleImportFenced
         ) && let Some(secs) = self.details.as_ref().and_then(|d| d.get("retryAfterSeconds")).and_then(|v| v.as_u64())
             && let Ok(v) = HeaderValue::from_str(&secs.to_string())
         {

@@ -44,6 +44,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .merge(evals::routes())
         .merge(settings::routes())
         .merge(agents::routes())
+        .merge(bundles::routes())
         .merge(chat::routes())
         .merge(inbox::routes())
         .merge(delivery::routes())

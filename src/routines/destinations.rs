@@ -225,6 +225,11 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
     })
 }
 
+/// The workspace's destinations as `(id, name)` (bundles name a routine's destination by name).
+pub fn names(c: &crate::storage::Conn, ws: &str) -> Result<Vec<(String, String)>> {
+    Ok(store::destinations(c, ws)?.into_iter().map(|d| (d.id, d.name)).collect())
+}
+
 /// Ids of the workspace's destinations (for routine validation).
 pub fn ids(c: &crate::storage::Conn, ws: &str) -> Result<Vec<String>> {
     Ok(store::destinations(c, ws)?.into_iter().map(|d| d.id).collect())

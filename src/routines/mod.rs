@@ -105,11 +105,17 @@ pub fn invalid(findings: &[Finding]) -> Error {
 /// What validation knows of the agent and workspace: the agent's enabled skills (with the inputs
 /// each capability takes) and the workspace's webhook destinations.
 fn context(c: &Conn, ws: &str, agent_id: &str) -> Result<validate::ValidationContext> {
+    context_with(c, ws, agent_id, &[])
+}
+
+/// [`context`], counting the disabled skills named in `also` as there (a bundle import's skills
+/// that came across disabled until their connection is bound again).
+fn context_with(c: &Conn, ws: &str, agent_id: &str, also: &[String]) -> Result<validate::ValidationContext> {
     use validate::{InputType, SkillInfo, SkillInput};
     let input = |name: &str, input_type: InputType| SkillInput { name: name.into(), input_type, required: false };
     let skills = crate::agents::skills::of_agent(c, agent_id)?
         .into_iter()
-        .filter(|s| s.enabled)
+        .filter(|s| s.enabled || also.contains(&s.name))
         .map(|s| {
             let inputs = match s.capability.as_str() {
                 "retrieve" => vec![input("query", InputType::Text)],
@@ -262,6 +268,42 @@ pub fn snapshot(c: &Conn, agent_id: &str) -> Result<Vec<crate::agents::revisions
         .into_iter()
         .map(|r| json!({"id": r.id, "name": r.name, "version": r.version, "definition": r.definition}))
         .collect())
+}
+
+/// Writes a routine an agent bundle carries into the agent's draft (in the import's
+/// transaction), validated against the agent as imported; `also` names skills that came across
+/// disabled, which the routine may still call once they are bound. The findings instead when it
+/// does not validate or its name and version are taken.
+pub fn insert_imported(
+    tx: &crate::storage::Tx,
+    ws: &str,
+    agent_id: &str,
+    version: i64,
+    definition: Definition,
+    also: &[String],
+    now: &str,
+) -> Result<std::result::Result<RoutineRecord, Vec<Finding>>> {
+    let version = check_version(Some(version))?;
+    if store::named(tx, agent_id, &definition.name, version)?.is_some() {
+        let message = format!("the agent already has a routine `{}` at version {version}", definition.name);
+        return Ok(Err(vec![Finding { code: "duplicate_routine", location: "routine".into(), message }]));
+    }
+    let findings = validate::validate(&definition, &context_with(tx, ws, agent_id, also)?);
+    if !findings.is_empty() {
+        return Ok(Err(findings));
+    }
+    let r = RoutineRecord {
+        id: crate::ids::new_id(),
+        agent_id: agent_id.to_string(),
+        workspace_id: ws.to_string(),
+        name: definition.name.clone(),
+        version,
+        definition,
+        created_at: now.to_string(),
+        updated_at: now.to_string(),
+    };
+    store::insert(tx, &r)?;
+    Ok(Ok(r))
 }
 
 /// Names of the workspace's routines whose completion export uses `destination`.

@@ -35,6 +35,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(12, "0012_knowledge_spaces"),
     migration!(13, "0013_crawls"),
     migration!(14, "0014_evals"),
+    migration!(15, "0015_bundle_imports"),
 ];
 
 fn checksum(sql: &str) -> String {

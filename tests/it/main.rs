@@ -10,6 +10,8 @@ mod support;
 mod accounts;
 mod agents;
 mod browser;
+mod bundles;
+mod bundles_page;
 mod channel_credentials_page;
 mod channels_page;
 mod chat;

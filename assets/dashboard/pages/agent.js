@@ -1,4 +1,4 @@
-// One agent: header (status, default, test chat) and tabs — settings, directives, skills, context
+// One agent: header (status, default, test chat, export bundle) and tabs — settings, directives, skills, context
 // variables, routines, connections (for managers), revisions. Each tab lives in its own module
 // (agent-*.js).
 
@@ -13,6 +13,7 @@ import Context from "./agent-context.js";
 import Routines from "./agent-routines.js";
 import Connections from "./agent-connections.js";
 import Revisions from "./agent-revisions.js";
+import { ExportBundleButton } from "./agent-bundle.js";
 
 const TABS = [
   ["settings", "Settings", Settings],
@@ -53,6 +54,7 @@ export default function Agent({ params }) {
       </span>`}
       actions=${html`
         <a class="btn" href=${"/app/chat?agent=" + a.id} data-testid="agent-test-chat">Test chat</a>
+        <${ExportBundleButton} agent=${a} />
         ${can("workspace.agents.manage") && !a.isDefault && html`<${Button} onClick=${makeDefault} busy=${busy}>Make default</${Button}>`}`} />
     <${TabLinks} label="Agent sections" tabs=${tabs.map(([k, l]) => ({ href: `/app/agents/${a.id}/${k}`, label: l, active: k === tab, testid: "agent-tab-" + k }))} />
     <${Tab} agent=${a} state=${st} onChanged=${changed} />

@@ -1,9 +1,10 @@
-// Agents: the list, creating one, making one the workspace default.
+// Agents: the list, creating one, importing one from a bundle, making one the workspace default.
 
 import { useState } from "../../vendor/hooks.mjs";
 import { get, post } from "../api.js";
 import { navigate } from "../router.js";
 import { can } from "../session.js";
+import { ImportBundle } from "./agent-bundle.js";
 import { Badge, Button, Card, Empty, ErrorBox, FormError, Input, Loading, PageHeader, Table, fmtDate, html, toast, useAsync, useForm } from "../ui.js";
 
 export default function Agents() {
@@ -32,6 +33,7 @@ export default function Agents() {
       </form>
       <${FormError} error=${f.error} fields=${["name"]} />
     </${Card}>`}
+    ${manage && html`<${ImportBundle} onImported=${() => res.reload()} />`}
     <${Card} title="All agents">
       <${ErrorBox} error=${res.error} retry=${res.reload} />
       ${res.loading && !res.data ? html`<${Loading} />` : html`<${Table} caption="Agents" rowTestId="agent-row" rows=${agents}

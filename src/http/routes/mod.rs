@@ -2,6 +2,7 @@
 
 pub mod account;
 pub mod agents;
+pub mod bundles;
 pub mod chat;
 pub mod converse;
 pub mod crawl;
