@@ -95,6 +95,7 @@ pub struct CountsView {
     skills: usize,
     context_variables: usize,
     directives: usize,
+    eval_cases: usize,
     unresolved: usize,
 }
 
@@ -105,6 +106,7 @@ impl CountsView {
             skills: c.skills,
             context_variables: c.context_variables,
             directives: c.directives,
+            eval_cases: c.eval_cases,
             unresolved: c.unresolved,
         }
     }

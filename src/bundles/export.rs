@@ -96,14 +96,16 @@ pub(super) fn build(app: &App, c: &Conn, agent: &Agent) -> Result<(Value, Counts
             Ok(v)
         })
         .collect::<Result<_>>()?;
+    let eval_cases = crate::evals::portable::export(c, &agent.workspace_id, &agent.id)?;
     let counts = Counts {
         routines: routine_entries.len(),
         skills: skill_entries.len(),
         context_variables: variable_entries.len(),
         directives: directive_entries.len(),
+        eval_cases: eval_cases.len(),
         unresolved: 0,
     };
-    let bundle = json!({
+    let mut bundle = json!({
         "bundleVersion": BUNDLE_VERSION,
         "agent": agent_entry(c, agent)?,
         "agentSkills": skill_entries,
@@ -111,6 +113,10 @@ pub(super) fn build(app: &App, c: &Conn, agent: &Agent) -> Result<(Value, Counts
         "routines": routine_entries,
         "directives": directive_entries,
     });
+    // beyond the spec: the agent's eval cases, when it has any
+    if !eval_cases.is_empty() {
+        bundle["evalCases"] = Value::Array(eval_cases);
+    }
     Ok((canonical(&bundle), counts))
 }
 

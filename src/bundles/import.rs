@@ -144,6 +144,11 @@ fn apply(app: &App, p: &Principal, actor: &Actor, plan: &Plan, id: &str) -> Resu
         let routine_ids = write_routines(tx, p, plan, &agent_id, &skills, &now, &mut unresolved)?;
         counts.routines = routine_ids.iter().flatten().count();
         counts.directives = write_directives(tx, p, plan, &agent_id, &skills, &routine_ids, &now, &mut unresolved)?;
+        for i in crate::evals::portable::import(tx, ws, &agent_id, id, &plan.eval_cases, &now)? {
+            let detail = "The case's assertions name documents of the source workspace; point them at this workspace's documents.";
+            unresolved.push(Unresolved::new(K::DocumentSourceUnresolved, format!("evalCases[{i}]"), detail));
+        }
+        counts.eval_cases = plan.eval_cases.len();
         crate::agents::touch(tx, &agent_id, &now)?;
         counts.unresolved = unresolved.len();
         if !store::finish_applied(tx, id, &unresolved, &counts, &now)? {

@@ -94,6 +94,8 @@ pub struct Counts {
     pub skills: usize,
     pub context_variables: usize,
     pub directives: usize,
+    /// Eval cases carried (beyond the spec).
+    pub eval_cases: usize,
     pub unresolved: usize,
 }
 
@@ -102,7 +104,8 @@ impl Counts {
     fn audit(&self, agent_id: &str, import_id: Option<&str>) -> serde_json::Value {
         let mut m = json!({
             "agentId": agent_id, "routines": self.routines, "skills": self.skills,
-            "contextVariables": self.context_variables, "directives": self.directives, "unresolved": self.unresolved,
+            "contextVariables": self.context_variables, "directives": self.directives, "evalCases": self.eval_cases,
+            "unresolved": self.unresolved,
         });
         if let Some(id) = import_id {
             m["importId"] = json!(id);

@@ -21,12 +21,17 @@ use crate::agents::{self, Settings, SourceScope};
 use crate::error::{Error, ErrorCode, Result};
 use crate::storage::Conn;
 
-/// The top-level keys a bundle may carry.
-const KNOWN: [&str; 7] =
-    ["bundleVersion", "agent", "agentSkills", "contextVariables", "routines", "directives", "idempotencyKey"];
-/// Keys a later bundle carries that this version reads past (the eval cases another module adds:
-/// reading them is one entry moved out of this list).
-const READ_PAST: [&str; 1] = ["evalCases"];
+/// The top-level keys a bundle may carry (`evalCases` beyond the spec: `evals::portable`).
+const KNOWN: [&str; 8] = [
+    "bundleVersion",
+    "agent",
+    "agentSkills",
+    "contextVariables",
+    "routines",
+    "directives",
+    "evalCases",
+    "idempotencyKey",
+];
 
 /// A skill to create.
 #[derive(Debug, Clone)]
@@ -48,6 +53,7 @@ pub(super) struct Plan {
     pub variables: Vec<VariableEntry>,
     pub routines: Vec<RoutineEntry>,
     pub directives: Vec<(String, Body)>,
+    pub eval_cases: Vec<crate::evals::portable::PortableCase>,
     pub unresolved: Vec<Unresolved>,
     pub key: Option<String>,
     /// sha256 of the canonical bundle without its idempotency key.
@@ -109,7 +115,7 @@ pub(super) fn plan(c: &Conn, raw: &Value) -> Result<Plan> {
         Some(_) => return Err(Error::invalid_field("agent", "agent must be an object")),
     };
     check_version(agent.get("schemaVersion"), "agent.schemaVersion", &ACCEPTED_SCHEMA_VERSIONS)?;
-    if let Some(k) = obj.keys().find(|k| !KNOWN.contains(&k.as_str()) && !READ_PAST.contains(&k.as_str())) {
+    if let Some(k) = obj.keys().find(|k| !KNOWN.contains(&k.as_str())) {
         return Err(Error::invalid_field(k, format!("`{k}` is not a field of a bundle")));
     }
     let key = match obj.get("idempotencyKey") {
@@ -132,10 +138,11 @@ pub(super) fn plan(c: &Conn, raw: &Value) -> Result<Plan> {
         }
         directives.push((name, body));
     }
+    let eval_cases = crate::evals::portable::parse(obj.get("evalCases"))?;
     let mut rest = obj.clone();
     rest.remove("idempotencyKey");
     let fingerprint = hex::encode(Sha256::digest(serde_json::to_vec(&canonical(&Value::Object(rest)))?));
-    Ok(Plan { name, settings, skills, variables, routines, directives, unresolved, key, fingerprint })
+    Ok(Plan { name, settings, skills, variables, routines, directives, eval_cases, unresolved, key, fingerprint })
 }
 
 /// The agent's name and settings, with surfaces, sources and the logo brought down to what the

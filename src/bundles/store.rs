@@ -38,13 +38,14 @@ fn counts_of(raw: &str) -> Counts {
         skills: n("skills"),
         context_variables: n("contextVariables"),
         directives: n("directives"),
+        eval_cases: n("evalCases"),
         unresolved: n("unresolved"),
     }
 }
 
 fn counts_text(c: &Counts) -> String {
     json!({"routines": c.routines, "skills": c.skills, "contextVariables": c.context_variables,
-           "directives": c.directives, "unresolved": c.unresolved})
+           "directives": c.directives, "evalCases": c.eval_cases, "unresolved": c.unresolved})
     .to_string()
 }
 

@@ -13,6 +13,7 @@ pub mod assertions;
 pub mod gate;
 
 pub mod judge;
+pub mod portable;
 pub mod replay;
 mod store;
 pub mod suite;

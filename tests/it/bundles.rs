@@ -309,7 +309,7 @@ async fn a_bundle_round_trips_through_a_second_workspace_unchanged_apart_from_id
     assert_eq!(kinds(&res), want, "{res}");
     assert_eq!(
         res["counts"],
-        json!({"routines": 2, "skills": 5, "contextVariables": 2, "directives": 4, "unresolved": 10})
+        json!({"routines": 2, "skills": 5, "contextVariables": 2, "directives": 4, "evalCases": 0, "unresolved": 10})
     );
     let agent2 = res["agentId"].as_str().unwrap().to_string();
     let job = call(
@@ -711,9 +711,11 @@ async fn unread_versions_and_bad_shapes_are_refused_with_nothing_written() {
     let big = json!({"bundleVersion": 1, "agent": {"schemaVersion": 4, "name": "x", "customInstruction": "a".repeat(1_100_000)}});
     let r = import(&t, &owner, &ws, &big).await;
     assert_eq!((r.status.as_u16(), r.code()), (413, "payload_too_large".to_string()));
-    // a later bundle's evalCases are read past
+    // evalCases are read like the rest (tests/it/evals.rs carries real ones across): a case
+    // without messages is refused by its field
     let r = import(&t, &owner, &ws, &with(&|b| b["evalCases"] = json!([{"name": "anything"}]))).await;
-    r.assert_status(201);
+    r.assert_status(400);
+    assert_eq!(r.json()["error"]["details"]["field"], "evalCases[0].messages");
     // permissions: reading exports, managing imports
     let reader = t.token_with(&owner, &["workspace.agents.read"]).await;
     export(&t, &reader, &ws, &agent).await;
@@ -923,7 +925,7 @@ async fn audit_events_carry_counts_only() {
     assert_eq!(e["target"]["id"], src.agent.as_str());
     assert_eq!(
         e["metadata"],
-        json!({"agentId": src.agent, "routines": 2, "skills": 5, "contextVariables": 2, "directives": 4, "unresolved": 0})
+        json!({"agentId": src.agent, "routines": 2, "skills": 5, "contextVariables": 2, "directives": 4, "evalCases": 0, "unresolved": 0})
     );
     let audit = t.get("/api/v1/audit-events?action=agent.bundle.imported", &owner).await.json();
     let e = &audit["events"][0];
@@ -931,7 +933,7 @@ async fn audit_events_carry_counts_only() {
     assert_eq!(
         e["metadata"],
         json!({"agentId": res["agentId"], "importId": res["importId"], "routines": 2, "skills": 5,
-               "contextVariables": 2, "directives": 4, "unresolved": res["unresolved"].as_array().unwrap().len()})
+               "contextVariables": 2, "directives": 4, "evalCases": 0, "unresolved": res["unresolved"].as_array().unwrap().len()})
     );
     let all = t.get("/api/v1/audit-events?limit=200", &owner).await.text();
     for content in ["Answer as the Acme support desk", "lookup_customer", "Keep refund replies short", "Prefer the FAQ"]

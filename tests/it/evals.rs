@@ -687,3 +687,77 @@ async fn agent_configuration_and_routine_start_overrides_replay_the_captured_age
     r.assert_status(400);
     assert_eq!(r.json()["error"]["details"]["field"], "overrides.routineStartState");
 }
+
+#[tokio::test]
+async fn a_bundle_carries_the_agents_eval_cases_to_another_workspace() {
+    let t = TestApp::new();
+    let owner = t.owner().await;
+    let ids = corpus(&t, &owner).await;
+    let agent = t.default_agent(&owner).await;
+    let v = ask(&t, &owner, "How long does standard shipping take?").await;
+    case_with(
+        &t,
+        &owner,
+        v["messageId"].as_str().unwrap(),
+        json!([{"type": "retrieval_includes_document", "documentId": ids[1]}, {"type": "answer_contains", "pattern": "days"}]),
+    )
+    .await;
+    let bundle = t.get(&format!("/api/v1/agents/{agent}/bundle"), &owner).await.json();
+    let cases = bundle["evalCases"].as_array().unwrap();
+    assert_eq!(cases.len(), 1);
+    assert_eq!(cases[0]["messages"][0], json!({"role": "user", "content": "How long does standard shipping take?"}));
+    assert_eq!(cases[0]["assertions"].as_array().unwrap().len(), 2);
+    // the snapshot's messages only: no message, conversation or chunk ids, no retrieval result
+    let text = bundle.to_string();
+    assert!(!text.contains(v["messageId"].as_str().unwrap()));
+    assert!(!text.contains(v["conversationId"].as_str().unwrap()));
+    assert!(!text.contains("originalRetrievalResult"));
+
+    let ws2 = t.workspace(&owner, "Elsewhere").await;
+    let r = t
+        .send(
+            axum::http::Method::POST,
+            "/api/v1/agents/bundle",
+            &owner,
+            Some(bundle.clone()),
+            &[("x-workspace-id", &ws2)],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    let res = r.json();
+    assert_eq!(res["counts"]["evalCases"], 1);
+    let unresolved = res["unresolved"].as_array().unwrap();
+    assert!(
+        unresolved.iter().any(|u| u["kind"] == "document_source_unresolved" && u["element"] == "evalCases[0]"),
+        "{res}"
+    );
+    let listed = t.get_in(&ws2, "/api/v1/evals/cases", &owner).await.json();
+    let case = &listed["cases"][0];
+    assert_eq!(case["agentId"], res["agentId"]);
+    assert_eq!(case["status"], "pending");
+    assert_eq!(case["question"], "How long does standard shipping take?");
+    // checked at once: the imported agent answers it; the source's document is not here
+    let cid = case["id"].as_str().unwrap();
+    let r = t
+        .send(
+            axum::http::Method::POST,
+            &format!("/api/v1/evals/cases/{cid}/runs"),
+            &owner,
+            Some(json!({"mode": "full_assistant"})),
+            &[("x-workspace-id", &ws2)],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(r.json()["assertionVerdicts"][0]["status"], "fail");
+    // exported again from the second workspace: the same cases
+    let again =
+        t.get_in(&ws2, &format!("/api/v1/agents/{}/bundle", res["agentId"].as_str().unwrap()), &owner).await.json();
+    assert_eq!(again["evalCases"], bundle["evalCases"]);
+    // a bad case is refused with nothing written
+    let mut bad = bundle.clone();
+    bad["evalCases"][0]["assertions"][0]["documentId"] = json!("not-a-uuid");
+    let r =
+        t.send(axum::http::Method::POST, "/api/v1/agents/bundle", &owner, Some(bad), &[("x-workspace-id", &ws2)]).await;
+    r.assert_status(400);
+    assert_eq!(r.json()["error"]["details"]["field"], "evalCases[0].assertions[0].documentId");
+}
