@@ -350,7 +350,11 @@ async fn the_sources_page_crawls_a_website_and_controls_the_crawl() {
     let source = website_sources(&api).await.remove(0);
     let docs = source["documentCount"].as_u64().unwrap();
     click_at(&b, "[data-testid=crawl-card] [data-testid=source-delete]").await;
-    let dialog = b.tid("confirm-dialog").await.text().await;
+    // the dialog appears, then its text renders: wait for the text, not just the element
+    let dialog = b
+        .until("(() => { const d = document.querySelector('[data-testid=confirm-dialog]'); return d && d.textContent.trim() ? d.textContent : null; })()")
+        .await;
+    let dialog = dialog.as_str().unwrap().to_string();
     assert!(dialog.contains(&format!("{docs} documents")), "{dialog}");
     for v in axe(&b).await {
         problems.push(format!("sources-delete-confirm: axe {v}"));
