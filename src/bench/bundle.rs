@@ -18,7 +18,7 @@ fn skill(k: usize) -> Value {
     let name = format!("skill_{k:02}");
     match CAPABILITIES[k % CAPABILITIES.len()] {
         "retrieve" => json!({"name": name, "capability": "retrieve", "invocationMode": "agent_selectable",
-            "config": {"vectorTopK": 20 + k, "rerankEnabled": k % 2 == 0, "instruction": format!("Prefer the handbook, section {k}.")}}),
+            "config": {"vectorTopK": 20 + k, "rerankEnabled": k.is_multiple_of(2), "instruction": format!("Prefer the handbook, section {k}.")}}),
         "mcp_tool" => json!({"name": name, "capability": "mcp_tool", "invocationMode": "agent_selectable",
             "target": {"kind": "mcp_connection", "id": format!("conn-{k}")},
             "config": {"toolName": format!("lookup_{k}"), "boundParams": {"tenant": "acme"}, "declaredOutcomes": ["found", "missing"]}}),
@@ -42,13 +42,13 @@ fn routine(k: usize) -> String {
 fn directive(k: usize) -> Value {
     let mut d = json!({"name": format!("rule-{k:02}"), "action": format!("When case {k} comes up, answer with the steps from the handbook."),
         "priority": k % 100, "tags": [format!("topic{}", k % 7)]});
-    if k % 5 == 0 {
+    if k.is_multiple_of(5) {
         // bound to an agent-selectable retrieve or MCP skill
         let bound = format!("skill_{:02}", (k / 5) % 6 * 5 + (k / 5) % 2);
         d["action"] = json!(format!("Look it up with #{bound} before answering about case {k}."));
         d["binding"] = json!({"kind": "skill", "skillName": bound});
     }
-    if k % 3 == 0 {
+    if k.is_multiple_of(3) {
         d["condition"] = json!({"kind": "contextual", "description": format!("the customer mentions case {k}")});
     }
     d

@@ -364,6 +364,25 @@ async fn a_bundle_round_trips_through_a_second_workspace_unchanged_apart_from_id
     let tagged = ds["directives"].as_array().unwrap().iter().find(|d| d["name"] == "in-refund").unwrap().clone();
     assert_eq!(tagged["tags"], json!([format!("routine:{}", refund2["id"].as_str().unwrap()), "billing"]));
 
+    // exported at once, the copy differs from the source by exactly what rule 5 held back
+    let mut expected = bundle.clone();
+    expected["agent"].as_object_mut().unwrap().remove("logo");
+    expected["agent"]["surfaceSettings"]["anonymousChat"]["enabled"] = json!(false);
+    expected["agent"]["surfaceSettings"]["websiteEmbed"]["enabled"] = json!(false);
+    for s in expected["agentSkills"].as_array_mut().unwrap() {
+        if s["name"] == "crm" || s["name"] == "ping" {
+            s["enabled"] = json!(false);
+            s["target"] = Value::Null;
+        }
+        // the copy does not have the settings that stayed behind, so it names none (the sourceScope
+        // of faq is there: set to none selected)
+        if s["name"] != "faq" {
+            s["omittedConfigKeys"] = json!([]);
+        }
+    }
+    expected["contextVariables"][1]["enabled"] = json!(false);
+    assert_eq!(export(&t, &owner, &ws2, &agent2).await.json(), expected);
+
     // the operator does what each unresolved entry says; the export is then the same document
     let crm2 = skill_named(&sk, "crm")["id"].as_str().unwrap().to_string();
     ok(&t, Method::PATCH, &format!("{base2}/skills/{crm2}"), &owner, json!({"enabled": true,
