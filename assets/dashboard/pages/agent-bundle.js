@@ -61,11 +61,19 @@ export function ExportBundleButton({ agent }) {
 }
 
 /** One unresolved reference: what did not come across, and what to do. */
+/** What to do about one unresolved entry (an eval case naming documents has its own step). */
+function todo(u) {
+  if (u.element && u.element.startsWith("evalCases")) {
+    return "Open the case in Evals and point its assertions at this workspace's documents.";
+  }
+  return TODO[u.kind] || "Review this part of the agent.";
+}
+
 function UnresolvedItem({ u }) {
   return html`<li data-testid="bundle-unresolved" data-kind=${u.kind}>
     <div class="row"><${Badge} tone="amber">${u.kind}</${Badge}> <code>${u.element}</code></div>
     <p class="muted small">${u.detail}</p>
-    <p data-testid="bundle-todo">${TODO[u.kind] || "Review this part of the agent."}</p>
+    <p data-testid="bundle-todo">${todo(u)}</p>
   </li>`;
 }
 
@@ -81,7 +89,9 @@ function ImportResult({ job }) {
     </div>
     <${Meta} items=${[
       ["Skills", c.skills], ["Routines", c.routines], ["Directives", c.directives], ["Context variables", c.contextVariables],
+      ...(c.evalCases ? [["Eval cases", c.evalCases]] : []),
     ]} />
+    ${c.evalCases > 0 && job.status === "applied" && html`<p class="muted">The agent's eval cases came too: run them from <a href="/app/evals">Evals</a> to check the imported agent at once.</p>`}
     ${job.status === "applied" && html`<p class="muted">The imported configuration is the new agent's draft: review what follows, then publish it from “Revisions & publish”.</p>`}
     ${list.length ? html`<div>
       <h3>Did not come across as it was (${list.length})</h3>
