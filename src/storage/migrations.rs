@@ -35,6 +35,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(12, "0012_knowledge_spaces"),
     migration!(13, "0013_crawls"),
     migration!(14, "0014_evals"),
+    migration!(16, "0016_usage_limits"),
 ];
 
 fn checksum(sql: &str) -> String {

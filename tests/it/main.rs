@@ -40,5 +40,6 @@ mod sources_page;
 mod takeover;
 mod tidy;
 mod tokens;
+mod usage_limits;
 mod webdriver;
 mod widget;
