@@ -135,7 +135,6 @@ struct Turn<'a> {
     /// Whether the answer was streamed (its first chunk pinned the turn).
     streamed: bool,
     tr: TraceBuilder,
-    /// The answer's usage reservation, settled with the reply (released if the turn fails).
     hold: crate::usage::limits::Hold<'a>,
 }
 
@@ -177,7 +176,7 @@ fn history_pairs(msgs: &[Message]) -> Vec<(String, String)> {
 }
 
 /// Runs one turn. `streaming` says whether `events` reaches a client (then the first chunk pins
-/// the turn). A `metered` turn reserves its usage first and settles it with the reply.
+/// the turn). A `metered` turn's `hold` reserves first; the reply settles it, a failure frees it.
 #[tracing::instrument(name = "turn", skip_all, fields(turn_id = %input.turn_id, surface = input.surface.as_str()))]
 pub fn run(
     app: &App,
