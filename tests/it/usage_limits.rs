@@ -471,3 +471,54 @@ async fn the_usage_page_shows_the_plan_card_and_the_eighty_percent_banner() {
     assert!(problems.is_empty(), "{problems:#?}");
     server.terminate();
 }
+
+/// `kill -9` while an answer holds its reservation (its model call is in flight): the restarted
+/// server holds nothing, so the one answer the limit allows still goes through.
+#[tokio::test(flavor = "multi_thread")]
+async fn kill_nine_between_reservation_and_commit_leaves_nothing_held_after_the_restart() {
+    use crate::e2e::{Api, Server, bootstrap};
+    use reqwest::Method;
+    let trigger = "How long does standard shipping take?";
+    let (fake, started, _release) = crate::chat::held_model(trigger);
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let token = bootstrap(&data);
+    let env = [
+        ("EE_USAGE_ADMIN_TOKEN", ADMIN),
+        ("OPENAI_API_KEY", "sk-test"),
+        ("OPENAI_BASE_URL", fake.url.as_str()),
+        ("LLM_CHAT_PROVIDER", "openai"),
+        ("LLM_CHAT_MODEL", "gpt-test"),
+    ];
+    let server = Server::start(&data, &env);
+    let (api, root) = (Api::new(&server.base, &token), Api::new(&server.base, ADMIN));
+    let org = api.call(Method::GET, "/api/v1/auth/me", None).await["organization"]["id"].as_str().unwrap().to_string();
+    let one = json!({"displayName": "One", "monthlyAnswerLimit": 1, "storedDocumentLimit": null});
+    root.call(Method::PUT, "/api/v1/ee/usage-limits/profiles/one", Some(one)).await;
+    root.call(Method::PUT, &format!("/api/v1/ee/usage-limits/accounts/{org}"), Some(json!({"profileKey": "one"}))).await;
+    let http = reqwest::Client::new();
+    let chat = |base: String, message: &'static str| {
+        let (http, token) = (http.clone(), token.clone());
+        async move {
+            http.post(format!("{base}/api/v1/chat"))
+                .bearer_auth(token)
+                .json(&json!({"message": message}))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+        }
+    };
+    let held = tokio::spawn(chat(server.base.clone(), trigger));
+    crate::chat::wait(started).await;
+    // the reservation is held: the account's one answer is taken meanwhile
+    assert_eq!(chat(server.base.clone(), "What is the returns policy?").await.unwrap(), 429);
+    server.kill();
+    assert!(held.await.unwrap().is_err(), "the answer died with the server");
+
+    let server = Server::start(&data, &env);
+    let root = Api::new(&server.base, ADMIN);
+    assert_eq!(chat(server.base.clone(), "What is the returns policy?").await.unwrap(), 200);
+    let u = root.call(Method::GET, &format!("/api/v1/ee/usage-limits/accounts/{org}/usage"), None).await;
+    assert_eq!(u["monthlyAnswers"]["used"], 1);
+    server.terminate();
+}
