@@ -340,9 +340,11 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         BenchCommand::Usage { rounds, sequential, concurrency, total } => {
+            let direct = bench::usage::in_process(10 * sequential.max(10))?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report =
+            let mut report =
                 rt.block_on(bench::usage::run(rounds.max(1), sequential.max(10), concurrency.max(1), total.max(1)))?;
+            report["inProcess"] = direct;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }

@@ -5,7 +5,8 @@
 //! reached, so every answer takes and settles a reservation). Reported per side: the server
 //! time of a turn (p50/p95 of `diagnostics.durationMs`, which starts before the reservation and
 //! ends after the settling commit) over sequential answers, and answers per second at 64
-//! concurrent requests; medians over the rounds.
+//! concurrent requests; medians over the rounds. `in_process` times the enforcement alone (reserve
+//! and settle against the reply's transaction) with no HTTP or turn around it.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -165,4 +166,59 @@ pub async fn run(rounds: usize, sequential_n: usize, concurrency: usize, total: 
         "throughputRatio": median(&c.rate) / median(&u.rate),
         "answersMetered": usage["monthlyAnswers"]["used"],
     }))
+}
+
+/// Microseconds per call of `f`, `n` times.
+fn samples(n: usize, f: impl Fn() -> crate::error::Result<()>) -> anyhow::Result<Vec<f64>> {
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        f()?;
+        out.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    Ok(out)
+}
+
+/// The enforcement's own cost per answer, in process on a fresh data directory: reserving (a read
+/// of the account; with a profile, the checking write transaction) plus settling inside the
+/// reply's write transaction, less that transaction alone. `n` answers per side.
+pub fn in_process(n: usize) -> anyhow::Result<Value> {
+    use crate::usage::limits::{self, AnswerKind, AnswerWork, profiles};
+    let dir = tempfile::tempdir()?;
+    let config = crate::config::Config::with_data_dir(dir.path().join("data"));
+    let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::SystemClock);
+    let app =
+        crate::app::App::build(config, crate::app::Options { clock, extra_handlers: vec![], lock_data_dir: true })?;
+    let b = crate::auth::accounts::bootstrap(&app, "bench@example.com", "bench-password", None, false)?;
+    let (ws, org) = (b.workspace.id.0.clone(), b.organization.id.0.clone());
+    let work = AnswerWork { workspace: &ws, agent: "bench", conversation: None, kind: AnswerKind::Standalone };
+    let answer = || {
+        let mut h = limits::reserve_answer(&app, &work)?;
+        app.db.write(|tx| h.settle(&app, tx, Default::default()))?;
+        h.committed();
+        Ok(())
+    };
+    let empty = || app.db.write(|_| Ok(()));
+    let side = |name: &str| -> anyhow::Result<Value> {
+        samples(n / 10, answer)?;
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        for _ in 0..10 {
+            with.extend(samples(n / 10, answer)?);
+            without.extend(samples(n / 10, empty)?);
+        }
+        Ok(json!({"side": name, "answerP50Us": median(&with), "answerP95Us": percentile(&with, 95.0),
+            "writeAloneP50Us": median(&without), "writeAloneP95Us": percentile(&without, 95.0),
+            "addedP50Us": median(&with) - median(&without), "addedP95Us": percentile(&with, 95.0) - percentile(&without, 95.0)}))
+    };
+    let unlimited = side("unlimited")?;
+    let input = profiles::ProfileInput {
+        display_name: Some("Far away".into()),
+        monthly_answer_limit: Some(Some(1_000_000_000)),
+        stored_document_limit: Some(None),
+        ..Default::default()
+    };
+    profiles::put_profile(&app, "far-away", input)?;
+    profiles::assign(&app, &org, Some("far-away"))?;
+    let capped = side("capped")?;
+    Ok(json!({"answersPerSide": n, "unlimited": unlimited, "capped": capped}))
 }

@@ -495,7 +495,8 @@ async fn kill_nine_between_reservation_and_commit_leaves_nothing_held_after_the_
     let org = api.call(Method::GET, "/api/v1/auth/me", None).await["organization"]["id"].as_str().unwrap().to_string();
     let one = json!({"displayName": "One", "monthlyAnswerLimit": 1, "storedDocumentLimit": null});
     root.call(Method::PUT, "/api/v1/ee/usage-limits/profiles/one", Some(one)).await;
-    root.call(Method::PUT, &format!("/api/v1/ee/usage-limits/accounts/{org}"), Some(json!({"profileKey": "one"}))).await;
+    root.call(Method::PUT, &format!("/api/v1/ee/usage-limits/accounts/{org}"), Some(json!({"profileKey": "one"})))
+        .await;
     let http = reqwest::Client::new();
     let chat = |base: String, message: &'static str| {
         let (http, token) = (http.clone(), token.clone());
