@@ -129,6 +129,12 @@ impl App {
             if n > 0 {
                 tracing::info!(jobs = n, "requeued jobs left running by a previous process");
             }
+            // usage reservations of a dead process hold nothing: its work never committed
+            let n = crate::usage::limits::sweep(&db)?;
+            if n > 0 {
+                tracing::info!(reservations = n, "released usage reservations left by a previous process");
+            }
+            crate::usage::limits::profiles::seed(&db, &crate::clock::rfc3339(opts.clock.now()))?;
         }
         let mut registry = handlers();
         for (kind, h) in opts.extra_handlers {

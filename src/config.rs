@@ -150,6 +150,8 @@ pub struct Config {
     /// `AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS`: an agent bundle import still active this long after it
     /// began is fenced and its agent removed.
     pub bundle_import_orphan_age: Duration,
+    /// Usage limits (`EE_USAGE_ADMIN_TOKEN`, `EE_MAX_ORGS_PER_USER_PER_MONTH`, the reservation TTL).
+    pub usage: crate::usage::config::UsageConfig,
     /// `STEWARD_PUBLIC_SESSION_SECRET`: signs public chat sessions; without it a key is generated
     /// once into the data dir (`public-session.key`).
     pub public_session_secret: Option<Secret<String>>,
@@ -246,6 +248,7 @@ impl Config {
             smtp: None,
             crawler: Default::default(),
             bundle_import_orphan_age: Duration::from_millis(900_000),
+            usage: Default::default(),
             public_session_secret: None,
         }
     }
@@ -370,6 +373,7 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     apply_env_llm(&mut c, &env)?;
     (c.delivery, c.smtp) = crate::delivery::config::load(&file.delivery, &file.smtp, &env)?;
     c.crawler = crate::crawler::config::load(&env)?;
+    c.usage = crate::usage::config::load(&env)?;
     if let Some(v) = env("STEWARD_PUBLIC_SESSION_SECRET").filter(|v| !v.is_empty()) {
         crate::public_chat::token::Secret::from_env_value(&v)
             .map_err(|m| invalid("STEWARD_PUBLIC_SESSION_SECRET", m))?;

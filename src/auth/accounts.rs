@@ -470,6 +470,30 @@ pub fn list_workspaces(app: &App, p: &Principal) -> Result<Vec<Workspace>> {
     })
 }
 
+/// Creates an additional organization owned by the signed-in user, with its default workspace
+/// (`POST /api/v1/account/accounts`). Counts against the user's organization creation cap for the
+/// UTC month (429 `rate_limit_exceeded` over it), checked in the creating transaction.
+pub fn create_organization(app: &App, p: &Principal, actor: &Actor, name: &str) -> Result<(Organization, Workspace)> {
+    let user =
+        p.user_id.clone().ok_or_else(|| Error::forbidden("only a signed-in person can create an organization"))?;
+    let name = required_name("name", name)?;
+    let now = rfc3339(app.clock.now());
+    app.db.write(|tx| {
+        let org = Organization { id: OrgId::new(), name: name.clone(), created_at: now.clone() };
+        crate::usage::limits::profiles::take_org_creation(app, tx, &user.0, org.id.as_str())?;
+        store::insert_org(tx, &org)?;
+        store::insert_membership(tx, &org.id, &user, Role::Owner, &now)?;
+        let ws = new_workspace(tx, &org.id, "Default workspace", true, &now)?;
+        audit::record(
+            tx,
+            &now,
+            actor,
+            Event::new("organization.created").org(&org.id).target("organization", org.id.as_str()),
+        )?;
+        Ok((org, ws))
+    })
+}
+
 pub fn create_workspace(app: &App, p: &Principal, actor: &Actor, name: &str) -> Result<Workspace> {
     p.require(Perm::WorkspacesManage)?;
     if p.via == Via::ServiceCredential {

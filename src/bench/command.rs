@@ -71,6 +71,22 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// What usage limits cost an answer: server time (p50/p95) and answers/s at `--concurrency`
+    /// with the account unlimited and capped far away, alternating rounds, medians.
+    Usage {
+        /// Alternating rounds per side; medians are reported.
+        #[arg(long, default_value_t = 5)]
+        rounds: usize,
+        /// Sequential answers per round (the latency sample).
+        #[arg(long, default_value_t = 200)]
+        sequential: usize,
+        /// Requests in flight for the throughput sample.
+        #[arg(long, default_value_t = 64)]
+        concurrency: usize,
+        /// Answers per round in the throughput sample.
+        #[arg(long, default_value_t = 1000)]
+        total: usize,
+    },
     /// The answer turn on Cranfield through the REST chat route: turn latency (server and end to
     /// end), how often answers cite a judged-relevant document, and the same with the local GGUF.
     Chat {
@@ -333,6 +349,15 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Bundle { runs } => {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let report = rt.block_on(bench::bundle::run(runs.max(1)))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Usage { rounds, sequential, concurrency, total } => {
+            let direct = bench::usage::in_process(10 * sequential.max(10))?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let mut report =
+                rt.block_on(bench::usage::run(rounds.max(1), sequential.max(10), concurrency.max(1), total.max(1)))?;
+            report["inProcess"] = direct;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }

@@ -20,6 +20,7 @@ pub mod retrieval;
 pub mod routines;
 pub mod server;
 pub mod tune;
+pub mod usage;
 
 use std::path::PathBuf;
 

@@ -56,7 +56,12 @@ pub const MAX_RETRY_AFTER_SECS: u64 = 3600;
 
 /// The job kinds this module runs.
 pub fn jobs() -> Vec<(&'static str, jobs::Handler)> {
-    vec![(WEBHOOK_JOB, webhook_job), (EMAIL_JOB, email::email_job), (crate::turn::HANDOFF_JOB, notices::handoff_job)]
+    vec![
+        (WEBHOOK_JOB, webhook_job),
+        (EMAIL_JOB, email::email_job),
+        (crate::turn::HANDOFF_JOB, notices::handoff_job),
+        (crate::usage::limits::NOTICE_JOB, notices::usage_job),
+    ]
 }
 
 /// A delivery as the log shows it.

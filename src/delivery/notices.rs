@@ -405,3 +405,53 @@ pub fn contact_request(
     )?;
     Ok(ContactOutcome { status: "queued", destination: Some(from), deliveries: n })
 }
+
+/// The `usage.notify` job: an account crossed 80 % or 100 % of a limit. The notice goes where the
+/// answering agent's handoff notices go ([`destination`]): its webhook gets the payload as JSON,
+/// its recipients (else the workspace owners) an email.
+pub(super) fn usage_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
+    let (Some(ws), Some(agent)) = (payload["workspaceId"].as_str(), payload["agentId"].as_str()) else {
+        return Outcome::Fail("malformed usage notice".into());
+    };
+    let ws = WorkspaceId(ws.to_string());
+    let cfg = match app.db.read(|c| crate::turn::agent::published(c, &ws, agent)) {
+        Ok(c) => c,
+        Err(e) if e.status() == 404 => return Outcome::Fail(e.message),
+        Err(e) => return Outcome::retry(e.message),
+    };
+    let owners = match owner_emails(app, &ws) {
+        Ok(o) => o,
+        Err(e) => return Outcome::retry(e.message),
+    };
+    let Destination::Send { emails, webhook_url, .. } = destination(&cfg, &owners) else {
+        return Outcome::Done;
+    };
+    let resource = payload["resource"].as_str().unwrap_or("usage").replace('_', " ");
+    let threshold = payload["threshold"].as_i64().unwrap_or(0);
+    let subject = format!("Usage at {threshold} % of the {resource} limit");
+    let text = format!(
+        "Your account has used {} of {} {resource} this month ({threshold} %). The period resets at {}.",
+        payload["used"],
+        payload["limit"],
+        payload["resetAt"].as_str().unwrap_or_default()
+    );
+    let html = format!("<p>{}</p>", escape(&text));
+    let conversation = payload["conversationId"].as_str().map(str::to_string);
+    let r = queue(
+        app,
+        &Outgoing {
+            ws: &ws,
+            event: "usage.threshold",
+            webhook_url: webhook_url.as_deref(),
+            body: payload,
+            emails: &emails,
+            mail: (subject, text, html),
+            conversation_id: conversation.as_deref(),
+            key: &format!("usage.notify:{}", ctx.id),
+        },
+    );
+    match r {
+        Ok(_) => Outcome::Done,
+        Err(e) => Outcome::retry(e.message),
+    }
+}

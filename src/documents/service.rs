@@ -218,6 +218,15 @@ pub(super) fn update_inline(
     d: &CleanDoc,
     now: &str,
 ) -> Result<()> {
+    // a new revision reserves only its growth (a shrinking page is accepted even at the cap)
+    let growth = (d.size - existing.metered_bytes).max(0);
+    let work = usage::limits::DocumentWork {
+        workspace: &ws.0,
+        stored_delta: growth,
+        indexed_bytes: growth,
+        new_document: false,
+    };
+    usage::limits::check_document(app, tx, &work)?;
     let rev = store::update_document(
         tx,
         &existing.id,
@@ -250,6 +259,13 @@ pub(super) fn insert_inline(
     d: &CleanDoc,
     now: &str,
 ) -> Result<String> {
+    let work = usage::limits::DocumentWork {
+        workspace: &ws.0,
+        stored_delta: d.size,
+        indexed_bytes: d.size,
+        new_document: true,
+    };
+    usage::limits::check_document(app, tx, &work)?;
     let id = new_id();
     store::insert_document(
         tx,
@@ -332,6 +348,14 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
         if let Some(ext) = &external
             && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)?
         {
+            let growth = (size - existing.metered_bytes).max(0);
+            let work = usage::limits::DocumentWork {
+                workspace: &ws.0,
+                stored_delta: growth,
+                indexed_bytes: growth,
+                new_document: false,
+            };
+            usage::limits::check_document(app, tx, &work)?;
             store::delete_unlive_chunks(tx, &existing.id)?;
             let upload = store::UploadRow {
                 sha256: &sha,
@@ -347,6 +371,13 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
             audit::record(tx, &now, actor, ev.meta(json!({"revision": rev, "format": format.name()})))?;
             return Ok(existing.id);
         }
+        let work = usage::limits::DocumentWork {
+            workspace: &ws.0,
+            stored_delta: size,
+            indexed_bytes: size,
+            new_document: true,
+        };
+        usage::limits::check_document(app, tx, &work)?;
         let id = new_id();
         store::insert_document(
             tx,

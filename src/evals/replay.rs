@@ -331,12 +331,20 @@ fn observe(
 pub fn execute(
     app: &App,
     ws: &WorkspaceId,
-    org: &str,
+    _org: &str,
     by: Option<&str>,
     case: Option<&Case>,
     snap: &Snapshot,
     plan: &Plan,
 ) -> Result<Run> {
+    // an eval run is a test run: half a conversation and one answer, reserved before any model call
+    let work = crate::usage::limits::AnswerWork {
+        workspace: &ws.0,
+        agent: &snap.agent_id,
+        conversation: None,
+        kind: crate::usage::limits::AnswerKind::TestRun,
+    };
+    let mut hold = crate::usage::limits::reserve_answer(app, &work)?;
     let started_at = rfc3339(app.clock.now());
     let assertions_list = case.map(|c| c.assertions.clone()).unwrap_or_default();
     let mut resolved = json!({"agentId": snap.agent_id});
@@ -433,8 +441,9 @@ pub fn execute(
                 )?;
             }
         }
-        crate::usage::record_test_run(tx, org, run.completed_at.as_deref().unwrap_or_default())
+        hold.settle(app, tx, Default::default())
     })?;
+    hold.committed();
     Ok(run)
 }
 

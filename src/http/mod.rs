@@ -51,6 +51,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .merge(public_chat::routes())
         .merge(routines::routes())
         .merge(converse::routes())
+        .merge(usage::routes())
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 

@@ -36,6 +36,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(13, "0013_crawls"),
     migration!(14, "0014_evals"),
     migration!(15, "0015_bundle_imports"),
+    migration!(16, "0016_usage_limits"),
 ];
 
 fn checksum(sql: &str) -> String {

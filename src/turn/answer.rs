@@ -78,6 +78,14 @@ pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput
         None => (system_agent(), retrieval::Settings::system()),
     };
     let mut tr = TraceBuilder::new(app);
+    // a standalone answer counts one conversation, reserved before any model call
+    let work = crate::usage::limits::AnswerWork {
+        workspace: &ws.0,
+        agent: scoped.as_ref().map(|a| a.agent_id.as_str()).unwrap_or("system"),
+        conversation: None,
+        kind: crate::usage::limits::AnswerKind::Standalone,
+    };
+    let mut hold = crate::usage::limits::reserve_answer(app, &work)?;
     let models = TurnModels::resolve(app, &ws, &cfg)?;
     let cancel = Cancel::new();
     let r = retrieval::run(app, &ws, &settings, &models.helpers, &query, &[], filter.as_ref(), &cancel)?;
@@ -114,7 +122,11 @@ pub fn answer(app: &App, p: &Principal, request_id: Option<&str>, i: AnswerInput
         grounding: composed.grounding,
         trace: &trace_json,
     };
-    app.db.write(|tx| trace::insert(tx, &record, &rfc3339(app.clock.now())))?;
+    app.db.write(|tx| {
+        trace::insert(tx, &record, &rfc3339(app.clock.now()))?;
+        hold.settle(app, tx, composed.usage)
+    })?;
+    hold.committed();
     let coverage = AnswerCoverage {
         availability,
         coverage,

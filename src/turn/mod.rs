@@ -333,8 +333,8 @@ pub async fn execute(
         let app = app.clone();
         let slot = slot.clone();
         tokio::task::spawn_blocking(move || match events {
-            Some(tx) => stages::run(&app, &input, &slot, &mut ChannelEvents(tx), true),
-            None => stages::run(&app, &input, &slot, &mut Silent, false),
+            Some(tx) => stages::run(&app, &input, &slot, &mut ChannelEvents(tx), true, true),
+            None => stages::run(&app, &input, &slot, &mut Silent, false, true),
         })
     };
     let result = tokio::select! {
@@ -366,12 +366,27 @@ pub async fn execute(
     result
 }
 
+/// Reserves a turn's usage (a test turn is a test run; every other turn a reply in its
+/// conversation): 429 `usage_limit_exceeded` when the account's limit has no room.
+fn reserve<'a>(app: &'a App, input: &TurnInput) -> Result<crate::usage::limits::Hold<'a>> {
+    use crate::usage::limits::{AnswerKind, AnswerWork};
+    let kind = if input.surface == Surface::Test { AnswerKind::TestRun } else { AnswerKind::Conversation };
+    let work = AnswerWork {
+        workspace: &input.workspace.0,
+        agent: &input.agent.agent_id,
+        conversation: Some(&input.conversation_id),
+        kind,
+    };
+    crate::usage::limits::reserve_answer(app, &work)
+}
+
 /// Runs a prepared turn here, on this (blocking) thread, without streaming and outside the
 /// per-conversation order: for a conversation only its caller writes to (an eval replay's test
-/// conversation). Does nothing that a test conversation does not do.
+/// conversation). Does nothing that a test conversation does not do. Its usage is not metered
+/// here: the caller holds the reservation of the whole run (an eval run).
 pub fn run_detached(app: &App, input: &TurnInput) -> Result<Reply, TurnError> {
     let slot = supersede::Slot::detached();
-    stages::run(app, input, &slot, &mut Silent, false)
+    stages::run(app, input, &slot, &mut Silent, false, false)
 }
 
 /// What retrieval alone finds for `question` after `history`, as `agent`'s turn would run it:

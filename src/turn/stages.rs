@@ -135,6 +135,7 @@ struct Turn<'a> {
     /// Whether the answer was streamed (its first chunk pinned the turn).
     streamed: bool,
     tr: TraceBuilder,
+    hold: crate::usage::limits::Hold<'a>,
 }
 
 /// What the gate saved and read.
@@ -175,7 +176,7 @@ fn history_pairs(msgs: &[Message]) -> Vec<(String, String)> {
 }
 
 /// Runs one turn. `streaming` says whether `events` reaches a client (then the first chunk pins
-/// the turn).
+/// the turn). A `metered` turn's `hold` reserves first; the reply settles it, a failure frees it.
 #[tracing::instrument(name = "turn", skip_all, fields(turn_id = %input.turn_id, surface = input.surface.as_str()))]
 pub fn run(
     app: &App,
@@ -183,10 +184,12 @@ pub fn run(
     slot: &Slot,
     events: &mut dyn Events,
     streaming: bool,
+    metered: bool,
 ) -> Result<Reply, TurnError> {
     let mut tr = TraceBuilder::new(app);
     tr.trace_id = input.turn_id.clone();
-    let mut t = Turn { app, input, slot, events, streaming, streamed: false, tr };
+    let hold = if metered { super::reserve(app, input)? } else { crate::usage::limits::Hold::unmetered() };
+    let mut t = Turn { app, input, slot, events, streaming, streamed: false, tr, hold };
     t.phase(Phase::Preparing)?;
     let g = t.gate()?;
     // a tool call in a conversation a person owns starts nothing
@@ -350,7 +353,7 @@ impl Turn<'_> {
 
     /// A routine answered the turn: its reply, the conversation's new state and the routine's
     /// effects (handoff, decision, export, actions) in one transaction.
-    fn routine_reply(self, g: Gathered, base: Reply, a: RoutineAnswer) -> Result<Reply, TurnError> {
+    fn routine_reply(mut self, g: Gathered, base: Reply, a: RoutineAnswer) -> Result<Reply, TurnError> {
         let (app, input) = (self.app, self.input);
         self.phase(Phase::Persisting)?;
         self.slot.pin().map_err(|s| self.superseded(s))?;
@@ -386,6 +389,7 @@ impl Turn<'_> {
                 ));
             }
             let handed_off = a.effects.apply(app, tx, input, &now)?;
+            self.hold.settle(app, tx, Default::default())?;
             let record = TurnRecord {
                 user_message_id: Some(&g.user_msg.id),
                 message_id: Some(&m.id),
@@ -395,6 +399,7 @@ impl Turn<'_> {
             trace::insert(tx, &record, &now)?;
             Ok((m.id, if handed_off { OwnershipState::HumanOwned } else { OwnershipState::AiOwned }))
         })?;
+        self.hold.committed();
         app.jobs.wake();
         Ok(Reply {
             message_id: Some(saved.0),
@@ -639,11 +644,11 @@ impl Turn<'_> {
                 ..record_of(input, &trace_json)
             };
             trace::insert(tx, &record, &now)?;
+            self.hold.settle(app, tx, composed.usage)?;
             Ok((m.id, state))
         })?;
-        if cover.handoff {
-            app.jobs.wake();
-        }
+        self.hold.committed();
+        app.jobs.wake(); // a handoff or usage notice may be queued
         // the whole turn on the server, persisting included
         diagnostics["durationMs"] = json!((self.tr.elapsed_ms() * 1000.0).round() / 1000.0);
         Ok(Reply {

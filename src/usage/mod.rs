@@ -1,9 +1,11 @@
 //! Usage: immutable usage events (one per embedding call of a document revision, with a
 //! deterministic idempotency key so a retried job never counts twice), daily rollups, and the
-//! meters the spec defines (stored indexed bytes; monthly indexed bytes). Enforcement of limits
-//! builds on these.
+//! meters the spec defines (stored indexed bytes; monthly indexed bytes; monthly answers and
+//! conversations). Enforcement of limits, plans and credits is `limits`.
 
 pub mod api;
+pub mod config;
+pub mod limits;
 mod store;
 
 use crate::error::Result;
@@ -13,8 +15,6 @@ pub const STORED_INDEXED_BYTES: &str = "stored_indexed_bytes";
 pub const MONTHLY_INDEXED_BYTES: &str = "monthly_indexed_bytes";
 /// Answers this month (calendar month).
 pub const MONTHLY_ANSWERS: &str = "monthly_answers";
-/// Test runs this month, in half conversations (a test run weighs 0.5 conversations).
-pub const MONTHLY_TEST_RUN_HALVES: &str = "monthly_conversation_halves_test_run";
 
 /// One embedding call's usage.
 pub struct EmbeddingUsage<'a> {
@@ -44,13 +44,6 @@ pub fn record_embedding(tx: &Tx, u: &EmbeddingUsage, now: &str) -> Result<bool> 
         add_meter(tx, u.organization_id, MONTHLY_INDEXED_BYTES, &now[..7], u.input_bytes)?;
     }
     Ok(inserted)
-}
-
-/// One test run (an eval run, a replay): one answer of usage and half a conversation.
-pub fn record_test_run(tx: &Tx, org: &str, now: &str) -> Result<()> {
-    let month = now.get(..7).unwrap_or(now);
-    add_meter(tx, org, MONTHLY_ANSWERS, month, 1)?;
-    add_meter(tx, org, MONTHLY_TEST_RUN_HALVES, month, 1)
 }
 
 /// Adds `delta` (may be negative) to a meter.

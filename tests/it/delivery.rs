@@ -204,8 +204,8 @@ async fn the_guard_refuses_hostile_targets_before_connecting() {
 
 /// A real SMTP server: aiosmtpd (installed into target/pydeps by scripts/install-deps.sh test),
 /// writing to a Maildir.
-struct Smtp {
-    port: u16,
+pub(crate) struct Smtp {
+    pub(crate) port: u16,
     maildir: tempfile::TempDir,
     child: std::process::Child,
 }
@@ -218,7 +218,7 @@ impl Drop for Smtp {
 }
 
 impl Smtp {
-    fn start() -> Smtp {
+    pub(crate) fn start() -> Smtp {
         let maildir = tempfile::tempdir().unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let script = "import sys, time\nfrom aiosmtpd.controller import Controller\nfrom aiosmtpd.handlers import Mailbox\n\
@@ -238,7 +238,7 @@ impl Smtp {
         Smtp { port, maildir, child }
     }
 
-    fn messages(&self) -> Vec<String> {
+    pub(crate) fn messages(&self) -> Vec<String> {
         let new = self.maildir.path().join("mail").join("new");
         let mut out: Vec<String> = std::fs::read_dir(new)
             .map(|d| d.filter_map(|e| std::fs::read_to_string(e.ok()?.path()).ok()).collect())

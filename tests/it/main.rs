@@ -42,5 +42,6 @@ mod sources_page;
 mod takeover;
 mod tidy;
 mod tokens;
+mod usage_limits;
 mod webdriver;
 mod widget;

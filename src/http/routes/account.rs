@@ -32,6 +32,7 @@ pub fn routes() -> Router<Arc<App>> {
         .route("/api/v1/account/tokens", routing::get(list_tokens).post(create_token))
         .route("/api/v1/account/tokens/{id}", routing::delete(revoke_token))
         .route("/api/v1/workspaces", routing::get(list_workspaces).post(create_workspace))
+        .route("/api/v1/account/accounts", routing::post(create_account))
         .route("/api/v1/workspaces/{id}", routing::get(get_workspace).patch(rename_workspace))
         .route("/api/v1/service-credentials", routing::get(list_service_credentials).post(create_service_credential))
         .route("/api/v1/service-credentials/{id}", routing::delete(revoke_service_credential))
@@ -250,6 +251,16 @@ pub async fn create_workspace(
 ) -> Result<impl IntoResponse> {
     let ws = app.blocking(move |app| accounts::create_workspace(app, &ctx.p, &ctx.actor(), &b.name)).await?;
     Ok((StatusCode::CREATED, axum::Json(json!({ "workspace": ws }))))
+}
+
+/// `POST /api/v1/account/accounts`: an additional organization (the creation cap applies).
+pub async fn create_account(
+    State(app): State<Arc<App>>,
+    SessionCtx(ctx): SessionCtx,
+    Json(b): Json<WorkspaceBody>,
+) -> Result<impl IntoResponse> {
+    let (org, ws) = app.blocking(move |app| accounts::create_organization(app, &ctx.p, &ctx.actor(), &b.name)).await?;
+    Ok((StatusCode::CREATED, axum::Json(json!({ "organization": org, "workspace": ws }))))
 }
 
 pub async fn get_workspace(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {

@@ -14,3 +14,4 @@ pub mod ops;
 pub mod public_chat;
 pub mod routines;
 pub mod settings;
+pub mod usage;

@@ -1,0 +1,279 @@
+//! SQL for usage limits: profiles, account assignments and credits, reservations, notices and the
+//! organization creation cap (private to `usage::limits`).
+
+use rusqlite::{OptionalExtension, params};
+
+use super::Profile;
+use crate::error::Result;
+use crate::storage::{Conn, Row, Tx};
+
+const PROFILE_COLS: &str = "key, display_name, monthly_answer_limit, stored_document_limit, stored_indexed_byte_limit,
+    monthly_indexed_byte_limit, monthly_conversation_limit, replies_per_conversation, created_at, updated_at";
+
+fn profile_row(r: &Row) -> rusqlite::Result<Profile> {
+    Ok(Profile {
+        key: r.get(0)?,
+        display_name: r.get(1)?,
+        monthly_answer_limit: r.get(2)?,
+        stored_document_limit: r.get(3)?,
+        stored_indexed_byte_limit: r.get(4)?,
+        monthly_indexed_byte_limit: r.get(5)?,
+        monthly_conversation_limit: r.get(6)?,
+        replies_per_conversation: r.get(7)?,
+        created_at: r.get(8)?,
+        updated_at: r.get(9)?,
+    })
+}
+
+/// Inserts the profile unless one with its key exists; returns whether it was new.
+pub(super) fn insert_profile_if_missing(tx: &Tx, p: &Profile) -> Result<bool> {
+    Ok(tx.execute(
+        "INSERT INTO usage_profiles (key, display_name, monthly_answer_limit, stored_document_limit, stored_indexed_byte_limit,
+            monthly_indexed_byte_limit, monthly_conversation_limit, replies_per_conversation, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?9) ON CONFLICT (key) DO NOTHING",
+        params![
+            p.key,
+            p.display_name,
+            p.monthly_answer_limit,
+            p.stored_document_limit,
+            p.stored_indexed_byte_limit,
+            p.monthly_indexed_byte_limit,
+            p.monthly_conversation_limit,
+            p.replies_per_conversation,
+            p.created_at
+        ],
+    )? == 1)
+}
+
+/// Creates or replaces the profile `p.key` (keeping its creation time).
+pub(super) fn upsert_profile(tx: &Tx, p: &Profile) -> Result<()> {
+    tx.execute(
+        "INSERT INTO usage_profiles (key, display_name, monthly_answer_limit, stored_document_limit, stored_indexed_byte_limit,
+            monthly_indexed_byte_limit, monthly_conversation_limit, replies_per_conversation, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT (key) DO UPDATE SET display_name = excluded.display_name,
+            monthly_answer_limit = excluded.monthly_answer_limit, stored_document_limit = excluded.stored_document_limit,
+            stored_indexed_byte_limit = excluded.stored_indexed_byte_limit,
+            monthly_indexed_byte_limit = excluded.monthly_indexed_byte_limit,
+            monthly_conversation_limit = excluded.monthly_conversation_limit,
+            replies_per_conversation = excluded.replies_per_conversation, updated_at = excluded.updated_at",
+        params![
+            p.key,
+            p.display_name,
+            p.monthly_answer_limit,
+            p.stored_document_limit,
+            p.stored_indexed_byte_limit,
+            p.monthly_indexed_byte_limit,
+            p.monthly_conversation_limit,
+            p.replies_per_conversation,
+            p.created_at,
+            p.updated_at
+        ],
+    )?;
+    Ok(())
+}
+
+pub(super) fn profile(c: &Conn, key: &str) -> Result<Option<Profile>> {
+    Ok(c.query_row(&format!("SELECT {PROFILE_COLS} FROM usage_profiles WHERE key = ?1"), [key], profile_row)
+        .optional()?)
+}
+
+pub(super) fn profiles(c: &Conn) -> Result<Vec<Profile>> {
+    let mut st = c.prepare(&format!("SELECT {PROFILE_COLS} FROM usage_profiles ORDER BY key"))?;
+    let rows = st.query_map([], profile_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+pub(super) fn organization_exists(c: &Conn, org: &str) -> Result<bool> {
+    Ok(c.query_row("SELECT 1 FROM organizations WHERE id = ?1", [org], |_| Ok(())).optional()?.is_some())
+}
+
+/// The organization of a workspace.
+pub(super) fn organization_of(c: &Conn, ws: &str) -> Result<Option<String>> {
+    Ok(c.query_row("SELECT organization_id FROM workspaces WHERE id = ?1", [ws], |r| r.get(0)).optional()?)
+}
+
+/// The account's profile (if any) and credit balance.
+pub(super) fn account(c: &Conn, org: &str) -> Result<(Option<Profile>, i64)> {
+    let row: Option<(Option<String>, i64)> = c
+        .query_row("SELECT profile_key, credits FROM usage_accounts WHERE organization_id = ?1", [org], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .optional()?;
+    let Some((key, credits)) = row else { return Ok((None, 0)) };
+    let profile = match key {
+        Some(k) => profile(c, &k)?,
+        None => None,
+    };
+    Ok((profile, credits))
+}
+
+pub(super) fn set_account_profile(tx: &Tx, org: &str, key: Option<&str>, now: &str) -> Result<()> {
+    tx.execute(
+        "INSERT INTO usage_accounts (organization_id, profile_key, credits, updated_at) VALUES (?1, ?2, 0, ?3)
+         ON CONFLICT (organization_id) DO UPDATE SET profile_key = excluded.profile_key, updated_at = excluded.updated_at",
+        params![org, key, now],
+    )?;
+    Ok(())
+}
+
+/// Records the grant once per reference and adds it to the balance; returns whether it was new.
+pub(super) fn grant_credits(tx: &Tx, org: &str, reference: &str, conversations: i64, now: &str) -> Result<bool> {
+    let new = tx.execute(
+        "INSERT INTO usage_credit_grants (organization_id, reference, conversations, created_at) VALUES (?1, ?2, ?3, ?4)
+         ON CONFLICT (organization_id, reference) DO NOTHING",
+        params![org, reference, conversations, now],
+    )? == 1;
+    if new {
+        tx.execute(
+            "INSERT INTO usage_accounts (organization_id, profile_key, credits, updated_at) VALUES (?1, NULL, ?2, ?3)
+             ON CONFLICT (organization_id) DO UPDATE SET credits = credits + excluded.credits, updated_at = excluded.updated_at",
+            params![org, conversations, now],
+        )?;
+    }
+    Ok(new)
+}
+
+/// Capacity held on a meter by reservations that have not expired at `now`.
+pub(super) fn held(c: &Conn, org: &str, meter: &str, period: &str, now: &str) -> Result<i64> {
+    Ok(c.query_row(
+        "SELECT coalesce(sum(amount), 0) FROM usage_reservations
+         WHERE organization_id = ?1 AND meter = ?2 AND period = ?3 AND expires_at > ?4",
+        params![org, meter, period, now],
+        |r| r.get(0),
+    )?)
+}
+
+pub(super) fn insert_reservation(
+    tx: &Tx,
+    id: &str,
+    org: &str,
+    (meter, period, amount): (&str, &str, i64),
+    (now, expires_at): (&str, &str),
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO usage_reservations (id, organization_id, meter, period, amount, created_at, expires_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![id, org, meter, period, amount, now, expires_at],
+    )?;
+    Ok(())
+}
+
+pub(super) fn delete_reservation(tx: &Tx, id: &str) -> Result<()> {
+    tx.execute("DELETE FROM usage_reservations WHERE id = ?1", [id])?;
+    Ok(())
+}
+
+/// Deletes every reservation (at start: their processes are gone); returns how many.
+pub(super) fn delete_all_reservations(tx: &Tx) -> Result<usize> {
+    Ok(tx.execute("DELETE FROM usage_reservations", [])?)
+}
+
+pub(super) fn reservations_held(c: &Conn, org: &str) -> Result<i64> {
+    Ok(c.query_row("SELECT count(*) FROM usage_reservations WHERE organization_id = ?1", [org], |r| r.get(0))?)
+}
+
+/// The agent replies already in a conversation.
+pub(super) fn agent_replies(c: &Conn, conversation_id: &str) -> Result<i64> {
+    Ok(c.query_row(
+        "SELECT count(*) FROM messages WHERE conversation_id = ?1 AND role = 'assistant' AND source = 'agent'",
+        [conversation_id],
+        |r| r.get(0),
+    )?)
+}
+
+/// The organization's documents and the bytes they will count once processed: live bytes plus the
+/// growth of revisions still queued or processing (those are committed work whose bytes are not
+/// yet on the meters), and the whole size of such revisions (their monthly indexing to come).
+pub(super) fn document_totals(c: &Conn, org: &str) -> Result<(i64, i64, i64)> {
+    Ok(c.query_row(
+        "SELECT count(*),
+            coalesce(sum(CASE WHEN d.status IN ('queued', 'processing')
+                THEN max(CASE WHEN d.source_kind = 'inline_text' THEN d.content_size_bytes ELSE coalesce(d.source_size_bytes, 0) END - d.metered_bytes, 0)
+                ELSE 0 END), 0),
+            coalesce(sum(CASE WHEN d.status IN ('queued', 'processing')
+                THEN CASE WHEN d.source_kind = 'inline_text' THEN d.content_size_bytes ELSE coalesce(d.source_size_bytes, 0) END
+                ELSE 0 END), 0)
+         FROM documents d JOIN workspaces w ON w.id = d.workspace_id WHERE w.organization_id = ?1",
+        [org],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )?)
+}
+
+/// Records a notice once per account, meter, period and threshold; returns whether it was new.
+pub(super) fn insert_notice(tx: &Tx, org: &str, meter: &str, period: &str, threshold: i64, now: &str) -> Result<bool> {
+    Ok(tx.execute(
+        "INSERT INTO usage_notices (organization_id, meter, period, threshold, created_at) VALUES (?1, ?2, ?3, ?4, ?5)
+         ON CONFLICT DO NOTHING",
+        params![org, meter, period, threshold, now],
+    )? == 1)
+}
+
+/// Adds one answer and its tokens to the agent's day.
+pub(super) fn add_answer_day(tx: &Tx, org: &str, ws: &str, agent: &str, day: &str, tokens: (i64, i64)) -> Result<()> {
+    tx.execute(
+        "INSERT INTO usage_answer_daily (organization_id, workspace_id, agent_id, day, answers, input_tokens, output_tokens)
+         VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6)
+         ON CONFLICT (organization_id, day, workspace_id, agent_id) DO UPDATE SET answers = answers + 1,
+            input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens",
+        params![org, ws, agent, day, tokens.0, tokens.1],
+    )?;
+    Ok(())
+}
+
+/// One agent's answers and tokens over a period (`YYYY-MM`).
+pub(super) fn answers_by_agent(c: &Conn, org: &str, period: &str) -> Result<Vec<super::AgentAnswers>> {
+    let mut st = c.prepare(
+        "SELECT workspace_id, agent_id, sum(answers), sum(input_tokens), sum(output_tokens) FROM usage_answer_daily
+         WHERE organization_id = ?1 AND substr(day, 1, 7) = ?2 GROUP BY workspace_id, agent_id ORDER BY sum(answers) DESC",
+    )?;
+    let rows = st.query_map(params![org, period], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// The account's answers per day of a period.
+pub(super) fn answers_by_day(c: &Conn, org: &str, period: &str) -> Result<Vec<(String, i64)>> {
+    let mut st = c.prepare(
+        "SELECT day, sum(answers) FROM usage_answer_daily WHERE organization_id = ?1 AND substr(day, 1, 7) = ?2
+         GROUP BY day ORDER BY day",
+    )?;
+    let rows = st.query_map(params![org, period], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+// ---- the organization creation cap ----
+
+pub(super) fn org_creations_since(c: &Conn, user: &str, since: &str) -> Result<i64> {
+    Ok(c.query_row(
+        "SELECT count(*) FROM org_creations WHERE user_id = ?1 AND created_at >= ?2",
+        params![user, since],
+        |r| r.get(0),
+    )?)
+}
+
+pub(super) fn record_org_creation(tx: &Tx, user: &str, org: &str, now: &str) -> Result<()> {
+    tx.execute(
+        "INSERT INTO org_creations (user_id, organization_id, created_at) VALUES (?1, ?2, ?3)",
+        params![user, org, now],
+    )?;
+    Ok(())
+}
+
+/// The user's override: `None` none set, `Some(None)` unlimited, `Some(Some(n))` a cap.
+pub(super) fn org_override(c: &Conn, user: &str) -> Result<Option<Option<i64>>> {
+    Ok(c.query_row("SELECT monthly_limit FROM org_creation_overrides WHERE user_id = ?1", [user], |r| r.get(0))
+        .optional()?)
+}
+
+pub(super) fn set_org_override(tx: &Tx, user: &str, limit: Option<i64>, now: &str) -> Result<()> {
+    tx.execute(
+        "INSERT INTO org_creation_overrides (user_id, monthly_limit, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (user_id) DO UPDATE SET monthly_limit = excluded.monthly_limit, updated_at = excluded.updated_at",
+        params![user, limit, now],
+    )?;
+    Ok(())
+}
+
+pub(super) fn delete_org_override(tx: &Tx, user: &str) -> Result<bool> {
+    Ok(tx.execute("DELETE FROM org_creation_overrides WHERE user_id = ?1", [user])? == 1)
+}
