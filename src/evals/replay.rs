@@ -100,7 +100,7 @@ pub fn run_case(app: &App, p: &Principal, _actor: &Actor, case_id: &str, b: RunB
     })?;
     check_fidelity(&snap, &overrides)?;
     let plan = Plan { mode, overrides, revision_id: b.revision_id, suite_id: None };
-    execute(app, &ws, &p.org_id.0, p.user_id.as_ref().map(|u| u.0.as_str()), Some(&case), &snap, &plan)
+    execute(app, &ws, p.user_id.as_ref().map(|u| u.0.as_str()), Some(&case), &snap, &plan)
 }
 
 /// An agent configuration override and a routine start state need a snapshot that captured the
@@ -331,7 +331,6 @@ fn observe(
 pub fn execute(
     app: &App,
     ws: &WorkspaceId,
-    _org: &str,
     by: Option<&str>,
     case: Option<&Case>,
     snap: &Snapshot,

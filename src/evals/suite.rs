@@ -128,7 +128,7 @@ fn new_suite(p: &Principal, r: &Request, case_ids: Vec<String>, skipped: Vec<Val
 fn enqueue(app: &App, tx: &crate::storage::Tx, p: &Principal, s: &Suite, key: Option<&str>) -> Result<()> {
     let by = p.user_id.as_ref().map(|u| u.0.as_str());
     store::insert_suite(tx, s, key, by)?;
-    let job = NewJob::new(SUITE_JOB, json!({"suiteId": s.id, "workspaceId": s.workspace_id, "orgId": p.org_id.0}))
+    let job = NewJob::new(SUITE_JOB, json!({"suiteId": s.id, "workspaceId": s.workspace_id}))
         .dedupe(format!("eval-suite:{}", s.id));
     jobs::enqueue_tx(
         tx,
@@ -352,12 +352,10 @@ fn case_result(case: &super::Case, runs: &[super::Run], threshold: u32) -> Value
 
 /// The `eval.suite` job: the suite's remaining cases, one after another.
 pub fn handle(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
-    let (Some(id), Some(ws), Some(org)) =
-        (payload["suiteId"].as_str(), payload["workspaceId"].as_str(), payload["orgId"].as_str())
-    else {
+    let (Some(id), Some(ws)) = (payload["suiteId"].as_str(), payload["workspaceId"].as_str()) else {
         return Outcome::Fail("no suiteId".into());
     };
-    match run(app, ctx, &WorkspaceId(ws.to_string()), org, id) {
+    match run(app, ctx, &WorkspaceId(ws.to_string()), id) {
         Ok(Outcome::Retry { error, .. }) if ctx.attempt >= ctx.max_attempts => {
             let now = rfc3339(app.clock.now());
             let r = app.db.write(|tx| store::finish_suite(tx, id, "failed", None, Some(&error), &now));
@@ -386,7 +384,7 @@ pub fn moves_case(mode: &str, case: &super::Case) -> bool {
 
 /// One case of a suite: its missing repeats (a resumed suite keeps the runs it already made), then
 /// the k-of-n result.
-fn run_case(app: &App, ctx: &JobCtx, ws: &WorkspaceId, org: &str, suite: &Suite, case_id: &str) -> Result<Value> {
+fn run_case(app: &App, ctx: &JobCtx, ws: &WorkspaceId, suite: &Suite, case_id: &str) -> Result<Value> {
     let found = app.db.read(|c| {
         let Some(case) = store::case(c, &ws.0, case_id)? else { return Ok(None) };
         let runs = store::suite_case_runs(c, &suite.id, case_id)?;
@@ -405,7 +403,7 @@ fn run_case(app: &App, ctx: &JobCtx, ws: &WorkspaceId, org: &str, suite: &Suite,
     };
     while runs.len() < suite.repeat as usize {
         ctx.heartbeat();
-        runs.push(replay::execute(app, ws, org, None, Some(&case), &snap, &plan)?);
+        runs.push(replay::execute(app, ws, None, Some(&case), &snap, &plan)?);
     }
     let result = case_result(&case, &runs, suite.pass_threshold);
     // a plain suite of the published revision moves the case's status
@@ -426,7 +424,7 @@ fn run_case(app: &App, ctx: &JobCtx, ws: &WorkspaceId, org: &str, suite: &Suite,
     Ok(result)
 }
 
-fn run(app: &App, ctx: &JobCtx, ws: &WorkspaceId, org: &str, id: &str) -> Result<Outcome> {
+fn run(app: &App, ctx: &JobCtx, ws: &WorkspaceId, id: &str) -> Result<Outcome> {
     let Some(suite) = app.db.read(|c| store::suite(c, &ws.0, id))? else { return Ok(Outcome::Done) };
     if !suite.active() || !app.db.write(|tx| store::start_suite(tx, id))? {
         return Ok(Outcome::Done);
@@ -442,7 +440,7 @@ fn run(app: &App, ctx: &JobCtx, ws: &WorkspaceId, org: &str, id: &str) -> Result
         }
         // one case that breaks (an error, a panic) is that case's error, not the suite's end
         let outcome =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(app, ctx, ws, org, &suite, case_id)));
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_case(app, ctx, ws, &suite, case_id)));
         let result = match outcome {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
