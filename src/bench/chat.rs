@@ -15,7 +15,7 @@ use super::server::ChildServer;
 use super::{median, percentile};
 
 /// document id → Cranfield id, from the document list.
-async fn id_map(s: &ChildServer) -> anyhow::Result<HashMap<String, u32>> {
+pub(super) async fn id_map(s: &ChildServer) -> anyhow::Result<HashMap<String, u32>> {
     let mut out = HashMap::new();
     let mut cursor: Option<String> = None;
     loop {

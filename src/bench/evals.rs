@@ -15,26 +15,9 @@ use super::knowledge::{cranfield_ingestion, ingest_cranfield};
 use super::median;
 use super::server::ChildServer;
 
-/// Cranfield id → document id.
+/// Cranfield id → document id (the chat benchmark's map, turned around).
 async fn doc_ids(s: &ChildServer) -> anyhow::Result<HashMap<u32, String>> {
-    let mut out = HashMap::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let path = match &cursor {
-            Some(c) => format!("/api/v1/document/?limit=200&cursor={c}"),
-            None => "/api/v1/document/?limit=200".to_string(),
-        };
-        let page = s.get(&path).await?;
-        for d in page["documents"].as_array().into_iter().flatten() {
-            if let (Some(id), Some(cid)) = (d["id"].as_str(), d["metadata"]["cranfieldId"].as_u64()) {
-                out.insert(cid as u32, id.to_string());
-            }
-        }
-        match page["nextCursor"].as_str() {
-            Some(c) => cursor = Some(c.to_string()),
-            None => return Ok(out),
-        }
-    }
+    Ok(super::chat::id_map(s).await?.into_iter().map(|(doc, cranfield)| (cranfield, doc)).collect())
 }
 
 /// Runs a suite and waits for it; returns (seconds, the finished suite).
