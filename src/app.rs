@@ -30,6 +30,8 @@ pub struct App {
     /// Public chat messages per visitor session and per client address.
     pub public_by_session: RateLimiter,
     pub public_by_addr: RateLimiter,
+    /// Public chat messages per visitor session per UTC day (a workspace's general settings).
+    pub public_daily: crate::ratelimit::DailyQuota,
     pub converse_asks: RateLimiter,
     pub converse_reads_by_session: RateLimiter,
     pub converse_reads_by_source: RateLimiter,
@@ -42,6 +44,8 @@ pub struct App {
     pub document_events: tokio::sync::Notify,
     /// The running answer turns, one per conversation at a time (supersede coordination).
     pub turns: crate::turn::supersede::Turns,
+    /// The usage capacity answers in flight hold (`usage::limits`).
+    pub usage_ledger: crate::usage::limits::Ledger,
     /// Cancelled when the server begins to shut down: long-lived streams (the MCP sessions'
     /// event streams) end so the graceful shutdown does not wait on them.
     pub closing: tokio_util::sync::CancellationToken,
@@ -129,11 +133,8 @@ impl App {
             if n > 0 {
                 tracing::info!(jobs = n, "requeued jobs left running by a previous process");
             }
-            // usage reservations of a dead process hold nothing: its work never committed
-            let n = crate::usage::limits::sweep(&db)?;
-            if n > 0 {
-                tracing::info!(reservations = n, "released usage reservations left by a previous process");
-            }
+            // reservation rows of an older version: reservations are held in memory now
+            crate::usage::limits::sweep(&db)?;
             crate::usage::limits::profiles::seed(&db, &crate::clock::rfc3339(opts.clock.now()))?;
         }
         let mut registry = handlers();
@@ -151,6 +152,7 @@ impl App {
             upload_limiter: RateLimiter::new(config.upload_limit),
             public_by_session: RateLimiter::new(config.public_chat_limit_per_session),
             public_by_addr: RateLimiter::new(config.public_chat_limit_per_ip),
+            public_daily: Default::default(),
             converse_asks: RateLimiter::new(config.converse_asks_per_session),
             converse_reads_by_session: RateLimiter::new(config.converse_reads_per_session),
             converse_reads_by_source: RateLimiter::new(config.converse_reads_per_source),
@@ -159,6 +161,7 @@ impl App {
             uploads: Arc::new(tokio::sync::Semaphore::new(config.uploads_concurrent)),
             document_events: tokio::sync::Notify::new(),
             turns: Default::default(),
+            usage_ledger: Default::default(),
             closing: Default::default(),
             bus: Default::default(),
             public_secret: std::sync::OnceLock::new(),

@@ -37,28 +37,31 @@ impl RateLimiter {
         RateLimiter { limit, hits: Mutex::new(HashMap::new()) }
     }
 
-    fn window_ms(&self) -> i64 {
-        self.limit.window.as_millis() as i64
-    }
-
     /// Counts one event for `key`, or fails with 429 `rate_limit_exceeded` (counting nothing) when
     /// the key has used its allowance. Check and count are one step, so concurrent callers cannot
     /// all pass a check before any of them counts.
     /// A limit of 0 counts nothing and refuses nothing.
     pub fn hit(&self, key: &str, now_ms: i64) -> Result<(), Error> {
-        if self.limit.max == 0 {
+        self.hit_as(key, now_ms, self.limit)
+    }
+
+    /// [`RateLimiter::hit`] under another limit for this key (a workspace's own setting). Use one
+    /// window per limiter: the table prunes by the window each call passes.
+    pub fn hit_as(&self, key: &str, now_ms: i64, limit: RateLimit) -> Result<(), Error> {
+        if limit.max == 0 {
             return Ok(());
         }
+        let window_ms = limit.window.as_millis() as i64;
         let key = bounded(key);
-        let cutoff = now_ms - self.window_ms();
+        let cutoff = now_ms - window_ms;
         let mut hits = self.hits.lock();
         if let Some(q) = hits.get_mut(key.as_ref()) {
             while q.front().is_some_and(|t| *t <= cutoff) {
                 q.pop_front();
             }
-            if q.len() as u32 >= self.limit.max {
-                let retry_after_ms = q.front().map(|t| t + self.window_ms() - now_ms).unwrap_or(0);
-                return Err(self.error(retry_after_ms));
+            if q.len() as u32 >= limit.max {
+                let retry_after_ms = q.front().map(|t| t + window_ms - now_ms).unwrap_or(0);
+                return Err(refusal(limit, retry_after_ms));
             }
             q.push_back(now_ms);
             return Ok(());
@@ -96,15 +99,59 @@ impl RateLimiter {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
 
-    fn error(&self, retry_after_ms: i64) -> Error {
-        let secs = (retry_after_ms.max(0) + 999) / 1000;
-        Error::new(ErrorCode::RateLimitExceeded, format!("too many attempts; try again in {secs} seconds"))
-            .with_details(serde_json::json!({
-                "limit": self.limit.max,
-                "windowSeconds": self.limit.window.as_secs(),
-                "retryAfterSeconds": secs,
-            }))
+/// The 429 of a limit, with when to try again (`Retry-After`).
+fn refusal(limit: RateLimit, retry_after_ms: i64) -> Error {
+    let secs = (retry_after_ms.max(0) + 999) / 1000;
+    Error::new(ErrorCode::RateLimitExceeded, format!("too many attempts; try again in {secs} seconds")).with_details(
+        serde_json::json!({
+            "limit": limit.max,
+            "windowSeconds": limit.window.as_secs(),
+            "retryAfterSeconds": secs,
+        }),
+    )
+}
+
+/// A count per key and UTC day (`max` events a day; the count starts again at midnight UTC).
+/// One number per key, so a day-long allowance costs no more memory than a minute's.
+#[derive(Default)]
+pub struct DailyQuota {
+    counts: Mutex<HashMap<String, (i64, u32)>>,
+}
+
+const DAY_MS: i64 = 86_400_000;
+
+impl DailyQuota {
+    /// Counts one event for `key`, or 429 `rate_limit_exceeded` with the seconds to the next UTC
+    /// midnight when `key` used its `max` today. `0` counts nothing and refuses nothing.
+    pub fn hit(&self, key: &str, now_ms: i64, max: u32) -> Result<(), Error> {
+        if max == 0 {
+            return Ok(());
+        }
+        let day = now_ms.div_euclid(DAY_MS);
+        let key = bounded(key);
+        let mut counts = self.counts.lock();
+        if counts.len() >= MAX_KEYS && !counts.contains_key(key.as_ref()) {
+            counts.retain(|_, (d, _)| *d == day);
+            if counts.len() >= MAX_KEYS {
+                // keep the table bounded: forget an arbitrary eighth (they start the day afresh)
+                let drop: Vec<String> = counts.keys().take(MAX_KEYS / 8).cloned().collect();
+                for k in drop {
+                    counts.remove(&k);
+                }
+            }
+        }
+        let entry = counts.entry(key.into_owned()).or_insert((day, 0));
+        if entry.0 != day {
+            *entry = (day, 0);
+        }
+        if entry.1 >= max {
+            let limit = RateLimit { max, window: std::time::Duration::from_secs(86_400) };
+            return Err(refusal(limit, (day + 1) * DAY_MS - now_ms));
+        }
+        entry.1 += 1;
+        Ok(())
     }
 }
 
@@ -289,5 +336,37 @@ mod tests {
         // the most recent keys are the ones kept
         let last = MAX_KEYS as i64 * 2 - 1;
         assert!(rl.hit(&format!("k{last}"), 100 + last + 1).is_err());
+    }
+
+    #[test]
+    fn a_per_call_limit_overrides_the_limiters_own() {
+        let rl = limiter(1);
+        let three = RateLimit { max: 3, window: Duration::from_secs(60) };
+        for t in 0..3 {
+            rl.hit_as("v", t, three).unwrap();
+        }
+        let e = rl.hit_as("v", 3, three).unwrap_err();
+        assert_eq!(e.details.unwrap()["limit"], 3);
+        // no limit at all: nothing counted
+        rl.hit_as("w", 0, RateLimit { max: 0, window: Duration::from_secs(60) }).unwrap();
+        assert_eq!(rl.len(), 1);
+    }
+
+    #[test]
+    fn the_daily_quota_refuses_until_midnight_utc_then_starts_again() {
+        let q = DailyQuota::default();
+        let noon = 20_000 * DAY_MS + DAY_MS / 2;
+        q.hit("v", noon, 2).unwrap();
+        q.hit("v", noon + 1, 2).unwrap();
+        let e = q.hit("v", noon + 2, 2).unwrap_err();
+        let d = e.details.unwrap();
+        assert_eq!((d["limit"].as_u64(), d["retryAfterSeconds"].as_i64()), (Some(2), Some(43_200)));
+        q.hit("other", noon + 3, 2).unwrap();
+        q.hit("v", 20_001 * DAY_MS, 2).unwrap();
+        q.hit("v", 20_001 * DAY_MS, 0).unwrap();
+        for i in 0..(MAX_KEYS * 2) {
+            q.hit(&format!("k{i}"), noon, 5).unwrap();
+        }
+        assert!(q.counts.lock().len() <= MAX_KEYS);
     }
 }

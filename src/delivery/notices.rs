@@ -407,14 +407,23 @@ pub fn contact_request(
 }
 
 /// The `usage.notify` job: an account crossed 80 % or 100 % of a limit. The notice goes where the
-/// answering agent's handoff notices go ([`destination`]): its webhook gets the payload as JSON,
-/// its recipients (else the workspace owners) an email.
+/// answering agent's handoff notices go ([`destination`]) — for a document write, the workspace's
+/// default agent's: its webhook gets the payload as JSON, its recipients (else the workspace
+/// owners) an email.
 pub(super) fn usage_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
-    let (Some(ws), Some(agent)) = (payload["workspaceId"].as_str(), payload["agentId"].as_str()) else {
+    let Some(ws) = payload["workspaceId"].as_str() else {
         return Outcome::Fail("malformed usage notice".into());
     };
     let ws = WorkspaceId(ws.to_string());
-    let cfg = match app.db.read(|c| crate::turn::agent::published(c, &ws, agent)) {
+    let agent = match payload["agentId"].as_str() {
+        Some(a) => a.to_string(),
+        None => match app.db.read(|c| crate::agents::default_id(c, &ws)) {
+            Ok(Some(a)) => a,
+            Ok(None) => return Outcome::Fail("the workspace has no agent to take its usage notice".into()),
+            Err(e) => return Outcome::retry(e.message),
+        },
+    };
+    let cfg = match app.db.read(|c| crate::turn::agent::published(c, &ws, &agent)) {
         Ok(c) => c,
         Err(e) if e.status() == 404 => return Outcome::Fail(e.message),
         Err(e) => return Outcome::retry(e.message),
@@ -430,10 +439,13 @@ pub(super) fn usage_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcom
     let threshold = payload["threshold"].as_i64().unwrap_or(0);
     let subject = format!("Usage at {threshold} % of the {resource} limit");
     let text = format!(
-        "Your account has used {} of {} {resource} this month ({threshold} %). The period resets at {}.",
+        "Your account has used {} of {} {resource} ({threshold} %). {}",
         payload["used"],
         payload["limit"],
-        payload["resetAt"].as_str().unwrap_or_default()
+        match payload["resetAt"].as_str() {
+            Some(at) => format!("The monthly period resets at {at}."),
+            None => "Stored usage goes down only when documents are deleted.".to_string(),
+        }
     );
     let html = format!("<p>{}</p>", escape(&text));
     let conversation = payload["conversationId"].as_str().map(str::to_string);

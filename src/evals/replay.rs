@@ -261,6 +261,8 @@ struct Seen {
     observed: Observed,
     extra: Map<String, Value>,
     composer: Option<(String, String)>,
+    /// The composing model's tokens.
+    usage: crate::models::chat::Usage,
 }
 
 /// The conversation state a routine start override asks for (400 when the routine or step is not
@@ -289,7 +291,7 @@ fn observe(
         let r = crate::turn::replay_retrieval(app, ws, cfg, &question, &history)?;
         extra.insert("retrievalInvoked".into(), json!(r.retrieval_invoked));
         let observed = Observed { chunks: chunks(&r.hits), ..Default::default() };
-        return Ok(Seen { observed, extra, composer: None });
+        return Ok(Seen { observed, extra, composer: None, usage: Default::default() });
     }
     let cid = open_conversation(app, ws, cfg, &history, state.as_ref(), by)?;
     extra.insert("conversationId".into(), json!(cid));
@@ -324,7 +326,7 @@ fn observe(
         };
     let observed =
         Observed { chunks: chunks(&reply.retrieved), answer: Some(reply.text), cited_documents: cited, error: None };
-    Ok(Seen { observed, extra, composer })
+    Ok(Seen { observed, extra, composer, usage: reply.usage })
 }
 
 /// Runs one case (or a bare snapshot) and stores the run.
@@ -360,8 +362,10 @@ pub fn execute(
             observe(app, ws, (&cfg, state), snap, plan, by)
         }
     };
+    let mut tokens = crate::models::chat::Usage::default();
     let (observed, mut output) = match seen {
         Ok(s) => {
+            tokens = s.usage;
             if let Some((p, m)) = &s.composer {
                 resolved["modelProvider"] = json!(p);
                 resolved["modelId"] = json!(m);
@@ -381,6 +385,11 @@ pub fn execute(
         }
     };
     let verdicts = score(app, ws, snap, &assertions_list, &observed);
+    // the agent's tokens: the answer's and the judge's
+    for u in verdicts.iter().filter_map(|v| v.extra.as_ref()).map(|x| &x["usage"]) {
+        tokens.prompt_tokens += u["promptTokens"].as_u64().unwrap_or(0);
+        tokens.completion_tokens += u["completionTokens"].as_u64().unwrap_or(0);
+    }
     let (status, reason) = assertions::aggregate(&verdicts);
     if observed.error.is_some() && assertions_list.is_empty() {
         output.insert("recordedWithError".into(), json!(true));
@@ -440,7 +449,7 @@ pub fn execute(
                 )?;
             }
         }
-        hold.settle(app, tx, Default::default())
+        hold.settle(app, tx, tokens)
     })?;
     hold.committed();
     Ok(run)

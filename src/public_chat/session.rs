@@ -147,6 +147,9 @@ pub struct Session {
     pub origin: Option<String>,
     /// When the session token runs out (unix seconds): an events stream ends then.
     pub expires_at: i64,
+    /// The workspace's per-visitor message limits (general settings): per minute (`None` the
+    /// server's default) and per UTC day (`None` none).
+    pub visitor_limits: (Option<u32>, Option<u32>),
 }
 
 /// Checks a request's session token against its launch token and the current settings: the
@@ -179,6 +182,7 @@ pub fn authenticate(
     }
     Ok(Session {
         expires_at: c.expires_at,
+        visitor_limits: (g.public_chat_visitor_messages_per_minute, g.public_chat_visitor_messages_per_day),
         workspace_id: c.workspace_id,
         agent_id: c.agent_id,
         public_session_id: c.public_session_id,

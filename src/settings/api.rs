@@ -314,6 +314,8 @@ pub struct GeneralDoc {
     pub website_embed_theme: crate::agents::Theme,
     pub website_embed_copy: serde_json::Map<String, Value>,
     pub website_embed_expert_overrides: serde_json::Map<String, Value>,
+    pub public_chat_visitor_messages_per_minute: Option<u32>,
+    pub public_chat_visitor_messages_per_day: Option<u32>,
     pub updated_at: Option<String>,
 }
 
@@ -342,6 +344,8 @@ impl From<&General> for GeneralDoc {
             website_embed_theme: g.website_embed_theme.clone(),
             website_embed_copy: g.website_embed_copy.clone(),
             website_embed_expert_overrides: g.website_embed_expert_overrides.clone(),
+            public_chat_visitor_messages_per_minute: g.public_chat_visitor_messages_per_minute,
+            public_chat_visitor_messages_per_day: g.public_chat_visitor_messages_per_day,
             updated_at: g.updated_at.clone(),
         }
     }
@@ -366,6 +370,8 @@ impl From<GeneralDoc> for General {
             website_embed_theme: d.website_embed_theme,
             website_embed_copy: d.website_embed_copy,
             website_embed_expert_overrides: d.website_embed_expert_overrides,
+            public_chat_visitor_messages_per_minute: d.public_chat_visitor_messages_per_minute,
+            public_chat_visitor_messages_per_day: d.public_chat_visitor_messages_per_day,
             updated_at: d.updated_at,
         }
     }
@@ -400,6 +406,10 @@ pub struct GeneralBody {
     website_embed_copy: Option<serde_json::Map<String, Value>>,
     #[serde(default, deserialize_with = "crate::agents::api::not_null")]
     website_embed_expert_overrides: Option<serde_json::Map<String, Value>>,
+    #[serde(default, deserialize_with = "crate::agents::api::present")]
+    public_chat_visitor_messages_per_minute: Option<Option<u32>>,
+    #[serde(default, deserialize_with = "crate::agents::api::present")]
+    public_chat_visitor_messages_per_day: Option<Option<u32>>,
     #[serde(default)]
     anonymous_chat_token: Option<serde::de::IgnoredAny>,
     #[serde(default)]
@@ -439,6 +449,8 @@ impl GeneralBody {
             website_embed_theme: self.website_embed_theme,
             website_embed_copy: self.website_embed_copy,
             website_embed_expert_overrides: self.website_embed_expert_overrides,
+            public_chat_visitor_messages_per_minute: self.public_chat_visitor_messages_per_minute,
+            public_chat_visitor_messages_per_day: self.public_chat_visitor_messages_per_day,
         })
     }
 }

@@ -37,8 +37,18 @@ pub struct General {
     /// Locale → key → text (free-form copy overrides).
     pub website_embed_copy: serde_json::Map<String, serde_json::Value>,
     pub website_embed_expert_overrides: serde_json::Map<String, serde_json::Value>,
+    /// Messages one visitor (public chat session) may send per minute on both channels: `None`
+    /// the server's default (`public_chat_limit_per_session`), `Some(0)` no per-minute limit.
+    pub public_chat_visitor_messages_per_minute: Option<u32>,
+    /// Messages one visitor may send per UTC day: `None` no daily limit.
+    pub public_chat_visitor_messages_per_day: Option<u32>,
     pub updated_at: Option<String>,
 }
+
+/// Most messages per minute a workspace may allow one visitor.
+pub const MAX_VISITOR_PER_MINUTE: u32 = 600;
+/// Most messages per day a workspace may allow one visitor.
+pub const MAX_VISITOR_PER_DAY: u32 = 100_000;
 
 impl Default for General {
     fn default() -> Self {
@@ -59,6 +69,8 @@ impl Default for General {
             website_embed_theme: Theme::default(),
             website_embed_copy: Default::default(),
             website_embed_expert_overrides: Default::default(),
+            public_chat_visitor_messages_per_minute: None,
+            public_chat_visitor_messages_per_day: None,
             updated_at: None,
         }
     }
@@ -80,6 +92,10 @@ pub struct GeneralPatch {
     pub website_embed_theme: Option<Theme>,
     pub website_embed_copy: Option<serde_json::Map<String, serde_json::Value>>,
     pub website_embed_expert_overrides: Option<serde_json::Map<String, serde_json::Value>>,
+    /// `Some(None)`: back to the server's default.
+    pub public_chat_visitor_messages_per_minute: Option<Option<u32>>,
+    /// `Some(None)`: no daily limit.
+    pub public_chat_visitor_messages_per_day: Option<Option<u32>>,
 }
 
 /// Which launch token.
@@ -185,6 +201,12 @@ impl General {
         if let Some(v) = p.website_embed_expert_overrides {
             g.website_embed_expert_overrides = v;
         }
+        if let Some(v) = p.public_chat_visitor_messages_per_minute {
+            g.public_chat_visitor_messages_per_minute = v;
+        }
+        if let Some(v) = p.public_chat_visitor_messages_per_day {
+            g.public_chat_visitor_messages_per_day = v;
+        }
         g.validate()?;
         Ok(g)
     }
@@ -239,6 +261,20 @@ impl General {
                     "websiteEmbedCopy maps a locale to {key: text} with texts of at most 500 characters",
                 ));
             }
+        }
+        if self.public_chat_visitor_messages_per_minute.is_some_and(|n| n > MAX_VISITOR_PER_MINUTE) {
+            return Err(Error::invalid_field(
+                "publicChatVisitorMessagesPerMinute",
+                format!(
+                    "publicChatVisitorMessagesPerMinute is 0 (no limit) to {MAX_VISITOR_PER_MINUTE}, or null for the server's default"
+                ),
+            ));
+        }
+        if self.public_chat_visitor_messages_per_day.is_some_and(|n| n == 0 || n > MAX_VISITOR_PER_DAY) {
+            return Err(Error::invalid_field(
+                "publicChatVisitorMessagesPerDay",
+                format!("publicChatVisitorMessagesPerDay is 1 to {MAX_VISITOR_PER_DAY}, or null for no daily limit"),
+            ));
         }
         check_map("websiteEmbedCopy", &self.website_embed_copy)?;
         check_map("websiteEmbedExpertOverrides", &self.website_embed_expert_overrides)

@@ -124,6 +124,8 @@ pub struct Reply {
     pub invocation: Option<routine::InvocationReport>,
     /// The chunks the answer was composed from, best first (empty off the retrieval route).
     pub retrieved: Vec<crate::search::query::Hit>,
+    /// The composing model's tokens (zero without a model call).
+    pub usage: crate::models::chat::Usage,
 }
 
 /// Trace outputs and diagnostics: free-form JSON (ids, counts, decisions, timings).

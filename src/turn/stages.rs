@@ -100,8 +100,7 @@ impl TurnModels {
     }
 }
 
-/// Passes answer text to the event stream; the first chunk of a streaming turn pins it (it can no
-/// longer be superseded).
+/// Passes answer text to the event stream; a streaming turn's first chunk pins it (no supersede).
 struct StreamSink<'a> {
     slot: &'a Slot,
     events: &'a mut dyn Events,
@@ -316,6 +315,7 @@ impl Turn<'_> {
             retrieved: vec![],
             routine: None,
             invocation: None,
+            usage: Default::default(),
         }
     }
 
@@ -351,8 +351,7 @@ impl Turn<'_> {
         }
     }
 
-    /// A routine answered the turn: its reply, the conversation's new state and the routine's
-    /// effects (handoff, decision, export, actions) in one transaction.
+    /// A routine answered: its reply, state and effects (handoff, decision, actions) in one write.
     fn routine_reply(mut self, g: Gathered, base: Reply, a: RoutineAnswer) -> Result<Reply, TurnError> {
         let (app, input) = (self.app, self.input);
         self.phase(Phase::Persisting)?;
@@ -664,6 +663,7 @@ impl Turn<'_> {
             diagnostics,
             trace: input.include_debug.then_some(trace_json),
             retrieved,
+            usage: composed.usage,
             ..base
         })
     }

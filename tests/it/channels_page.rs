@@ -113,6 +113,12 @@ async fn the_channels_page_edits_previews_saves_and_rotates_in_a_real_browser() 
     fill(&b, "ch-copy-title", "Acme help desk").await;
     b.until("document.querySelector('[data-testid=ch-preview-title]').textContent === 'Acme help desk'").await;
     click(&b, "ch-proactive").await;
+    // visitor limits: an out-of-range number is flagged on its field before saving
+    fill(&b, "ch-limit-day", "0").await;
+    b.until("document.querySelector('[data-testid=ch-limits-card] [data-testid=field-error]') !== null").await;
+    fill(&b, "ch-limit-day", "50").await;
+    b.until("document.querySelector('[data-testid=ch-limits-card] [data-testid=field-error]') === null").await;
+    fill(&b, "ch-limit-minute", "5").await;
 
     // an in-app link with unsaved changes asks first; staying keeps the edits
     click(&b, "nav-documents").await;
@@ -134,6 +140,10 @@ async fn the_channels_page_edits_previews_saves_and_rotates_in_a_real_browser() 
     assert_eq!(s["websiteEmbedCopy"], json!({"en": {"title": "Acme help desk"}}));
     assert_eq!(s["assistantName"], "Ada");
     assert_eq!(s["proactiveGreetingEnabled"], true);
+    assert_eq!(
+        (&s["publicChatVisitorMessagesPerMinute"], &s["publicChatVisitorMessagesPerDay"]),
+        (&json!(5), &json!(50))
+    );
 
     // after a reload the form shows what was saved, the origin as the server normalized it
     b.go(&format!("{base}/app/settings/channels")).await;

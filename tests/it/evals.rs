@@ -291,6 +291,8 @@ async fn an_instruction_override_flips_answer_contains_and_the_judge_parses_stri
     )
     .await
     .assert_status(200);
+    let tokens = |u: Value| (u["byAgent"][0]["inputTokens"].as_i64(), u["byAgent"][0]["outputTokens"].as_i64());
+    let before = tokens(t.get("/api/v1/ee/usage-limits/me", &owner).await.json());
     let r = run(
         &t,
         &owner,
@@ -298,6 +300,13 @@ async fn an_instruction_override_flips_answer_contains_and_the_judge_parses_stri
         json!({"mode": "full_assistant", "overrides": {"modelOverride": {"provider": "openai", "model": "gpt-override"}}}),
     )
     .await;
+    // the run's model tokens reach the agent's usage: the answer's and the three judge calls'
+    let after = tokens(t.get("/api/v1/ee/usage-limits/me", &owner).await.json());
+    assert_eq!(
+        (after.0.unwrap() - before.0.unwrap(), after.1.unwrap() - before.1.unwrap()),
+        (4 * 42, 4 * 7),
+        "{before:?} → {after:?}"
+    );
     let v = r["assertionVerdicts"].as_array().unwrap();
     assert_eq!(v[0]["status"], "pass");
     assert_eq!(v[0]["reason"], "Same meaning.");

@@ -624,6 +624,60 @@ async fn the_public_rate_limit_answers_429_with_retry_after() {
     w.say(&t, json!({"message": "one"})).await.assert_status(200);
 }
 
+/// Per-visitor limits set in the general settings: the workspace's per-minute limit replaces the
+/// server's, a daily limit holds until midnight UTC, both channels count, and the settings are
+/// validated by field.
+#[tokio::test]
+async fn visitor_limits_in_the_general_settings_apply_to_the_link_and_the_widget() {
+    let t = TestApp::with_config(|c| c.public_chat_limit_per_session.max = 2);
+    // an hour before midnight UTC (sessions last twelve hours)
+    let day = 86_400_000;
+    let start = steward::clock::Clock::now_ms(&*t.clock);
+    t.clock.advance_ms((start / day + 2) * day - 3_600_000 - start);
+    let (owner, anon, embed) = public_app(&t).await;
+    let put = |body: Value| t.put("/api/v1/settings/general", &owner, body);
+    for (body, field) in [
+        (json!({"publicChatVisitorMessagesPerMinute": 601}), "publicChatVisitorMessagesPerMinute"),
+        (json!({"publicChatVisitorMessagesPerDay": 0}), "publicChatVisitorMessagesPerDay"),
+        (json!({"publicChatVisitorMessagesPerDay": -1}), "publicChatVisitorMessagesPerDay"),
+    ] {
+        let r = put(body).await;
+        r.assert_status(400);
+        assert!(r.text().contains(field), "{}", r.text());
+    }
+    let g = put(json!({"publicChatVisitorMessagesPerMinute": 0, "publicChatVisitorMessagesPerDay": 4})).await;
+    g.assert_status(200);
+    assert_eq!(g.json()["publicChatVisitorMessagesPerDay"], 4);
+    // no per-minute limit now (the server's 2 no longer applies); the day allows four
+    let v = Visitor::open(&t, &anon, "anonymous_link", None).await;
+    for i in 0..4 {
+        v.say(&t, json!({"message": format!("message {i}")})).await.assert_status(200);
+    }
+    let r = v.say(&t, json!({"message": "five"})).await;
+    r.assert_status(429);
+    assert_eq!(r.code(), "rate_limit_exceeded");
+    let retry: i64 = r.headers["retry-after"].to_str().unwrap().parse().unwrap();
+    let now = steward::clock::Clock::now_ms(&*t.clock);
+    let midnight = (now / day + 1) * day;
+    assert_eq!(retry, (midnight - now + 999) / 1000, "until midnight UTC");
+    assert_eq!(r.json()["error"]["details"]["limit"], 4);
+    // the widget's visitors count the same way; at midnight UTC the day starts again
+    let w = Visitor::open(&t, &embed, "website_embed", Some("https://shop.example")).await;
+    put(json!({"publicChatVisitorMessagesPerMinute": 1, "publicChatVisitorMessagesPerDay": null}))
+        .await
+        .assert_status(200);
+    w.say(&t, json!({"message": "one"})).await.assert_status(200);
+    w.say(&t, json!({"message": "two"})).await.assert_status(429);
+    t.clock.advance_ms(midnight - now);
+    v.say(&t, json!({"message": "a new day"})).await.assert_status(200);
+    // back to the server's default (2 a minute)
+    put(json!({"publicChatVisitorMessagesPerMinute": null})).await.assert_status(200);
+    let x = Visitor::open(&t, &anon, "anonymous_link", None).await;
+    x.say(&t, json!({"message": "one"})).await.assert_status(200);
+    x.say(&t, json!({"message": "two"})).await.assert_status(200);
+    x.say(&t, json!({"message": "three"})).await.assert_status(429);
+}
+
 #[tokio::test]
 async fn a_newer_public_message_supersedes_the_first_reply() {
     let (fake, started, release) = held_model("How long does shipping take?");

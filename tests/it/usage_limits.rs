@@ -47,7 +47,7 @@ async fn usage(t: &TestApp, org: &str) -> Value {
 }
 
 fn held(t: &TestApp, org: &str) -> i64 {
-    t.app.db.read(|c| steward::usage::limits::reservations_held(c, org)).unwrap()
+    steward::usage::limits::reservations_held(&t.app, org)
 }
 
 /// Sends every request at once (each answer runs on its own blocking thread).
@@ -422,6 +422,26 @@ async fn the_eighty_percent_notice_reaches_a_real_webhook_receiver_and_smtp_serv
     let mails = smtp.messages();
     assert_eq!(mails.len(), 1);
     assert!(mails[0].contains("ops@example.com") && mails[0].contains("80 %"), "{}", mails[0]);
+
+    // a document write that takes the stored-documents meter past 80 % (and not to 100 %) is
+    // noticed once too, through the default agent's destination
+    let docs = usage(&t, &org).await["storedDocuments"]["used"].as_i64().unwrap();
+    let cap = (docs + 2..=docs * 10).find(|l| docs * 100 < 80 * l && (docs + 1) * 100 >= 80 * l).unwrap();
+    put_profile(&t, "five", json!({"displayName": "Five", "monthlyAnswerLimit": 5, "storedDocumentLimit": cap})).await;
+    t.doc(&owner, "Gift cards", "Gift cards never expire and can be used online and in stores.", json!({})).await;
+    let app = t.app.clone();
+    tokio::task::spawn_blocking(move || steward::jobs::run_until_idle(&app).unwrap()).await.unwrap();
+    let hits = r.hits();
+    assert_eq!(hits.len(), 2, "{hits:?}");
+    let body = &hits[1].body;
+    assert_eq!(
+        (&body["resource"], &body["threshold"], &body["used"], &body["limit"], &body["resetAt"]),
+        (&json!("stored_documents"), &json!(80), &json!(docs + 1), &json!(cap), &Value::Null)
+    );
+    assert_eq!((&body["agentId"], &body["kind"]), (&Value::Null, &Value::Null));
+    let mails = smtp.messages();
+    assert_eq!(mails.len(), 2);
+    assert!(mails[1].contains("stored documents"), "{}", mails[1]);
 }
 
 /// The Usage page in a real browser against the real binary: the plan card at 80 % with the banner

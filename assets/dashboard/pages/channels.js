@@ -69,7 +69,20 @@ function draftOf(s) {
     websiteEmbedLauncherPosition: s.websiteEmbedLauncherPosition || "bottom-right",
     websiteEmbedTheme: { ...DEFAULT_THEME, ...(s.websiteEmbedTheme || {}) },
     websiteEmbedCopy: copy,
+    publicChatVisitorMessagesPerMinute: numText(s.publicChatVisitorMessagesPerMinute),
+    publicChatVisitorMessagesPerDay: numText(s.publicChatVisitorMessagesPerDay),
   };
+}
+
+/** A number setting as its input holds it: blank for null. */
+function numText(v) {
+  return v === null || v === undefined ? "" : String(v);
+}
+
+/** An input's number, null when blank (the server says what is out of range). */
+function numOf(t) {
+  const v = t.trim();
+  return v === "" ? null : Number(v);
 }
 
 /** The PUT body of a form: blank texts and empty languages dropped, keys in a stable order. */
@@ -83,7 +96,11 @@ function bodyOf(d) {
     }
     if (Object.keys(texts).length) copy[loc] = texts;
   }
-  return { ...d, assistantDefaultLocale: d.assistantDefaultLocale.trim() || null, websiteEmbedCopy: copy };
+  return {
+    ...d, assistantDefaultLocale: d.assistantDefaultLocale.trim() || null, websiteEmbedCopy: copy,
+    publicChatVisitorMessagesPerMinute: numOf(d.publicChatVisitorMessagesPerMinute),
+    publicChatVisitorMessagesPerDay: numOf(d.publicChatVisitorMessagesPerDay),
+  };
 }
 
 const same = (a, b) => JSON.stringify(bodyOf(a)) === JSON.stringify(bodyOf(b));
@@ -290,12 +307,14 @@ function Editor({ initial }) {
         ${!manage && html`<div class="alert alert-info" role="status" data-testid="ch-read-only">
           You can see these settings; changing them needs the permission to manage workspace settings.</div>`}
         <${FormError} error=${error} fields=${["anonymousChatEnabled", "assistantName", "greetingInstruction", "assistantDefaultLocale", "proactiveGreetingEnabled",
-          "websiteEmbedEnabled", "websiteEmbedAllowedOrigins", "websiteEmbedLauncherLabel", "websiteEmbedLauncherPosition", "websiteEmbedTheme", "websiteEmbedCopy"]} />
+          "websiteEmbedEnabled", "websiteEmbedAllowedOrigins", "websiteEmbedLauncherLabel", "websiteEmbedLauncherPosition", "websiteEmbedTheme", "websiteEmbedCopy",
+          "publicChatVisitorMessagesPerMinute", "publicChatVisitorMessagesPerDay"]} />
         <${LinkCard} draft=${draft} saved=${saved} set=${set} ro=${ro} manage=${manage} rotate=${() => rotate("link")} />
         <${WidgetCard} draft=${draft} saved=${saved} set=${set} ro=${ro} manage=${manage} error=${error} dirty=${dirty} rotate=${() => rotate("widget")} />
         <${AppearanceCard} draft=${draft} set=${set} ro=${ro} fe=${fe} />
         <${CopyCard} draft=${draft} set=${set} ro=${ro} error=${error} locale=${locale} setLocale=${setLocale} />
         <${GreetingCard} draft=${draft} set=${set} ro=${ro} fe=${fe} agentName=${defaultAgent ? defaultAgent.name : ""} />
+        <${LimitsCard} draft=${draft} set=${set} ro=${ro} fe=${fe} />
         ${manage && html`<div class="form-actions sticky-actions ch-savebar">
           <span class=${"ch-dirty" + (dirty ? " on" : "")} role="status" data-testid="ch-dirty">${dirty ? "Unsaved changes" : "All changes saved"}</span>
           <${Button} onClick=${discard} disabled=${!dirty || busy} testid="ch-discard">Discard changes</${Button}>
@@ -549,6 +568,32 @@ function GreetingCard({ draft, set, ro, fe, agentName }) {
     <${Switch} label="Greet visitors first" checked=${draft.proactiveGreetingEnabled} disabled=${ro} testid="ch-proactive"
       onChange=${(v) => set("proactiveGreetingEnabled", v)}
       hint="The assistant opens the conversation with a greeting instead of waiting for the visitor's first message." />
+  </${Card}>`;
+}
+
+/** A whole number from `min` to `max` typed in an input, or blank. */
+function rangeError(text, min, max) {
+  const v = text.trim();
+  if (v === "") return null;
+  const n = Number(v);
+  return Number.isInteger(n) && n >= min && n <= max ? null : `A whole number from ${min} to ${max.toLocaleString("en")}, or blank.`;
+}
+
+function LimitsCard({ draft, set, ro, fe }) {
+  const minute = "publicChatVisitorMessagesPerMinute", day = "publicChatVisitorMessagesPerDay";
+  return html`<${Card} title="Visitor limits" testid="ch-limits-card">
+    <p class="muted small">How many messages one visitor may send on the chat link and the widget. A visitor over a limit is
+      asked to wait (HTTP 429 with Retry-After); these limits are separate from the account's monthly usage.</p>
+    <div class="form-grid">
+      <${Input} label="Messages per minute" name=${minute} type="number" inputmode="numeric" min="0" max="600" step="1"
+        value=${draft[minute]} disabled=${ro} testid="ch-limit-minute" error=${fe(minute) || rangeError(draft[minute], 0, 600)}
+        placeholder="Server default" hint="Blank: the server's default. 0: no per-minute limit."
+        onInput=${(e) => set(minute, e.currentTarget.value)} />
+      <${Input} label="Messages per day" name=${day} type="number" inputmode="numeric" min="1" max="100000" step="1"
+        value=${draft[day]} disabled=${ro} testid="ch-limit-day" error=${fe(day) || rangeError(draft[day], 1, 100000)}
+        placeholder="No daily limit" hint="Counted per visitor from midnight UTC. Blank: no daily limit."
+        onInput=${(e) => set(day, e.currentTarget.value)} />
+    </div>
   </${Card}>`;
 }
 

@@ -241,11 +241,17 @@ impl MessageBody {
     }
 }
 
-/// Counts a message against the per-session and per-address limits (`0` turns one off).
+/// Counts a message against the visitor's limits (the workspace's, else the server's per-minute
+/// default) and the server's per-address limit (`0` turns one off).
 fn limit(app: &App, s: &Session, addr: Option<&str>) -> Result<()> {
     let now = app.clock.now().timestamp_millis();
-    if app.config.public_chat_limit_per_session.max > 0 {
-        app.public_by_session.hit(&s.public_session_id, now)?;
+    let per_minute = match s.visitor_limits.0 {
+        Some(max) => crate::config::RateLimit { max, window: std::time::Duration::from_secs(60) },
+        None => app.config.public_chat_limit_per_session,
+    };
+    app.public_by_session.hit_as(&s.public_session_id, now, per_minute)?;
+    if let Some(max) = s.visitor_limits.1 {
+        app.public_daily.hit(&s.public_session_id, now, max)?;
     }
     if app.config.public_chat_limit_per_ip.max > 0
         && let Some(a) = addr

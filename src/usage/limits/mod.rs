@@ -1,15 +1,15 @@
 //! Usage limits: the profile an account is held to, and enforcement before the work.
 //!
-//! An answer takes a *reservation* before any model call ([`reserve_answer`]): in one write
-//! transaction on the single writer connection, the meter's settled value plus every live
-//! reservation plus this one is checked against the limit and the reservation row inserted, so
-//! concurrent answers are serialized and none can pass the cap. The reservation is settled in the
-//! transaction that writes the reply ([`Hold::settle`]: the row goes and the meters move together)
-//! or released when the work fails before commit ([`Hold`]'s drop). A process that dies in
-//! between leaves a row that [`sweep`] deletes at start, and that holds nothing after its
-//! `expires_at` meanwhile.
+//! An answer takes a *reservation* before any model call ([`reserve_answer`]): under the
+//! process's [`Ledger`] lock, the meter's settled value plus every live reservation plus this one
+//! is checked against the limit and the amount held, so concurrent answers cannot pass the cap
+//! together — and no write transaction is spent on it (the server holds the data-directory lock:
+//! no other process reserves). The meters move in the transaction that writes the reply
+//! ([`Hold::settle`]); the hold is given back once that transaction committed ([`Hold::committed`])
+//! or when the work fails before commit ([`Hold`]'s drop). A process that dies in between holds
+//! nothing after its restart: the ledger died with it, and its work never committed.
 //!
-//! Documents need no reservation row: a create or import checks the byte and document meters
+//! Documents need no reservation: a create or import checks the byte and document meters
 //! inside the very transaction that inserts the document ([`check_document`]), counting documents
 //! still queued or processing as pending, so the check and the row that consumes it commit
 //! together.
@@ -18,6 +18,7 @@
 //! assigns one) is unlimited; its usage is still metered. Months are period keys (`YYYY-MM`,
 //! UTC): nothing resets at a month's end.
 
+mod ledger;
 pub mod profiles;
 mod store;
 
@@ -30,6 +31,7 @@ use crate::clock::rfc3339;
 use crate::error::{Error, ErrorCode, Result};
 use crate::storage::{Conn, Db, Tx};
 
+pub use ledger::Ledger;
 pub use profiles::{Plan, catalog};
 
 /// The monthly conversation meter, in half conversations (a test run weighs 0.5).
@@ -149,15 +151,15 @@ pub fn account(c: &Conn, org: &str) -> Result<Account> {
     Ok(Account { organization_id: org.to_string(), profile, credits })
 }
 
-/// Deletes the reservations a previous process left (called at start, holding the data-dir
-/// lock, so no live work holds any); returns how many.
+/// Deletes the reservation rows an older version left (reservations are held in memory now);
+/// returns how many.
 pub fn sweep(db: &Db) -> Result<usize> {
     db.write(store::delete_all_reservations)
 }
 
-/// Reservations an account holds now (for tests and diagnostics).
-pub fn reservations_held(c: &Conn, org: &str) -> Result<i64> {
-    store::reservations_held(c, org)
+/// Capacity an account's answers in flight hold now (for tests and diagnostics).
+pub fn reservations_held(app: &App, org: &str) -> i64 {
+    app.usage_ledger.held(org)
 }
 
 /// What an answer counts as (spec: Usage limits rule 2).
@@ -198,7 +200,7 @@ fn halves(c: &Conn, kind: AnswerKind, conversation: Option<&str>, per_conversati
 /// An answer's claim on its account's meters, from before its model call to its commit.
 pub struct Hold<'a> {
     /// `None`: an unmetered hold (its caller meters the work as a whole).
-    db: Option<&'a Db>,
+    ledger: Option<&'a Ledger>,
     org: String,
     workspace: String,
     agent: String,
@@ -206,9 +208,10 @@ pub struct Hold<'a> {
     kind: AnswerKind,
     period: Period,
     per_conversation: i64,
-    /// The reservation row and the half conversations it counted (`None`: no limit applied).
-    reservation: Option<(String, i64)>,
-    /// The limits to notify about (meter, cap in its unit, resource).
+    /// What the ledger holds (meter, amount) and the half conversations counted (`-1`: counted at
+    /// settling); `None`: no limit applied.
+    reservation: Option<(&'static str, i64, i64)>,
+    /// The limits to notify about (meter, cap in its unit).
     caps: Vec<(&'static str, i64)>,
     done: bool,
 }
@@ -224,12 +227,11 @@ pub struct AnswerWork<'a> {
 /// Reserves an answer's usage before any model call: 429 `usage_limit_exceeded` when the account's
 /// answer or conversation limit has no room left.
 pub fn reserve_answer<'a>(app: &'a App, w: &AnswerWork) -> Result<Hold<'a>> {
-    let now = app.clock.now();
-    let period = Period::of(now);
+    let period = Period::of(app.clock.now());
     let acct = app.db.read(|c| account_of_workspace(c, w.workspace))?;
     let per_conversation = acct.profile.as_ref().map(|p| p.replies_per_conversation).unwrap_or(10);
     let mut hold = Hold {
-        db: Some(&app.db),
+        ledger: Some(&app.usage_ledger),
         org: acct.organization_id.clone(),
         workspace: w.workspace.to_string(),
         agent: w.agent.to_string(),
@@ -248,36 +250,37 @@ pub fn reserve_answer<'a>(app: &'a App, w: &AnswerWork) -> Result<Hold<'a>> {
         (None, None) => return Ok(hold),
     };
     hold.caps.push((meter, cap));
-    let id = crate::ids::new_id();
-    let ttl = chrono::Duration::from_std(app.config.usage.reservation_ttl).unwrap_or(chrono::Duration::minutes(15));
-    let (now_s, expires) = (rfc3339(now), rfc3339(now + ttl));
-    let amount = app.db.write(|tx| {
-        let amount = if meter == MONTHLY_ANSWERS { 1 } else { halves(tx, w.kind, w.conversation, per_conversation)? };
-        if amount == 0 {
-            return Ok(0);
+    let amount = if meter == MONTHLY_ANSWERS {
+        1
+    } else {
+        app.db.read(|c| halves(c, w.kind, w.conversation, per_conversation))?
+    };
+    if amount == 0 {
+        hold.reservation = Some((meter, 0, 0));
+        return Ok(hold);
+    }
+    let key = (hold.org.as_str(), meter, hold.period.key.as_str());
+    let held = app.usage_ledger.reserve(key, |held| {
+        let used = app.db.read(|c| super::meter(c, key.0, meter, key.2))? + held;
+        if used + amount <= cap {
+            return Ok(amount);
         }
-        let used = super::meter(tx, &hold.org, meter, &hold.period.key)?
-            + store::held(tx, &hold.org, meter, &hold.period.key, &now_s)?;
-        if used + amount > cap {
-            let (limit, used) = if meter == MONTHLY_ANSWERS {
-                (json!(cap), json!(used))
-            } else {
-                (json!(profile.monthly_conversation_limit), json!(used as f64 / 2.0))
-            };
-            let e = exceeded(resource, limit, used, Some(&hold.period));
-            return Err(match (meter != MONTHLY_ANSWERS, e.details.clone()) {
-                (true, Some(mut d)) => {
-                    d["credits"] = json!(acct.credits);
-                    e.with_details(d)
-                }
-                _ => e,
-            });
-        }
-        store::insert_reservation(tx, &id, &hold.org, (meter, &hold.period.key, amount), (&now_s, &expires))?;
-        Ok(amount)
+        let (limit, used) = if meter == MONTHLY_ANSWERS {
+            (json!(cap), json!(used))
+        } else {
+            (json!(profile.monthly_conversation_limit), json!(used as f64 / 2.0))
+        };
+        let e = exceeded(resource, limit, used, Some(&hold.period));
+        Err(match (meter != MONTHLY_ANSWERS, e.details.clone()) {
+            (true, Some(mut d)) => {
+                d["credits"] = json!(acct.credits);
+                e.with_details(d)
+            }
+            _ => e,
+        })
     })?;
     let halves = if meter == MONTHLY_ANSWERS { -1 } else { amount };
-    hold.reservation = Some((if amount > 0 { id } else { String::new() }, halves));
+    hold.reservation = Some((meter, held, halves));
     Ok(hold)
 }
 
@@ -285,7 +288,7 @@ impl Hold<'_> {
     /// A hold that meters nothing (work metered by its caller: an eval run's turn).
     pub fn unmetered() -> Hold<'static> {
         Hold {
-            db: None,
+            ledger: None,
             org: String::new(),
             workspace: String::new(),
             agent: String::new(),
@@ -303,17 +306,12 @@ impl Hold<'_> {
     /// meters move, and a notice is queued when a limit's 80 % or 100 % is crossed. Call
     /// [`Hold::committed`] once that transaction has committed.
     pub fn settle(&self, app: &App, tx: &Tx, tokens: crate::models::chat::Usage) -> Result<()> {
-        if self.db.is_none() {
+        if self.ledger.is_none() {
             return Ok(());
         }
-        let halves = match &self.reservation {
-            Some((id, h)) => {
-                if !id.is_empty() {
-                    store::delete_reservation(tx, id)?;
-                }
-                if *h >= 0 { *h } else { halves(tx, self.kind, self.conversation.as_deref(), self.per_conversation)? }
-            }
-            None => halves(tx, self.kind, self.conversation.as_deref(), self.per_conversation)?,
+        let halves = match self.reservation {
+            Some((_, _, h)) if h >= 0 => h,
+            _ => halves(tx, self.kind, self.conversation.as_deref(), self.per_conversation)?,
         };
         let (org, month) = (&self.org, &self.period.key);
         super::add_meter(tx, org, MONTHLY_ANSWERS, month, 1)?;
@@ -325,59 +323,98 @@ impl Hold<'_> {
         for (meter, cap) in &self.caps {
             let used = super::meter(tx, org, meter, month)?;
             let delta = if *meter == MONTHLY_ANSWERS { 1 } else { halves };
-            notify_if_crossed(app, tx, self, meter, used - delta, used, *cap)?;
+            let resource =
+                if *meter == MONTHLY_ANSWERS { Resource::MonthlyAnswers } else { Resource::MonthlyConversations };
+            let crossing = Crossing { meter, resource, before: used - delta, after: used, cap: *cap };
+            notify_if_crossed(app, tx, &self.notice_context(), &crossing)?;
         }
         Ok(())
     }
 
-    /// The settling transaction committed: nothing is left to release.
+    fn notice_context(&self) -> NoticeContext<'_> {
+        NoticeContext {
+            org: &self.org,
+            workspace: &self.workspace,
+            agent: Some(&self.agent),
+            conversation: self.conversation.as_deref(),
+            kind: Some(self.kind.as_str()),
+            period: &self.period,
+        }
+    }
+
+    /// The settling transaction committed (or the work is abandoned): the hold is given back.
     pub fn committed(&mut self) {
+        self.release();
+    }
+
+    fn release(&mut self) {
+        if self.done {
+            return;
+        }
         self.done = true;
+        if let (Some((meter, amount, _)), Some(ledger)) = (self.reservation, self.ledger) {
+            ledger.release((&self.org, meter, &self.period.key), amount);
+        }
     }
 }
 
 impl Drop for Hold<'_> {
     fn drop(&mut self) {
-        if self.done {
-            return;
-        }
-        if let (Some((id, _)), Some(db)) = (&self.reservation, self.db)
-            && !id.is_empty()
-            && let Err(e) = db.write(|tx| store::delete_reservation(tx, id))
-        {
-            tracing::warn!(error = %e, "could not release a usage reservation; it expires on its own");
-        }
+        self.release();
     }
 }
 
 /// The thresholds of a notice, in percent.
 const THRESHOLDS: [i64; 2] = [80, 100];
 
-/// Queues one `usage.notify` job per threshold the meter crossed from `before` to `after`.
-fn notify_if_crossed(app: &App, tx: &Tx, h: &Hold, meter: &str, before: i64, after: i64, cap: i64) -> Result<()> {
+/// Who and what a notice is about.
+struct NoticeContext<'a> {
+    org: &'a str,
+    workspace: &'a str,
+    agent: Option<&'a str>,
+    conversation: Option<&'a str>,
+    /// The answer's kind (`byKind` key); `None` for documents.
+    kind: Option<&'static str>,
+    /// The month the notice counts in (stored meters: the month their threshold was crossed).
+    period: &'a Period,
+}
+
+/// A meter moving from `before` to `after` against `cap` (all in the meter's unit).
+struct Crossing<'a> {
+    meter: &'a str,
+    resource: Resource,
+    before: i64,
+    after: i64,
+    cap: i64,
+}
+
+/// Queues one `usage.notify` job per threshold the meter crossed, once per account, meter, period
+/// and threshold.
+fn notify_if_crossed(app: &App, tx: &Tx, h: &NoticeContext, c: &Crossing) -> Result<()> {
     for t in THRESHOLDS {
-        let line = cap * t;
-        if cap <= 0 || !(before * 100 < line && after * 100 >= line) {
+        let line = c.cap * t;
+        if c.cap <= 0 || !(c.before * 100 < line && c.after * 100 >= line) {
             continue;
         }
         let now = rfc3339(app.clock.now());
-        if !store::insert_notice(tx, &h.org, meter, &h.period.key, t, &now)? {
+        if !store::insert_notice(tx, h.org, c.meter, &h.period.key, t, &now)? {
             continue;
         }
-        let resource = if meter == MONTHLY_ANSWERS { Resource::MonthlyAnswers } else { Resource::MonthlyConversations };
-        let (used, limit) = if meter == MONTHLY_ANSWERS {
-            (json!(after), json!(cap))
+        let (used, limit) = if c.meter == MONTHLY_CONVERSATION_HALVES {
+            (json!(c.after as f64 / 2.0), json!(c.cap / 2))
         } else {
-            (json!(after as f64 / 2.0), json!(cap / 2))
+            (json!(c.after), json!(c.cap))
         };
+        let monthly = !matches!(c.resource, Resource::StoredIndexedBytes | Resource::StoredDocuments);
         let payload = json!({
             "event": "usage.threshold", "accountId": h.org, "workspaceId": h.workspace, "agentId": h.agent,
-            "conversationId": h.conversation, "resource": resource.as_str(), "threshold": t, "used": used,
-            "limit": limit, "kind": h.kind.as_str(), "periodStart": h.period.start, "resetAt": h.period.reset_at,
+            "conversationId": h.conversation, "resource": c.resource.as_str(), "threshold": t, "used": used,
+            "limit": limit, "kind": h.kind, "periodStart": h.period.start,
+            "resetAt": if monthly { json!(h.period.reset_at) } else { serde_json::Value::Null },
         });
         let job = crate::jobs::NewJob::new(NOTICE_JOB, payload)
-            .workspace(&h.workspace)
-            .dedupe(format!("usage:{}:{meter}:{}:{t}", h.org, h.period.key));
+            .workspace(h.workspace)
+            .dedupe(format!("usage:{}:{}:{}:{t}", h.org, c.meter, h.period.key));
         crate::jobs::enqueue_tx(tx, app.clock.now_ms(), app.jobs.default_max_attempts(), &job)?;
     }
     Ok(())
@@ -410,11 +447,20 @@ pub fn check_document(app: &App, tx: &Tx, w: &DocumentWork) -> Result<()> {
     let org = &acct.organization_id;
     let period = Period::of(app.clock.now());
     let (docs, pending_growth, pending_bytes) = store::document_totals(tx, org)?;
+    let mut crossings = Vec::new();
     if let Some(l) = p.stored_document_limit
         && w.new_document
-        && docs + 1 > l
     {
-        return Err(exceeded(Resource::StoredDocuments, json!(l), json!(docs), None));
+        if docs + 1 > l {
+            return Err(exceeded(Resource::StoredDocuments, json!(l), json!(docs), None));
+        }
+        crossings.push(Crossing {
+            meter: "stored_documents",
+            resource: Resource::StoredDocuments,
+            before: docs,
+            after: docs + 1,
+            cap: l,
+        });
     }
     if let Some(l) = p.stored_indexed_byte_limit
         && w.stored_delta > 0
@@ -423,6 +469,14 @@ pub fn check_document(app: &App, tx: &Tx, w: &DocumentWork) -> Result<()> {
         if used + w.stored_delta > l {
             return Err(exceeded(Resource::StoredIndexedBytes, json!(l), json!(used), None));
         }
+        let after = used + w.stored_delta;
+        crossings.push(Crossing {
+            meter: STORED_INDEXED_BYTES,
+            resource: Resource::StoredIndexedBytes,
+            before: used,
+            after,
+            cap: l,
+        });
     }
     if let Some(l) = p.monthly_indexed_byte_limit
         && w.indexed_bytes > 0
@@ -431,6 +485,20 @@ pub fn check_document(app: &App, tx: &Tx, w: &DocumentWork) -> Result<()> {
         if used + w.indexed_bytes > l {
             return Err(exceeded(Resource::MonthlyIndexedBytes, json!(l), json!(used), Some(&period)));
         }
+        let after = used + w.indexed_bytes;
+        crossings.push(Crossing {
+            meter: MONTHLY_INDEXED_BYTES,
+            resource: Resource::MonthlyIndexedBytes,
+            before: used,
+            after,
+            cap: l,
+        });
+    }
+    // the write is accepted: what it takes counts now, so its 80 % and 100 % notices go with it
+    let ctx =
+        NoticeContext { org, workspace: w.workspace, agent: None, conversation: None, kind: None, period: &period };
+    for c in &crossings {
+        notify_if_crossed(app, tx, &ctx, c)?;
     }
     Ok(())
 }

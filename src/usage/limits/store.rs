@@ -134,43 +134,9 @@ pub(super) fn grant_credits(tx: &Tx, org: &str, reference: &str, conversations: 
     Ok(new)
 }
 
-/// Capacity held on a meter by reservations that have not expired at `now`.
-pub(super) fn held(c: &Conn, org: &str, meter: &str, period: &str, now: &str) -> Result<i64> {
-    Ok(c.query_row(
-        "SELECT coalesce(sum(amount), 0) FROM usage_reservations
-         WHERE organization_id = ?1 AND meter = ?2 AND period = ?3 AND expires_at > ?4",
-        params![org, meter, period, now],
-        |r| r.get(0),
-    )?)
-}
-
-pub(super) fn insert_reservation(
-    tx: &Tx,
-    id: &str,
-    org: &str,
-    (meter, period, amount): (&str, &str, i64),
-    (now, expires_at): (&str, &str),
-) -> Result<()> {
-    tx.execute(
-        "INSERT INTO usage_reservations (id, organization_id, meter, period, amount, created_at, expires_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![id, org, meter, period, amount, now, expires_at],
-    )?;
-    Ok(())
-}
-
-pub(super) fn delete_reservation(tx: &Tx, id: &str) -> Result<()> {
-    tx.execute("DELETE FROM usage_reservations WHERE id = ?1", [id])?;
-    Ok(())
-}
-
-/// Deletes every reservation (at start: their processes are gone); returns how many.
+/// Deletes every reservation row (an older version kept reservations in SQLite); returns how many.
 pub(super) fn delete_all_reservations(tx: &Tx) -> Result<usize> {
     Ok(tx.execute("DELETE FROM usage_reservations", [])?)
-}
-
-pub(super) fn reservations_held(c: &Conn, org: &str) -> Result<i64> {
-    Ok(c.query_row("SELECT count(*) FROM usage_reservations WHERE organization_id = ?1", [org], |r| r.get(0))?)
 }
 
 /// The agent replies already in a conversation.
