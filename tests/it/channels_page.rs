@@ -144,6 +144,8 @@ async fn the_channels_page_edits_previews_saves_and_rotates_in_a_real_browser() 
         (&s["publicChatVisitorMessagesPerMinute"], &s["publicChatVisitorMessagesPerDay"]),
         (&json!(5), &json!(50))
     );
+    b.js("document.querySelector('[data-testid=ch-limits-card]').scrollIntoView({block: 'center'});", json!([])).await;
+    b.screenshot(&crate::browser::shots().join("channels-limits.png")).await;
 
     // after a reload the form shows what was saved, the origin as the server normalized it
     b.go(&format!("{base}/app/settings/channels")).await;
