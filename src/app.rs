@@ -58,6 +58,8 @@ pub struct App {
     pub outbound: crate::delivery::Outbound,
     /// The turn's routine stage (`turn::routine`).
     pub routine_pass: Box<dyn crate::turn::routine::RoutinePass>,
+    /// How a retrieval skill answers (`skills::Retrieval`): the turn's retrieval and composition.
+    pub skill_retrieval: Box<dyn crate::skills::Retrieval>,
     /// Open only in the process that holds the data directory (the server, tests, tools).
     search: Option<SearchIndex>,
     pub started_at: Instant,
@@ -167,6 +169,7 @@ impl App {
             public_secret: std::sync::OnceLock::new(),
             outbound: crate::delivery::Outbound::new(&config.delivery)?,
             routine_pass: Box::new(crate::routines::runtime::Engine),
+            skill_retrieval: Box::new(crate::turn::answer::SkillRetrieval),
             config,
             db,
             clock: opts.clock,

@@ -30,6 +30,7 @@ pub mod readiness;
 pub mod routines;
 pub mod search;
 pub mod settings;
+pub mod skills;
 pub mod storage;
 #[cfg(test)]
 pub(crate) mod testkit;

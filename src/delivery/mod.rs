@@ -20,7 +20,6 @@ mod email;
 pub mod guard;
 pub mod mcp_client;
 pub mod notices;
-pub mod skills;
 mod store;
 
 use serde_json::{Value, json};

@@ -82,7 +82,7 @@ fn reason_text(reason: &str) -> &str {
     }
 }
 
-pub(super) fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }
 

@@ -20,7 +20,6 @@ pub mod markdown;
 pub mod runtime;
 pub mod slots;
 mod store;
-pub mod tools;
 pub mod validate;
 
 use serde_json::json;

@@ -32,6 +32,24 @@ pub struct SkillSnap {
     pub enabled: bool,
 }
 
+impl SkillSnap {
+    /// The skill as the agents domain describes it, for running it (`skills::run`).
+    pub fn to_skill(&self, agent_id: &str) -> crate::agents::skills::Skill {
+        crate::agents::skills::Skill {
+            id: self.id.clone(),
+            agent_id: agent_id.to_string(),
+            name: self.name.clone(),
+            capability: self.capability.clone(),
+            target: self.target.clone(),
+            config: self.config.clone(),
+            invocation_mode: self.invocation_mode.clone(),
+            enabled: self.enabled,
+            created_at: String::new(),
+            updated_at: String::new(),
+        }
+    }
+}
+
 /// A context-variable enablement as the revision holds it.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]

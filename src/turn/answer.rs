@@ -159,3 +159,29 @@ pub(crate) fn compose_answer(
     }
     .ok_or_else(|| Error::internal_msg("composition was cancelled"))
 }
+
+/// The turn's retrieval and composition as a retrieval skill runs them (`skills::Retrieval`):
+/// the agent's retrieval settings and models, the answer composed from the hits.
+pub struct SkillRetrieval;
+
+impl crate::skills::Retrieval for SkillRetrieval {
+    fn answer(
+        &self,
+        app: &App,
+        ws: &crate::ids::WorkspaceId,
+        agent: &AgentConfig,
+        query: &str,
+    ) -> Result<crate::skills::Found> {
+        let settings = retrieval::Settings::for_agent(agent);
+        let models = TurnModels::resolve(app, ws, agent)?;
+        let cancel = Cancel::new();
+        let r = retrieval::run(app, ws, &settings, &models.helpers, query, &[], None, &cancel)?;
+        let Some(top) = r.hits.first() else { return Ok(crate::skills::Found::default()) };
+        let composed = compose_answer(&models, agent, query, &r.hits, &cancel)?;
+        Ok(crate::skills::Found {
+            answer: Some(composed.text),
+            result_count: r.hits.len(),
+            top_title: Some(top.title.clone()),
+        })
+    }
+}

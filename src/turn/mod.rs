@@ -171,6 +171,20 @@ pub struct TurnInput {
     pub invocation: Option<routine::Invocation>,
 }
 
+impl TurnInput {
+    /// This turn as the caller of a skill (`skills::run`); `key` makes its deliveries idempotent.
+    pub fn skill_call<'a>(&'a self, key: &'a str) -> crate::skills::Call<'a> {
+        crate::skills::Call {
+            workspace: &self.workspace,
+            agent: &self.agent,
+            conversation_id: Some(&self.conversation_id),
+            message: &self.message,
+            simulate: self.surface == Surface::Test,
+            key,
+        }
+    }
+}
+
 /// The error a superseded turn answers with.
 pub fn superseded_error(conversation_id: &str, stage: Phase) -> Error {
     Error::new(ErrorCode::ChatTurnSuperseded, "a newer message for this conversation replaced this one")

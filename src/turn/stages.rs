@@ -484,9 +484,9 @@ impl Turn<'_> {
             && cap == "mcp_tool"
             && let Some(skill) = agent.skill(skill_name)
         {
-            let mut inputs = crate::delivery::skills::SkillInputs::new();
+            let mut inputs = crate::skills::SkillInputs::new();
             inputs.insert("message".into(), json!(input.message));
-            let r = crate::routines::tools::call(app, input, &skill.name, &inputs, &input.turn_id)?;
+            let r = crate::skills::run(app, &input.skill_call(&input.turn_id), &skill.name, &inputs)?;
             let answer = r["outputs"]["answer"].as_str().filter(|a| !a.trim().is_empty());
             claim = json!({"directiveId": directive_id, "skillName": skill_name, "status": r["status"],
                            "claimed": answer.is_some() && r["status"] == "completed", "reason": r["outputs"]["reason"]});

@@ -114,7 +114,7 @@ async fn test_skill(
     Path((agent, skill)): Path<(String, String)>,
     Json(b): Json<SkillTestBody>,
 ) -> Result<impl IntoResponse> {
-    let r = app.blocking(move |app| delivery::skills::test(app, &ctx.p, &agent, &skill, &b.inputs)).await?;
+    let r = app.blocking(move |app| crate::skills::test(app, &ctx.p, &agent, &skill, &b.inputs)).await?;
     Ok((
         axum::http::StatusCode::ACCEPTED,
         axum::Json(serde_json::json!({

@@ -44,7 +44,7 @@ impl Walk<'_> {
         }
         let attempt = self.run.attempts.get(&step.stable_step_id).copied().unwrap_or(1);
         let key = format!("routine-tool:{}:{}:{attempt}", self.run.execution_id, step.stable_step_id);
-        let result = crate::routines::tools::call(self.app, self.input, &name, &inputs, &key)?;
+        let result = crate::skills::run(self.app, &self.input.skill_call(&key), &name, &inputs)?;
         for a in &step.metadata.output_assignments {
             if let Some(v) = result["outputs"].get(&a.output).filter(|v| !v.is_null()) {
                 self.run.variables.insert(a.variable.clone(), v.clone());

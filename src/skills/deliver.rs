@@ -1,40 +1,14 @@
-//! Skills that deliver — `notify`, `webhook_call`, `email` and `slack_post` — run through the
-//! outbox like every other delivery, and report the capability registry's outcomes. The routines
-//! runtime invokes them as steps; operators send a test from the skill's page
-//! (`POST /agents/{agentId}/skills/{skillId}/test`).
+//! Skills that deliver — `notify`, `webhook_call`, `email` and `slack_post`: each writes its
+//! deliveries into the outbox (`delivery::enqueue_webhook`, `delivery::enqueue_email`) inside one
+//! transaction, idempotent by the caller's key, and reports the capability registry's outcome.
 
 use serde_json::{Map, Value, json};
 
+use super::{SkillInputs, SkillResult};
 use crate::agents::skills::{self, Skill};
 use crate::app::App;
-use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;
 use crate::error::{Error, Result};
-
-/// A step's inputs: named values, free-form JSON (the skill's configuration says which it takes).
-pub type SkillInputs = Map<String, Value>;
-
-/// What an invocation did.
-#[derive(Debug, Clone)]
-pub struct SkillResult {
-    /// One of the capability's outcomes (`delivered`, `missing_input`, `destination_not_found`,
-    /// `sent`, `drafted`, `posted`, `failed`).
-    pub outcome: &'static str,
-    /// Inputs that were needed and not given.
-    pub missing_inputs: Vec<String>,
-    pub delivery_ids: Vec<String>,
-    /// Why it failed, in words.
-    pub reason: Option<String>,
-}
-
-impl SkillResult {
-    fn of(outcome: &'static str) -> SkillResult {
-        SkillResult { outcome, missing_inputs: Vec::new(), delivery_ids: Vec::new(), reason: None }
-    }
-    fn failed(reason: impl Into<String>) -> SkillResult {
-        SkillResult { reason: Some(reason.into()), ..SkillResult::of("failed") }
-    }
-}
 
 /// The values a step works with: the skill's bound values, then the exposed ones from `inputs`.
 /// Returns the merged object and the exposed names missing from `inputs`.
@@ -65,7 +39,7 @@ fn merged(
 }
 
 /// Runs a delivering skill with `inputs`; `key` makes the deliveries idempotent.
-pub fn invoke(
+pub(super) fn invoke(
     app: &App,
     workspace_id: &str,
     skill: &Skill,
@@ -77,11 +51,11 @@ pub fn invoke(
     let cfg = &skill.config;
     let webhook = |url: &str, body: &Value, event: &str, outcome: &'static str| -> Result<SkillResult> {
         let id = app.db.write(|tx| {
-            super::enqueue_webhook(
+            crate::delivery::enqueue_webhook(
                 app,
                 tx,
                 &now,
-                &super::Webhook {
+                &crate::delivery::Webhook {
                     workspace_id,
                     event,
                     url,
@@ -150,7 +124,7 @@ pub fn invoke(
                 return Ok(SkillResult::of("drafted"));
             }
             if app.config.smtp.is_none() {
-                return Ok(SkillResult::failed(super::email::NOT_CONFIGURED));
+                return Ok(SkillResult::failed(crate::delivery::email_not_configured()));
             }
             let to: Vec<String> = s("to")
                 .unwrap_or_default()
@@ -162,11 +136,11 @@ pub fn invoke(
             // HTML only from the operator's own configuration; exposed text is escaped
             let bound_html =
                 cfg.get("boundInputs").and_then(|b| b.get("bodyHtml")).and_then(Value::as_str).map(str::to_string);
-            let html =
-                bound_html.unwrap_or_else(|| format!("<p>{}</p>", super::notices::escape(&text).replace('\n', "<br>")));
+            let html = bound_html
+                .unwrap_or_else(|| format!("<p>{}</p>", crate::delivery::notices::escape(&text).replace('\n', "<br>")));
             let subject = s("subject").unwrap_or_default();
             let id = app.db.write(|tx| {
-                let m = super::Email {
+                let m = crate::delivery::Email {
                     workspace_id,
                     event: "skill.email",
                     to: &to,
@@ -176,7 +150,7 @@ pub fn invoke(
                     conversation_id,
                     key,
                 };
-                super::enqueue_email(app, tx, &now, &m)
+                crate::delivery::enqueue_email(app, tx, &now, &m)
             })?;
             app.jobs.wake();
             Ok(SkillResult { delivery_ids: vec![id], ..SkillResult::of("sent") })
@@ -201,9 +175,9 @@ pub fn invoke(
             }
             if !delivery.recipient_emails.is_empty() {
                 let text = format!("{message}\n");
-                let html = format!("<p>{}</p>", super::notices::escape(&message));
+                let html = format!("<p>{}</p>", crate::delivery::notices::escape(&message));
                 let id = app.db.write(|tx| {
-                    let m = super::Email {
+                    let m = crate::delivery::Email {
                         workspace_id,
                         event: "contact.request",
                         to: &delivery.recipient_emails,
@@ -213,7 +187,7 @@ pub fn invoke(
                         conversation_id,
                         key,
                     };
-                    super::enqueue_email(app, tx, &now, &m)
+                    crate::delivery::enqueue_email(app, tx, &now, &m)
                 })?;
                 app.jobs.wake();
                 ids.push(id);
@@ -222,19 +196,4 @@ pub fn invoke(
         }
         other => Err(Error::invalid(format!("a {other} skill does not deliver"))),
     }
-}
-
-/// `POST /agents/{agentId}/skills/{skillId}/test`: runs a delivering skill of the draft once,
-/// with the operator's test inputs.
-pub fn test(app: &App, p: &Principal, agent_id: &str, skill_id: &str, inputs: &SkillInputs) -> Result<SkillResult> {
-    p.require(Perm::AgentsManage)?;
-    let skill = skills::get(app, p, agent_id, skill_id)?;
-    if !["webhook_call", "slack_post", "email", "notify"].contains(&skill.capability.as_str()) {
-        return Err(Error::invalid(format!(
-            "a {} skill does not deliver; only notify, webhook_call, email and slack_post can be tested here",
-            skill.capability
-        )));
-    }
-    let key = format!("skill-test:{}", crate::ids::new_id());
-    invoke(app, &p.workspace_id.0, &skill, inputs, None, &key)
 }
