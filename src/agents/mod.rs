@@ -9,6 +9,7 @@
 
 pub mod api;
 pub mod catalog;
+pub mod config;
 pub mod context;
 pub mod directives;
 pub mod imported;

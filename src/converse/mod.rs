@@ -245,7 +245,7 @@ pub const PROFILE_TITLES: usize = 20;
 pub fn profile(app: &App, caller: &session::Caller) -> Result<Profile> {
     let ws = crate::ids::WorkspaceId(caller.workspace_id.clone());
     app.db.read(|c| {
-        let cfg = crate::turn::agent::published(c, &ws, &caller.agent_id)?;
+        let cfg = crate::agents::config::published(c, &ws, &caller.agent_id)?;
         let sources = match &cfg.settings.source_scope {
             crate::agents::api::SourceScope::All => None,
             crate::agents::api::SourceScope::Selected { source_ids } => Some(source_ids.clone()),

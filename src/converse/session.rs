@@ -15,13 +15,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::{Credential, store};
+use crate::agents::config::{self as agent, AgentConfig};
 use crate::app::App;
 use crate::clock::rfc3339;
 use crate::conversations::{self, Channel, NewConversation, Visibility};
 use crate::error::{Error, ErrorCode, Result};
 use crate::names::names;
 use crate::public_chat::token::{self, Expiring, Kind};
-use crate::turn::agent::{self, AgentConfig};
 
 /// How long a REST converse session token is valid.
 pub const SESSION_SECS: i64 = token::SESSION_SECS;

@@ -9,10 +9,10 @@
 use chrono::NaiveDate;
 use serde_json::{Map, Value, json};
 
+use crate::agents::config::AgentConfig;
 use crate::error::Error;
 use crate::routines::definition::{Definition, Slot, SlotType};
 use crate::routines::slots;
-use crate::turn::agent::AgentConfig;
 
 /// Longest string a routine tool accepts for one field (after trimming).
 pub const MAX_INPUT_CHARS: usize = 2000;

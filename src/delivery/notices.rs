@@ -9,13 +9,13 @@
 use serde_json::{Value, json};
 
 use crate::agents::Delivery;
+use crate::agents::config::AgentConfig;
 use crate::app::App;
 use crate::auth::accounts;
 use crate::clock::rfc3339;
 use crate::error::{Error, Result};
 use crate::ids::WorkspaceId;
 use crate::jobs::{JobCtx, JobPayload, Outcome};
-use crate::turn::agent::AgentConfig;
 
 /// The notify skill handoff and approval notices use.
 pub const CONTACT_SKILL: &str = "contact_human";
@@ -142,8 +142,8 @@ fn config_of(app: &App, ws: &WorkspaceId, conversation_id: &str, agent_id: &str)
     app.db.read(|c| {
         let conv = crate::conversations::find_in(c, &ws.0, conversation_id, true)?;
         match &conv.revision_id {
-            Some(rid) => crate::turn::agent::revision(c, agent_id, rid),
-            None => crate::turn::agent::published(c, ws, agent_id),
+            Some(rid) => crate::agents::config::revision(c, agent_id, rid),
+            None => crate::agents::config::published(c, ws, agent_id),
         }
     })
 }
@@ -344,15 +344,15 @@ fn contact_config(app: &App, ws: &WorkspaceId, agent_id: &str, conversation_id: 
     app.db.read(|c| {
         crate::agents::get_in(c, ws, agent_id)?;
         let Some(cid) = conversation_id else {
-            return crate::turn::agent::published(c, ws, agent_id);
+            return crate::agents::config::published(c, ws, agent_id);
         };
         let conv = crate::conversations::find_in(c, &ws.0, cid, true)?;
         if conv.agent_id != agent_id {
             return Err(Error::not_found("conversation"));
         }
         match &conv.revision_id {
-            Some(rid) => crate::turn::agent::revision(c, agent_id, rid),
-            None => crate::turn::agent::published(c, ws, agent_id),
+            Some(rid) => crate::agents::config::revision(c, agent_id, rid),
+            None => crate::agents::config::published(c, ws, agent_id),
         }
     })
 }
@@ -423,7 +423,7 @@ pub(super) fn usage_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcom
             Err(e) => return Outcome::retry(e.message),
         },
     };
-    let cfg = match app.db.read(|c| crate::turn::agent::published(c, &ws, &agent)) {
+    let cfg = match app.db.read(|c| crate::agents::config::published(c, &ws, &agent)) {
         Ok(c) => c,
         Err(e) if e.status() == 404 => return Outcome::Fail(e.message),
         Err(e) => return Outcome::retry(e.message),

@@ -20,6 +20,7 @@ pub mod suite;
 
 use serde_json::{Value, json};
 
+use crate::agents::config::AgentConfig;
 use crate::agents::revisions;
 use crate::app::App;
 use crate::audit::{self, Actor, Event};
@@ -29,7 +30,6 @@ use crate::conversations::{self, Role};
 use crate::error::{Error, Result};
 use crate::ids::WorkspaceId;
 use crate::storage::{Conn, Tx};
-use crate::turn::agent::AgentConfig;
 pub use api::{OriginalAgent, SnapChunk, SnapMessage, SnapshotBody};
 pub use assertions::Assertion;
 

@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 use super::api::{Overrides, RunBodyIn};
 use super::assertions::{self, Chunk, Judge, NoJudge, Observed};
 use super::{Case, Run, Snapshot, check_mode, instruction_block, store};
+use crate::agents::config::{self as agent, AgentConfig};
 use crate::app::App;
 use crate::audit::Actor;
 use crate::auth::{Perm, Principal};
@@ -20,7 +21,6 @@ use crate::ids::WorkspaceId;
 use crate::models::chat::Cancel;
 use crate::models::resolve::{self, Resolved, Slot};
 use crate::search::query::Hit;
-use crate::turn::agent::{self, AgentConfig};
 use crate::turn::retrieval::Settings;
 use crate::turn::{Surface, TurnInput};
 

@@ -11,13 +11,14 @@
 
 use super::session::Session;
 use super::store;
+use crate::agents::config::AgentConfig;
 use crate::app::App;
 use crate::clock::rfc3339;
 use crate::conversations::{self, Channel, NewConversation, NewMessage, Role, Source, Visibility};
 use crate::error::{Error, ErrorCode, Result};
 use crate::ids::WorkspaceId;
 use crate::names::names;
-use crate::turn::{self, Surface, TurnInput, agent::AgentConfig, context::ContextScope};
+use crate::turn::{self, Surface, TurnInput, context::ContextScope};
 
 /// Longest `userExpectedLocale`, page locale or browser locale.
 const MAX_LOCALE: usize = 35;
@@ -179,7 +180,7 @@ fn not_found() -> Error {
 /// The published agent a session talks to.
 fn agent_of(app: &App, s: &Session) -> Result<AgentConfig> {
     let ws = WorkspaceId(s.workspace_id.clone());
-    app.db.read(|c| turn::agent::published(c, &ws, &s.agent_id))
+    app.db.read(|c| crate::agents::config::published(c, &ws, &s.agent_id))
 }
 
 /// Checks a message and turns it into a greeting or a turn on the session's conversation.
@@ -199,8 +200,8 @@ pub fn send(app: &App, s: &Session, cmd: MessageCommand) -> Result<Prepared> {
                 return Err(not_found());
             }
             let agent = match &conv.revision_id {
-                Some(rid) => turn::agent::revision(tx, &conv.agent_id, rid)?,
-                None => turn::agent::published(tx, &ws, &conv.agent_id)?,
+                Some(rid) => crate::agents::config::revision(tx, &conv.agent_id, rid)?,
+                None => crate::agents::config::published(tx, &ws, &conv.agent_id)?,
             };
             return Ok((conv.id, agent));
         }
@@ -210,7 +211,7 @@ pub fn send(app: &App, s: &Session, cmd: MessageCommand) -> Result<Prepared> {
             })?),
             None => None,
         };
-        let agent = turn::agent::published(tx, &ws, &s.agent_id)?;
+        let agent = crate::agents::config::published(tx, &ws, &s.agent_id)?;
         let cid = conversations::start(
             tx,
             &NewConversation {

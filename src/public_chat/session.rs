@@ -84,7 +84,7 @@ pub fn create(app: &App, launch_token: &str, req: NewSession) -> Result<Grant> {
     let now = app.clock.now().timestamp();
     let agent_id = default_agent(app, &ws)?;
     let (agent_name, assistant_bootstrap_active) = app.db.read(|c| {
-        let a = crate::turn::agent::published(c, &ws, &agent_id)?;
+        let a = crate::agents::config::published(c, &ws, &agent_id)?;
         Ok((a.name, bootstrap_active(&g, &a.settings)))
     })?;
     let binding = token::launch_binding(secret, launch_token);
@@ -237,7 +237,7 @@ fn default_agent(app: &App, ws: &crate::ids::WorkspaceId) -> Result<String> {
 /// `GET …/embed-config`.
 pub fn embed_config(app: &App, launch_token: &str, origin: Option<&str>) -> Result<EmbedConfig> {
     let (ws, g, agent_id) = serving(app, launch_token, origin)?;
-    let agent = app.db.read(|c| crate::turn::agent::published(c, &ws, &agent_id))?;
+    let agent = app.db.read(|c| crate::agents::config::published(c, &ws, &agent_id))?;
     let has_logo = crate::agents::public_logo(app, &ws, &agent_id)?.is_some();
     let assistant_name = if g.assistant_name.is_empty() { agent.name.clone() } else { g.assistant_name.clone() };
     let bootstrap_active = bootstrap_active(&g, &agent.settings);

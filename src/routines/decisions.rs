@@ -123,8 +123,8 @@ fn commit(
         return commit_flip_only(app, by, d, &r.option_id);
     };
     let agent = app.db.read(|c| match &conv.revision_id {
-        Some(rid) => crate::turn::agent::revision(c, &conv.agent_id, rid),
-        None => crate::turn::agent::published(c, &ws, &conv.agent_id),
+        Some(rid) => crate::agents::config::revision(c, &conv.agent_id, rid),
+        None => crate::agents::config::published(c, &ws, &conv.agent_id),
     })?;
     let Some(snap) = agent.routine(&run.routine_id).cloned() else {
         return commit_flip_only(app, by, d, &r.option_id);

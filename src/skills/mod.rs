@@ -19,11 +19,11 @@ mod mcp;
 
 use serde_json::{Map, Value, json};
 
+use crate::agents::config::AgentConfig;
 use crate::app::App;
 use crate::auth::{Perm, Principal};
 use crate::error::{Error, Result};
 use crate::ids::WorkspaceId;
-use crate::turn::agent::AgentConfig;
 
 /// A step's inputs: named values, free-form JSON (the skill's configuration says which it takes).
 pub type SkillInputs = Map<String, Value>;

@@ -6,11 +6,11 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::agent::{self, AgentConfig};
 use super::compose::{self, Composed, NoSink};
 use super::kinds::{Availability, RouteKind, StageStatus, TraceStage};
 use super::trace::{self, TraceBuilder, TurnRecord};
 use super::{AnswerCoverage, TraceJson, TurnModels, as_model, retrieval};
+use crate::agents::config::{self as agent, AgentConfig};
 use crate::app::App;
 use crate::auth::{Perm, Principal};
 use crate::clock::rfc3339;

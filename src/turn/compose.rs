@@ -11,10 +11,10 @@
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::agent::AgentConfig;
 use super::kinds::Outcome;
 use super::steering::Matched;
 use super::trace::Grounding;
+use crate::agents::config::AgentConfig;
 use crate::agents::directives::legal_pair;
 use crate::models::chat::{
     Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, LlmError, Message, OutputSchema, Usage, chat_json,
@@ -160,7 +160,7 @@ pub fn builtin_grounded(question: &str, hits: &[Hit], sink: &mut dyn Sink) -> Op
 fn persona(
     agent: &AgentConfig,
     directives: &[Matched],
-    gated: &[super::agent::AuthoredDirective],
+    gated: &[crate::agents::config::AuthoredDirective],
     context: &str,
 ) -> String {
     let mut s = format!("You are {}, an assistant answering a website visitor.", agent.name);
@@ -344,7 +344,7 @@ pub fn model_grounded(
     m: &dyn ChatModel,
     agent: &AgentConfig,
     directives: &[Matched],
-    gated: &[super::agent::AuthoredDirective],
+    gated: &[crate::agents::config::AuthoredDirective],
     context: &str,
     question: &str,
     history: &[(String, String)],

@@ -13,8 +13,8 @@
 
 use serde_json::{Value, json};
 
-use super::agent::AgentConfig;
 use super::trace::StageOutputs;
+use crate::agents::config::AgentConfig;
 use crate::agents::context::{self, Subject, VariableValue};
 use crate::app::App;
 use crate::error::Result;

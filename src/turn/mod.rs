@@ -10,7 +10,7 @@
 //! A turn runs on a blocking thread. One turn per conversation runs at a time; a newer message
 //! cancels a turn that has not streamed or started persisting (`supersede`).
 
-pub mod agent;
+use crate::agents::config as agent;
 pub mod answer;
 pub mod api;
 pub mod compose;

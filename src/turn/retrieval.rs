@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
-use super::agent::AgentConfig;
+use crate::agents::config::AgentConfig;
 use crate::agents::skills::SkillConfig;
 use crate::app::App;
 use crate::error::Result;

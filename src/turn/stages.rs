@@ -5,11 +5,11 @@
 
 use serde_json::{Value, json};
 
-use super::agent::AgentConfig;
 use super::compose::{self, Composed, Suggestion};
 use super::interpret::{self, Route};
 use super::kinds::{Availability, Outcome, Phase, Progress, RouteKind, StageStatus, TraceStage};
 use super::routine::{RoutineAnswer, RoutineDecision, RoutineReport, RoutineTurn};
+use crate::agents::config::AgentConfig;
 
 /// What the routine pass left for the rest of the turn.
 enum Routed {

@@ -21,7 +21,7 @@
 use super::kinds::RouteKind;
 use serde_json::{Value, json};
 
-use super::agent::{AgentConfig, AuthoredDirective};
+use crate::agents::config::{AgentConfig, AuthoredDirective};
 use crate::app::App;
 use crate::models::chat::{Cancel, ChatRequest, Message, OutputSchema, chat_json};
 use crate::models::resolve::Resolved;
@@ -357,8 +357,8 @@ pub fn select_binding(agent: &AgentConfig, matched: &[Matched], route: RouteKind
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::agents::config::SkillSnap;
     use crate::agents::directives::{Binding, Body, Condition};
-    use crate::turn::agent::SkillSnap;
 
     fn directive(name: &str, priority: Option<i64>, binding: Option<&str>) -> AuthoredDirective {
         AuthoredDirective {

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::agent::{self, AgentConfig};
 use super::{Reply, StreamEvent, Surface, TurnInput};
+use crate::agents::config::{self as agent, AgentConfig};
 use crate::agents::revisions::Snapshot;
 use crate::app::App;
 use crate::audit::{self, Actor, Event};

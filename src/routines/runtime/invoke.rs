@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 
 use super::{Run, Walk, done_ids, execution_id, new_run};
+use crate::agents::config::{AgentConfig, RoutineSnap};
 use crate::app::App;
 use crate::error::Result;
 use crate::turn::TurnInput;
-use crate::turn::agent::{AgentConfig, RoutineSnap};
 use crate::turn::routine::{Invocation, RoutineDecision, RoutineReport};
 
 /// The routine running in the conversation (active or waiting for a decision), if any.

@@ -34,10 +34,10 @@ mod tool_step;
 use super::definition::{Definition, GuardKind, SlotType, Step, StepKind, TerminalKind, Transition};
 use super::effects::{ActionEffect, DecisionEffect, ExportEffect, HandoffEffect, RoutineEffects};
 use super::slots;
+use crate::agents::config::{AgentConfig, RoutineSnap};
 use crate::app::App;
 use crate::error::Result;
 use crate::turn::TurnInput;
-use crate::turn::agent::{AgentConfig, RoutineSnap};
 use crate::turn::routine::{PendingInput, RoutineAnswer, RoutineDecision, RoutinePass, RoutineReport, RoutineTurn};
 pub use api::Run;
 pub use guards::content_hash;
@@ -714,7 +714,7 @@ impl<'a> Walk<'a> {
         // bindings are inert in routine turns)
         let tags =
             [format!("routine:{}", self.run.routine_id), format!("step:{}:{}", self.run.routine_id, self.run.step)];
-        let scoped: Vec<&crate::turn::agent::AuthoredDirective> = self
+        let scoped: Vec<&crate::agents::config::AuthoredDirective> = self
             .input
             .agent
             .directives

@@ -1,6 +1,7 @@
-//! The agent a turn runs as: read from an immutable revision snapshot (the published revision a
-//! conversation started on, a candidate, or a test execution's frozen draft), never from the
-//! live draft — so drafts never leak into visitor conversations.
+//! The agent as it runs (in a turn, a notice, a routine, a replay): read from an immutable
+//! revision snapshot (the published revision a conversation started on, a candidate, or a test
+//! execution's frozen draft), never from the live draft — so drafts never leak into visitor
+//! conversations.
 
 use crate::storage::Conn as Connection;
 use serde::Deserialize;
