@@ -180,8 +180,8 @@ fn samples(n: usize, f: impl Fn() -> crate::error::Result<()>) -> anyhow::Result
 }
 
 /// The enforcement's own cost per answer, in process on a fresh data directory: reserving (a read
-/// of the account; with a profile, the checking write transaction) plus settling inside the
-/// reply's write transaction, less that transaction alone. `n` answers per side.
+/// of the account; with a profile, the meter's read and the check under the ledger's lock) plus
+/// settling inside the reply's write transaction, less that transaction alone. `n` answers per side.
 pub fn in_process(n: usize) -> anyhow::Result<Value> {
     use crate::usage::limits::{self, AnswerKind, AnswerWork, profiles};
     let dir = tempfile::tempdir()?;
