@@ -58,7 +58,7 @@ pub fn jobs() -> Vec<(&'static str, jobs::Handler)> {
     vec![
         (WEBHOOK_JOB, webhook_job),
         (EMAIL_JOB, email::email_job),
-        (crate::turn::HANDOFF_JOB, notices::handoff_job),
+        (notices::HANDOFF_JOB, notices::handoff_job),
         (crate::usage::limits::NOTICE_JOB, notices::usage_job),
     ]
 }

@@ -19,6 +19,9 @@ use crate::jobs::{JobCtx, JobPayload, Outcome};
 
 /// The notify skill handoff and approval notices use.
 pub const CONTACT_SKILL: &str = "contact_human";
+/// The job that tells a person a conversation needs them (written by a turn's or a routine's
+/// handoff, sent here).
+pub const HANDOFF_JOB: &str = "handoff.notify";
 
 /// Where a notice goes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -10,12 +10,13 @@ use super::definition::GateOption;
 use super::{Decision, store};
 use crate::app::App;
 use crate::audit::{self, Event};
+use crate::delivery::notices::HANDOFF_JOB;
 use crate::error::Result;
 use crate::ids::WorkspaceId;
 use crate::jobs::{self, JobCtx, JobPayload, NewJob, Outcome};
 use crate::storage::Tx;
+use crate::turn::TurnInput;
 use crate::turn::routine::Effects;
-use crate::turn::{HANDOFF_JOB, TurnInput};
 
 /// The job kind of an action marker.
 pub const ACTION_JOB: &str = "routine.action";

@@ -45,8 +45,7 @@ use kinds::{Availability, Outcome, Phase, Progress};
 pub(crate) use stages::{TurnModels, as_model};
 use trace::Grounding;
 
-/// The job that tells a person a conversation needs them.
-pub const HANDOFF_JOB: &str = "handoff.notify";
+pub use crate::delivery::notices::HANDOFF_JOB;
 pub const MAX_MESSAGE_CHARS: usize = 20_000;
 /// Messages of history a turn reads.
 const HISTORY: usize = 10;

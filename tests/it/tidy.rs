@@ -87,6 +87,7 @@ const KNOWN: &[(Rule, &[&str])] = &[
         &[
             "src/agents/context.rs",
             "src/agents/directives.rs",
+            "src/agents/config.rs",
             "src/agents/revisions.rs",
             "src/agents/skills.rs",
             "src/auth/mod.rs",
@@ -99,7 +100,6 @@ const KNOWN: &[(Rule, &[&str])] = &[
             "src/search/query.rs",
             "src/search/store.rs",
             "src/settings/ingestion.rs",
-            "src/turn/agent.rs",
             "src/turn/answer.rs",
             "src/turn/test_exec.rs",
             "src/turn/trace.rs",
