@@ -163,7 +163,7 @@ async fn the_release_tarball_installs_and_serves_with_no_compiler_on_path() {
     let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), 200);
     let ready = ready.text().await.unwrap();
-    assert!(ready.contains(&models.display().to_string()), "{ready}");
+    assert!(ready.contains("\"status\":\"ready\""), "{ready}");
 
     // the bundled ONNX Runtime and model embed a document, and the agent answers from it
     let api = crate::e2e::Api::new(&base, &token);
