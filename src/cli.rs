@@ -296,8 +296,16 @@ fn serve(ov: CliOverrides) -> anyhow::Result<ExitCode> {
         let listener =
             tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
         let addr = listener.local_addr()?;
-        tracing::info!(%addr, data_dir = %app.config.data_dir.display(), "steward is listening");
-        println!("steward listening on http://{addr}");
+        let places = Places::of(&app.config);
+        tracing::info!(
+            %addr,
+            data_dir = %places.data,
+            models_dir = %places.models,
+            logs = %places.logs,
+            "steward is listening"
+        );
+        // one write: the first line is what scripts and tests wait for; a closed stdout is no error
+        let _ = std::io::stdout().lock().write_all(places.banner(addr).as_bytes());
         let _ = std::io::stdout().flush();
         crate::http::serve(app.clone(), listener, shutdown_signal()).await?;
         tracing::info!("stopped accepting requests; finishing background work");
@@ -307,6 +315,55 @@ fn serve(ov: CliOverrides) -> anyhow::Result<ExitCode> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where this server keeps its data, finds its models and writes its logs, as the start-up banner
+/// names them.
+struct Places {
+    data: String,
+    models: String,
+    logs: String,
+}
+
+impl Places {
+    fn of(config: &Config) -> Places {
+        let data = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
+        let models = match crate::models::locate::embedding(config) {
+            Ok(files) => files.dir.display().to_string(),
+            Err(_) => "none found (steward doctor says where it looked)".to_string(),
+        };
+        let format = match config.log_format {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json, one object per line",
+        };
+        let sink = if on_journal(std::env::var("JOURNAL_STREAM").ok().as_deref()) {
+            "standard error, into the systemd journal (journalctl -u steward)"
+        } else {
+            "standard error"
+        };
+        Places {
+            data: data.display().to_string(),
+            models,
+            logs: format!("{sink}; {format}; level {}", config.log_level),
+        }
+    }
+
+    fn banner(&self, addr: SocketAddr) -> String {
+        format!(
+            "steward listening on http://{addr}\n  data:   {}\n  models: {}\n  logs:   {}\n",
+            self.data, self.models, self.logs
+        )
+    }
+}
+
+/// Whether standard error is the systemd journal's stream: `JOURNAL_STREAM` (`device:inode`, set by
+/// systemd) names the file standard error is.
+fn on_journal(journal_stream: Option<&str>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some((dev, ino)) = journal_stream.and_then(|v| v.split_once(':')) else {
+        return false;
+    };
+    std::fs::metadata("/proc/self/fd/2").is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
 }
 
 async fn shutdown_signal() {
@@ -552,5 +609,17 @@ mod log_tests {
         assert!(!super::colour_log(false, None), "a file, a pipe or the journal");
         assert!(!super::colour_log(true, Some("1".into())));
         assert!(super::colour_log(true, Some("".into())), "an empty NO_COLOR is unset");
+    }
+
+    #[test]
+    fn the_banner_names_the_data_models_and_logs_and_starts_with_the_address() {
+        let places = super::Places { data: "/d".into(), models: "/m".into(), logs: "standard error".into() };
+        let b = places.banner("127.0.0.1:9".parse().unwrap());
+        let lines: Vec<&str> = b.lines().collect();
+        assert_eq!(lines[0], "steward listening on http://127.0.0.1:9");
+        assert_eq!(&lines[1..], ["  data:   /d", "  models: /m", "  logs:   standard error"]);
+        assert!(!super::on_journal(None));
+        assert!(!super::on_journal(Some("nonsense")));
+        assert!(!super::on_journal(Some("1:1")), "not the file standard error is");
     }
 }
