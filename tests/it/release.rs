@@ -155,7 +155,7 @@ async fn the_release_tarball_installs_and_serves_with_no_compiler_on_path() {
     cmd.arg("--data-dir").arg(&data).args(["serve", "--listen", "127.0.0.1:0"]);
     clean(&mut cmd);
     cmd.env("STEWARD_LOG", "warn").stdout(Stdio::piped()).stderr(Stdio::null());
-    let mut server = crate::logs::Running::spawn(cmd);
+    let server = crate::logs::Running::spawn(cmd);
     let base = server.base.clone();
     assert!(server.banner.iter().any(|l| l == &format!("  models: {}", models.display())), "{:?}", server.banner);
 
