@@ -431,7 +431,7 @@ pub fn list_values(app: &App, p: &Principal, id: &str) -> Result<Vec<ScopedValue
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ValueSelector {
     pub scope_type: String,

@@ -31,6 +31,7 @@ mod knowledge_page;
 mod mcp;
 mod migrations;
 mod models;
+mod openapi;
 mod public_chat;
 mod readme;
 mod recovery;
