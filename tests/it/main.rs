@@ -9,6 +9,7 @@ mod support;
 
 mod accounts;
 mod agents;
+mod api_page;
 mod browser;
 mod bundles;
 mod bundles_page;
