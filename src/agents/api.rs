@@ -366,7 +366,7 @@ pub struct AgentList<'a> {
 }
 
 /// A skill. Snapshots in revisions carry the same shape without the timestamps.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SkillView<'a> {
     id: &'a str,
@@ -435,13 +435,13 @@ impl<'a> SkillView<'a> {
 }
 
 /// `GET /agents/{id}/skills`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct SkillList<'a> {
     pub skills: Vec<SkillView<'a>>,
 }
 
 /// A directive's chip in the view.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChipView<'a> {
     skill_name: &'a str,
@@ -452,7 +452,7 @@ pub struct ChipView<'a> {
 }
 
 /// A directive: its body with its identity and located chips.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DirectiveView<'a> {
     #[serde(flatten)]
@@ -491,13 +491,13 @@ impl<'a> DirectiveView<'a> {
 }
 
 /// `GET /agents/{id}/directives`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct DirectiveList<'a> {
     pub directives: Vec<DirectiveView<'a>>,
 }
 
 /// `POST /agents/{id}/directives/draft`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DraftView<'a> {
     draft: &'a Value,
@@ -517,7 +517,7 @@ impl<'a> DraftView<'a> {
 }
 
 /// A context variable of the workspace catalog.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VariableView<'a> {
     id: &'a str,
@@ -548,14 +548,14 @@ impl<'a> VariableView<'a> {
 }
 
 /// `GET /context-variables` and `GET /agents/{id}/context-variables`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextVariableList<T> {
     pub context_variables: Vec<T>,
 }
 
 /// A variable's enablement on an agent. Snapshots carry it without `updatedAt`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EnablementView<'a> {
     context_variable_id: &'a str,
@@ -586,7 +586,7 @@ impl<'a> EnablementView<'a> {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 struct ScopeView<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
@@ -594,7 +594,7 @@ struct ScopeView<'a> {
 }
 
 /// A value of a variable at one scope (`data` null when redacted).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -619,7 +619,7 @@ impl<'a> ValueView<'a> {
 }
 
 /// `GET /context-variables/{id}/values`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueList<'a> {
     pub context_variable_id: &'a str,

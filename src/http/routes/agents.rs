@@ -81,21 +81,24 @@ pub fn routes() -> Routes {
             publish,
             manage("Publish a revision").body_any().ok_any().errors(&[409, 422]),
         )
-        .get("/api/v1/agents/{id}/directives", list_directives, read("List directives").ok_any())
+        .get("/api/v1/agents/{id}/directives", list_directives, read("List directives").ok::<DirectiveList>())
         .post(
             "/api/v1/agents/{id}/directives",
             create_directive,
-            manage("Create a directive").body_any().answers_any(201, "Created"),
+            manage("Create a directive").body::<directives::Input>().answers::<DirectiveView>(201, "Created"),
         )
         .post(
             "/api/v1/agents/{id}/directives/draft",
             draft_directive,
-            manage("Draft a directive from a description (a model call)").body_any().ok_any().errors(&[502]),
+            manage("Draft a directive from a description (a model call)")
+                .body::<directives::DraftInput>()
+                .ok::<DraftView>()
+                .errors(&[502]),
         )
         .patch(
             "/api/v1/agents/{id}/directives/{did}",
             update_directive,
-            manage("Change a directive").body_any().ok_any(),
+            manage("Change a directive").body::<directives::Input>().ok::<DirectiveView>(),
         )
         .delete("/api/v1/agents/{id}/directives/{did}", delete_directive, manage("Delete a directive").no_content())
         .get(
@@ -103,9 +106,17 @@ pub fn routes() -> Routes {
             skill_capabilities,
             read("The capabilities the agent's skills may use").ok_any(),
         )
-        .get("/api/v1/agents/{id}/skills", list_skills, read("List the agent's skills").ok_any())
-        .post("/api/v1/agents/{id}/skills", create_skill, manage("Add a skill").body_any().answers_any(201, "Created"))
-        .patch("/api/v1/agents/{id}/skills/{sid}", update_skill, manage("Change a skill").body_any().ok_any())
+        .get("/api/v1/agents/{id}/skills", list_skills, read("List the agent's skills").ok::<SkillList>())
+        .post(
+            "/api/v1/agents/{id}/skills",
+            create_skill,
+            manage("Add a skill").body::<skills::NewSkill>().answers::<SkillView>(201, "Created"),
+        )
+        .patch(
+            "/api/v1/agents/{id}/skills/{sid}",
+            update_skill,
+            manage("Change a skill").body::<skills::SkillPatch>().ok::<SkillView>(),
+        )
         .delete("/api/v1/agents/{id}/skills/{sid}", delete_skill, manage("Remove a skill").no_content())
         .get(
             "/api/v1/agents/{id}/skills/{sid}/mcp-tools",
@@ -120,38 +131,49 @@ pub fn routes() -> Routes {
         .get(
             "/api/v1/agents/{id}/context-variables",
             list_enablements,
-            read("The context variables enabled for the agent").ok_any(),
+            read("The context variables enabled for the agent").ok::<ContextVariableList<EnablementView>>(),
         )
         .put(
             "/api/v1/agents/{id}/context-variables/{vid}",
             put_enablement,
-            manage("Enable a context variable for the agent").body_any().ok_any(),
+            manage("Enable a context variable for the agent").body::<context::EnablementInput>().ok::<EnablementView>(),
         )
         .delete(
             "/api/v1/agents/{id}/context-variables/{vid}",
             delete_enablement,
             manage("Disable a context variable for the agent").no_content(),
         )
-        .get("/api/v1/context-variables", list_variables, read("List context variables").ok_any())
+        .get(
+            "/api/v1/context-variables",
+            list_variables,
+            read("List context variables").ok::<ContextVariableList<VariableView>>(),
+        )
         .post(
             "/api/v1/context-variables",
             create_variable,
-            manage("Create a context variable").body_any().answers_any(201, "Created").errors(&[409]),
+            manage("Create a context variable")
+                .body::<context::VariableInput>()
+                .answers::<VariableView>(201, "Created")
+                .errors(&[409]),
         )
-        .get("/api/v1/context-variables/{id}", get_variable, read("Get a context variable").ok_any())
+        .get("/api/v1/context-variables/{id}", get_variable, read("Get a context variable").ok::<VariableView>())
         .patch(
             "/api/v1/context-variables/{id}",
             update_variable,
-            manage("Change a context variable").body_any().ok_any().errors(&[409]),
+            manage("Change a context variable").body::<context::VariableInput>().ok::<VariableView>().errors(&[409]),
         )
         .delete("/api/v1/context-variables/{id}", delete_variable, manage("Delete a context variable").no_content())
-        .get("/api/v1/context-variables/{id}/values", list_values, read("A context variable's values").ok_any())
+        .get(
+            "/api/v1/context-variables/{id}/values",
+            list_values,
+            read("A context variable's values").ok::<ValueList>(),
+        )
         .put(
             "/api/v1/context-variables/{id}/values",
             put_value,
             manage("Set a context variable's value in a scope (sensitive values are sealed)")
-                .body_any()
-                .ok_any()
+                .body::<context::ValueInput>()
+                .ok::<ValueView>()
                 .errors(&[503]),
         )
         .delete(

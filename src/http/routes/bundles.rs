@@ -30,14 +30,14 @@ pub fn routes() -> Routes {
                 .about("201 with the import job; 200 when the `idempotencyKey` was already applied.")
                 .perm("workspace.agents.manage")
                 .body_any()
-                .answers_any(201, "Imported")
-                .ok_any()
+                .answers::<ImportView>(201, "Imported")
+                .ok::<ImportView>()
                 .errors(&[409, 422]),
         )
         .get(
             "/api/v1/agents/bundle/imports/{iid}",
             get_import,
-            Op::new("Get a bundle import job").perm("workspace.agents.read").ok_any(),
+            Op::new("Get a bundle import job").perm("workspace.agents.read").ok::<ImportView>(),
         )
 }
 

@@ -26,7 +26,9 @@ pub fn routes() -> Routes {
         .get(
             "/api/v1/agents/{id}/channel-credentials",
             list,
-            manage("List the agent's channel credentials").query::<ListQuery>().ok_any(),
+            manage("List the agent's channel credentials")
+                .query::<ListQuery>()
+                .ok_json(obj(json!({"credentials": array(view_schema())}))),
         )
         .post(
             "/api/v1/agents/{id}/channel-credentials",
@@ -38,12 +40,14 @@ pub fn routes() -> Routes {
         .post(
             "/api/v1/agents/{id}/channel-credentials/{cid}/rotate",
             rotate,
-            manage("Rotate a channel credential's secret").ok_any().errors(&[409]),
+            manage("Rotate a channel credential's secret")
+                .ok_json(obj(json!({"credential": view_schema(), "secret": string()})))
+                .errors(&[409]),
         )
         .post(
             "/api/v1/agents/{id}/channel-credentials/{cid}/revoke",
             revoke,
-            manage("Revoke a channel credential").ok_any(),
+            manage("Revoke a channel credential").ok_json(obj(json!({"credential": view_schema()}))),
         )
         .post(
             "/api/v1/mcp/converse/session",
@@ -253,6 +257,16 @@ async fn messages(
     let caller = s.caller();
     let page = updates::poll(app, caller, s.conversation_id.clone(), q.cursor, wait).await?;
     Ok(axum::Json(converse::api::page(&page)))
+}
+
+/// The schema of [`view`].
+fn view_schema() -> Value {
+    use crate::http::openapi::shapes::integer;
+    obj(json!({
+        "id": string(), "agentId": string(), "audience": string(), "label": string(), "prefix": string(),
+        "status": string(), "version": integer(), "expiresAt": string_or_null(), "revokedAt": string_or_null(),
+        "lastUsedAt": string_or_null(), "createdAt": string(), "updatedAt": string(),
+    }))
 }
 
 fn view(c: &Credential, now: &str) -> Value {
