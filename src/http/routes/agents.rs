@@ -50,7 +50,7 @@ pub fn routes() -> Routes {
             "/api/v1/agents/{id}/assistant-logo",
             put_logo,
             manage("Upload the agent's logo (the body is the image, or a multipart form's `file`)")
-                .body_media("image/*", obj_some(serde_json::json!({}), &[]))
+                .body_media("image/*", serde_json::json!({"type": "string", "contentMediaType": "image/*"}))
                 .answers::<LogoView>(201, "Stored")
                 .errors(&[413, 415]),
         )
