@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{DocumentPage, DocumentView, IndexState, Progress, ReprocessOutcome, Summary};
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SummaryJson {
     pub document_count: i64,
@@ -15,7 +15,7 @@ pub struct SummaryJson {
 }
 
 /// `GET /document` and a source's documents.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentPageJson {
     pub documents: Vec<DocumentView>,
@@ -26,7 +26,7 @@ pub struct DocumentPageJson {
 }
 
 /// The outcome of a bulk reprocess.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReprocessOutcomeJson {
     pub queued_document_count: i64,
@@ -35,7 +35,7 @@ pub struct ReprocessOutcomeJson {
 }
 
 /// `GET /document/progress`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgressJson {
     pub queued: i64,
@@ -47,7 +47,7 @@ pub struct ProgressJson {
     pub index: IndexStateJson,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IndexStateJson {
     pub live_chunks: i64,

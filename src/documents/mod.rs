@@ -75,7 +75,7 @@ pub struct Source {
     pub document_count: i64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceView {
     pub id: String,
@@ -146,7 +146,7 @@ pub struct Document {
     pub content: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceRef {
     pub id: String,
@@ -156,7 +156,7 @@ pub struct SourceRef {
 }
 
 /// The document record on the wire.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentView {
     pub id: String,
@@ -191,7 +191,7 @@ pub struct DocumentView {
 
 /// A chunk of a document's indexed revision, as the document view lists it (a preview of its
 /// text, never all of it).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChunkSummary {
     pub id: String,

@@ -65,7 +65,7 @@ fn tantivy_err(e: tantivy::TantivyError) -> Error {
 }
 
 /// Retrieval modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     #[default]

@@ -9,6 +9,7 @@ mod support;
 
 mod accounts;
 mod agents;
+mod api_page;
 mod browser;
 mod bundles;
 mod bundles_page;
@@ -32,6 +33,7 @@ pub mod logs;
 mod mcp;
 mod migrations;
 mod models;
+mod openapi;
 mod public_chat;
 mod readme;
 mod recovery;
