@@ -9,6 +9,8 @@ mod support;
 
 mod accounts;
 mod agents;
+mod backup;
+mod backup_e2e;
 mod browser;
 mod bundles;
 mod bundles_page;
@@ -26,6 +28,7 @@ mod evals_page;
 mod formats;
 mod hardening;
 mod hardening3;
+mod index_cache;
 mod jobs;
 mod knowledge_page;
 mod mcp;
