@@ -45,6 +45,7 @@ mod sources_page;
 mod takeover;
 mod tidy;
 mod tokens;
+mod upgrade;
 mod usage_limits;
 mod webdriver;
 mod widget;
