@@ -34,6 +34,8 @@ use crate::storage::Db;
 const BATCH: usize = 500;
 /// How often a running rebuild commits the text index (search sees what is committed).
 const COMMIT_EVERY: Duration = Duration::from_secs(2);
+/// How often a running rebuild logs how far it is.
+const REPORT_EVERY: Duration = Duration::from_secs(10);
 
 /// What an index saved with its contents.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -274,7 +276,14 @@ impl SearchIndex {
     /// Runs the planned rebuild to its end (true), or until [`SearchIndex::stop_rebuild`] (false).
     pub fn run_rebuild(&self, db: &Db) -> Result<bool> {
         let mut last_commit = Instant::now();
+        let mut last_report = Instant::now();
         loop {
+            if last_report.elapsed() >= REPORT_EVERY {
+                if let Some(r) = self.rebuild_status() {
+                    tracing::info!(done = r.done.min(r.total), total = r.total, "{}", r.describe());
+                }
+                last_report = Instant::now();
+            }
             if self.stopping.load(Ordering::SeqCst) {
                 return Ok(false);
             }

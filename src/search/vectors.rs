@@ -379,4 +379,31 @@ mod tests {
         assert_eq!(again.space_of("ws").as_deref(), Some("new@256"), "the space is saved with the index");
         assert_eq!(again.search("ws", "new@256", &unit(2), 1, None).unwrap()[0].0, 1);
     }
+
+    #[test]
+    fn a_file_that_differs_from_its_saved_crc_is_refused_and_a_legacy_record_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = VectorIndex::open(dir.path()).unwrap();
+        let mut v = vec![0f32; DIMENSIONS];
+        v[1] = 1.0;
+        index.add("ws", "s", 7, &v).unwrap();
+        index.save().unwrap();
+        assert!(VectorIndex::open(dir.path()).unwrap().contains("ws", 7));
+        let file = dir.path().join("ws.usearch");
+        let mut bytes = std::fs::read(&file).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 1;
+        std::fs::write(&file, &bytes).unwrap();
+        let err = VectorIndex::open(dir.path()).err().unwrap();
+        assert!(err.contains("damaged"), "{err}");
+        bytes[mid] ^= 1;
+        std::fs::write(&file, &bytes).unwrap();
+        // spaces.json as saved before CRCs were: read, nothing to check
+        std::fs::write(dir.path().join("spaces.json"), r#"{"ws":"s"}"#).unwrap();
+        let legacy = VectorIndex::open(dir.path()).unwrap();
+        assert_eq!(legacy.space_of("ws").as_deref(), Some("s"));
+        std::fs::remove_file(&file).unwrap();
+        std::fs::write(dir.path().join("spaces.json"), "not json").unwrap();
+        assert!(VectorIndex::open(dir.path()).is_err(), "an unreadable record is damage");
+    }
 }

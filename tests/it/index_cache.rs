@@ -75,6 +75,9 @@ async fn rebuilt(t: &TestApp, owner: &Auth, expect: &[(&str, &str)]) {
     let search = check.iter().find(|c| c.name == "search").unwrap();
     assert!(search.ok && search.degraded, "{}", search.message);
     assert!(search.message.contains("rebuilding"), "{}", search.message);
+    let metrics = t.get("/metrics", &Auth::None).await.text();
+    let total = format!("steward_search_rebuild_chunks{{state=\"total\"}} {}", status.total);
+    assert!(status.total > 0 && metrics.contains(&total), "{metrics}");
     let p = t.get("/api/v1/document/progress", owner).await.json();
     assert_eq!(p["idle"], false, "{p}");
     assert_eq!(p["index"]["rebuilding"], true, "{p}");
