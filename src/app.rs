@@ -344,7 +344,8 @@ fn migrate(config: &Config, db: &Db, holding: bool) -> Result<()> {
     Ok(())
 }
 
-/// Removes originals no document refers to (kept while a backup ran, or left by a crash).
+/// Removes originals no document refers to (kept while a backup ran, or left by a crash), and the
+/// work directories of backups a crash cut off.
 fn sweep_unused_blobs(config: &Config, db: &Db) {
     let referenced = match db.read(crate::documents::blob_references) {
         Ok(refs) => refs.into_iter().map(|(_, sha)| sha).collect(),
@@ -353,6 +354,10 @@ fn sweep_unused_blobs(config: &Config, db: &Db) {
             return;
         }
     };
+    let n = crate::ops::backup::sweep_leftovers(&config.data_dir);
+    if n > 0 {
+        tracing::info!(directories = n, "removed the work directories of backups a crash cut off");
+    }
     match crate::documents::blobs::sweep_unused(&config.data_dir, &referenced) {
         Ok(0) => {}
         Ok(n) => tracing::info!(files = n, "removed stored originals no document refers to"),

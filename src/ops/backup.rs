@@ -70,6 +70,18 @@ pub fn write<W: Write>(data_dir: &Path, out: W) -> Result<(Manifest, W)> {
     w.finish(manifest)
 }
 
+/// Removes the work directories of backups a crash cut off (`<data-dir>/.backup-*`); at start,
+/// holding the data directory, and not while a backup runs. Returns how many.
+pub fn sweep_leftovers(data_dir: &Path) -> usize {
+    let Some(_guard) = super::lock::removal(data_dir) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(data_dir) else { return 0 };
+    entries
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".backup-"))
+        .filter(|e| std::fs::remove_dir_all(e.path()).is_ok())
+        .count()
+}
+
 /// Writes the backup of `data_dir` to the file `out` (through a temporary file beside it, renamed
 /// when complete: a failed backup leaves no partial archive under that name).
 pub fn write_file(data_dir: &Path, out: &Path) -> Result<Manifest> {
