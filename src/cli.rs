@@ -81,6 +81,26 @@ pub enum Command {
     Doctor,
     /// Rebuild the search indexes from the database (stop the server first).
     Reindex,
+    /// Back up the data directory into one archive (database, stored originals, manifest); safe
+    /// while the server runs and takes writes.
+    Backup {
+        /// The archive to write (`.tar.zst`); replaced if it exists.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Restore a backup archive into the data directory (--data-dir). Everything is checked before
+    /// anything is written; the search indexes are rebuilt at the next start.
+    Restore {
+        /// The archive `steward backup` (or `POST /api/v1/admin/backup`) made.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Replace the database, originals and indexes of a data directory that is not empty.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check the data directory with the server stopped: database integrity, stored originals,
+    /// orphan files, and every document's chunks in both search indexes. Exit status 1 on a problem.
+    Verify,
     /// The model files this install has.
     Models {
         #[command(subcommand)]
@@ -220,6 +240,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Admin { command }) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            if let Some(code) = newer_refusal(&config) {
+                return Ok(code);
+            }
             admin(config, command)
         }
         Some(Command::Eval { command: EvalCommand::Run(args) }) => Ok(ExitCode::from(crate::evals::gate::run(&args))),
@@ -235,6 +258,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Reindex) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             init_tracing(&config);
+            if let Some(code) = newer_refusal(&config) {
+                return Ok(code);
+            }
             let started = std::time::Instant::now();
             let app = App::build(config, Options::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
             let n = app.search().and_then(|s| s.rebuild(&app.db)).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -244,6 +270,27 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             app.shutdown();
             Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Backup { out }) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            if let Some(code) = newer_refusal(&config) {
+                return Ok(code);
+            }
+            backup(&config, &out)
+        }
+        Some(Command::Restore { file, force }) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            restore(&config, &file, force)
+        }
+        Some(Command::Verify) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            if let Some(code) = newer_refusal(&config) {
+                return Ok(code);
+            }
+            verify(&config)
         }
         Some(Command::Doctor) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
@@ -288,6 +335,9 @@ fn models_list(config: &Config) {
 fn serve(ov: CliOverrides) -> anyhow::Result<ExitCode> {
     let config = config::load(&ov)?;
     init_tracing(&config);
+    if let Some(code) = newer_refusal(&config) {
+        return Ok(code);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("steward-http").build()?;
     rt.block_on(async move {
         let listen = config.listen;
@@ -364,6 +414,100 @@ fn on_journal(journal_stream: Option<&str>) -> bool {
         return false;
     };
     std::fs::metadata("/proc/self/fd/2").is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
+}
+
+/// A data directory a newer Steward wrote: the message on stderr and the exit status
+/// `ops::EXIT_NEWER_DATA_DIR`, with nothing in it changed.
+fn newer_refusal(config: &Config) -> Option<ExitCode> {
+    match crate::ops::written_by_newer(&config.db_path()) {
+        Ok(Some(msg)) => {
+            eprintln!("steward: {msg}");
+            Some(ExitCode::from(crate::ops::EXIT_NEWER_DATA_DIR))
+        }
+        _ => None,
+    }
+}
+
+fn backup(config: &Config, out: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let m = crate::ops::backup::write_file(&config.data_dir, out).map_err(|e| anyhow::anyhow!("{}", plain(&e)))?;
+    let bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "backed up {} to {}: {} in {:.1} s ({:.1} MB)",
+        config.data_dir.display(),
+        out.display(),
+        contents(&m),
+        started.elapsed().as_secs_f64(),
+        bytes as f64 / 1e6
+    );
+    if !m.missing_blobs.is_empty() {
+        eprintln!(
+            "warning: {} stored originals documents refer to were missing from the data directory",
+            m.missing_blobs.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What went wrong, in words: an internal error's cause (the message alone says "internal error").
+fn plain(e: &crate::error::Error) -> String {
+    match &e.source {
+        Some(source) if e.code == crate::error::ErrorCode::Internal => source.to_string(),
+        _ => e.message.clone(),
+    }
+}
+
+/// "12 documents, 3 conversations, 2 agents, 1 workspace" from a manifest's counts.
+fn contents(m: &crate::ops::archive::Manifest) -> String {
+    let n = |t: &str| m.tables.get(t).copied().unwrap_or(0);
+    let originals = m.members.iter().filter(|x| x.path.starts_with("blobs/")).count();
+    format!(
+        "{} workspaces, {} documents ({originals} stored originals), {} agents, {} conversations",
+        n("workspaces"),
+        n("documents"),
+        n("agents"),
+        n("conversations")
+    )
+}
+
+fn restore(config: &Config, file: &std::path::Path, force: bool) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    match crate::ops::restore::restore(file, &config.data_dir, force) {
+        Ok(r) => {
+            println!(
+                "restored {} (steward {}, schema version {}, made {}) into {}: {} in {:.1} s; the search indexes are rebuilt when the server starts",
+                file.display(),
+                r.manifest.steward_version,
+                r.manifest.schema_version,
+                r.manifest.created_at,
+                config.data_dir.display(),
+                contents(&r.manifest),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("steward: nothing was restored: {}", plain(&e));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn verify(config: &Config) -> anyhow::Result<ExitCode> {
+    let report = crate::ops::verify::verify(&config.data_dir).map_err(|e| anyhow::anyhow!("{}", plain(&e)))?;
+    for f in &report.findings {
+        println!("[{}] {}", if f.problem { "FAIL" } else { "ok  " }, f.message);
+    }
+    match report.problems() {
+        0 => {
+            println!("{} is consistent", config.data_dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        n => {
+            println!("{n} problem(s) found");
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }
 
 async fn shutdown_signal() {

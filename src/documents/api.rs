@@ -53,6 +53,7 @@ pub struct IndexStateJson {
     pub live_chunks: i64,
     pub text_documents: u64,
     pub vectors: usize,
+    pub rebuilding: bool,
 }
 
 impl From<Summary> for SummaryJson {
@@ -90,7 +91,12 @@ impl From<ReprocessOutcome> for ReprocessOutcomeJson {
 
 impl From<IndexState> for IndexStateJson {
     fn from(i: IndexState) -> Self {
-        IndexStateJson { live_chunks: i.live_chunks, text_documents: i.text_documents, vectors: i.vectors }
+        IndexStateJson {
+            live_chunks: i.live_chunks,
+            text_documents: i.text_documents,
+            vectors: i.vectors,
+            rebuilding: i.rebuilding,
+        }
     }
 }
 

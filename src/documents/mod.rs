@@ -245,6 +245,12 @@ impl Document {
     }
 }
 
+/// The stored originals documents refer to: (document id, SHA-256), by SHA-256 (for backups and
+/// `steward verify`).
+pub fn blob_references(c: &crate::storage::Conn) -> crate::error::Result<Vec<(String, String)>> {
+    store::blob_references(c)
+}
+
 /// Whether the workspace has this source (for checks in other modules).
 pub fn source_exists(c: &crate::storage::Conn, ws: &WorkspaceId, id: &str) -> crate::error::Result<bool> {
     Ok(store::source(c, ws, id)?.is_some())

@@ -1,5 +1,5 @@
 //! The README's commands work as printed: every command it shows names something a fresh checkout
-//! has, and the first-user and ask-a-question blocks run against the real binary.
+//! has, and the first-user, ask-a-question and backup blocks run against the real binary.
 
 use std::path::Path;
 use std::process::Command;
@@ -73,7 +73,7 @@ fn every_command_the_readme_shows_names_something_a_checkout_has() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn the_first_user_and_ask_a_question_blocks_run_as_printed() {
+async fn the_first_user_ask_a_question_and_backup_blocks_run_as_printed() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let blocks = shell_blocks();
@@ -89,7 +89,16 @@ async fn the_first_user_and_ask_a_question_blocks_run_as_printed() {
     let ask = pick("Ask a question");
     // bootstrap needs no running server (it takes no lock), so run it first, then start serving
     let server = Server::start(&data, &[]);
-    let script = format!("set -euo pipefail\n{first}\n{ask}")
+    // and the backup commands, in a scratch directory: a backup of the running server, its
+    // restore into a new directory and its verification, then the owner's download
+    let backups: String = blocks
+        .iter()
+        .filter(|(h, _)| h == "Back up and restore")
+        .map(|(_, b)| b.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(backups.contains("backup") && backups.contains("restore") && backups.contains("verify"), "{backups}");
+    let script = format!("set -euo pipefail\n{first}\n{ask}\n{backups}")
         .replace("scripts/steward", BIN)
         .replace("http://127.0.0.1:8080", &server.base)
         .replace("curl ", "curl --fail-with-body -sS ");
@@ -98,10 +107,13 @@ async fn the_first_user_and_ask_a_question_blocks_run_as_printed() {
         .arg(&script)
         .env("STEWARD_DATA_DIR", &data)
         .env("STEWARD_LOG", "warn")
+        .current_dir(dir.path())
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "README commands failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("is consistent"), "verify of the restored copy: {stdout}");
+    assert!(dir.path().join("restored/steward.db").is_file() && dir.path().join("steward-backup.tar.zst").is_file());
     assert!(stdout.contains("\"email\":\"you@example.com\""), "auth/me answered: {stdout}");
     assert!(stdout.contains("9:00"), "the answer quotes the document: {stdout}");
     server.terminate();

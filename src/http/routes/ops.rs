@@ -54,13 +54,26 @@ pub async fn healthz() -> impl IntoResponse {
 }
 
 /// 200 when the database answers, migrations are current, workers run and the embedding model is
-/// loaded; otherwise 503 with the checks that failed.
+/// loaded (`degraded` while the search indexes are rebuilt); otherwise 503 with the checks that
+/// failed.
 pub async fn readyz(State(app): State<Arc<App>>) -> Result<Response, Error> {
     let checks = app.blocking(|app| Ok(crate::readiness::check(app))).await?;
     let ready = checks.iter().all(|c| c.ok);
+    let degraded = checks.iter().any(|c| c.degraded);
+    let status = match (ready, degraded) {
+        (false, _) => "not_ready",
+        (true, true) => "degraded",
+        (true, false) => "ready",
+    };
     let body = json!({
-        "status": if ready { "ready" } else { "not_ready" },
-        "checks": checks.iter().map(|c| (c.name.to_string(), json!({"ok": c.ok, "message": c.message}))).collect::<serde_json::Map<_, _>>(),
+        "status": status,
+        "checks": checks.iter().map(|c| {
+            let mut v = json!({"ok": c.ok, "message": c.message});
+            if c.degraded {
+                v["degraded"] = json!(true);
+            }
+            (c.name.to_string(), v)
+        }).collect::<serde_json::Map<_, _>>(),
     });
     if ready {
         return Ok((StatusCode::OK, axum::Json(body)).into_response());
