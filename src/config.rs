@@ -64,8 +64,11 @@ pub struct LlmConfig {
     pub base_urls: BTreeMap<String, String>,
     /// GGUF file for the `local` provider; defaults to the SmolLM2 file in the models directory.
     pub local_model_path: Option<PathBuf>,
+    /// llama.cpp threads per generation; 0 (the default) takes the idle cores at each generation.
     pub local_threads: usize,
     pub local_context: u32,
+    /// Bytes of KV states the local model keeps for prompts that start like earlier ones.
+    pub local_cache_bytes: usize,
     /// Timeout of one hosted-provider call.
     pub request_timeout: Duration,
 }
@@ -232,12 +235,12 @@ impl Config {
             embed_threads: cores.clamp(1, 4),
             embed_max_tokens: embed_default_tokens(),
             llm: LlmConfig {
-                // all cores but one: prompt reading scales with threads (110 → 190 tokens/s
-                // from 1 to 2 on an idle 2-core machine), but llama.cpp's threads spin, and when
-                // one shares its core with ingestion or the HTTP workers generation collapses to
-                // a few tokens/s; so a core stays free for the rest of the server
-                local_threads: cores.saturating_sub(1).clamp(1, 8),
+                // chosen per generation from the idle cores: prompt reading scales with threads,
+                // but llama.cpp's threads spin, and one that shares its core with ingestion or the
+                // HTTP workers slows generation to a few tokens/s
+                local_threads: 0,
                 local_context: 4096,
+                local_cache_bytes: 256 << 20,
                 request_timeout: Duration::from_secs(60),
                 ..Default::default()
             },
@@ -606,6 +609,9 @@ fn apply_env_llm(c: &mut Config, env: &impl Fn(&str) -> Option<String>) -> Resul
     }
     if let Some(v) = env_num(env, "STEWARD_LOCAL_CONTEXT")? {
         c.llm.local_context = v as u32;
+    }
+    if let Some(v) = env_num(env, "STEWARD_LOCAL_CACHE_MB")? {
+        c.llm.local_cache_bytes = (v as usize) << 20;
     }
     Ok(())
 }

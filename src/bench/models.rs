@@ -33,7 +33,7 @@ pub fn grounded_prompt(c: &Collection, query: &str, target_tokens: usize) -> Cha
 
 #[cfg(feature = "llama")]
 fn local(config: &Config, c: &Collection, runs: usize) -> anyhow::Result<Value> {
-    use crate::models::chat::local::LocalModel;
+    use crate::models::chat::local::{LocalModel, LocalSettings};
     let path = crate::models::resolve::local_model_path(config)
         .ok_or_else(|| anyhow::anyhow!("no GGUF file found; run scripts/fetch-models.sh"))?;
     let rss_before = super::rss_mib(std::process::id()).map(|x| x.1).unwrap_or(f64::NAN);
@@ -41,7 +41,7 @@ fn local(config: &Config, c: &Collection, runs: usize) -> anyhow::Result<Value> 
     let mut rss_loaded = f64::NAN;
     for _ in 0..runs {
         let t = Instant::now();
-        let m = LocalModel::load(&path, config.llm.local_threads, config.llm.local_context)?;
+        let m = LocalModel::load(&path, LocalSettings::of(&config.llm))?;
         loads.push(t.elapsed().as_secs_f64() * 1000.0);
         rss_loaded = super::rss_mib(std::process::id()).map(|x| x.1).unwrap_or(f64::NAN);
         for q in c.queries.iter().take(3) {

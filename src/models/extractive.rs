@@ -213,6 +213,41 @@ pub fn compose_with(question: &str, passages: &[Passage], params: &Params) -> Co
     Composed { text, segments, citations, covered: true, coverage: union_cov.min(1.0) }
 }
 
+/// The sentences of `passages` (best first) that bear on `question`, chosen best first within
+/// `budget` bytes and given back per passage in reading order: what a small model needs to read to
+/// answer. A passage with no such sentence is `None`.
+pub fn relevant(question: &str, passages: &[Passage], budget: usize) -> Vec<Option<String>> {
+    let mut out = vec![None; passages.len()];
+    let mut a = analyzer();
+    let q = question_terms(&mut a, question);
+    let cands = candidates(&mut a, passages);
+    if q.is_empty() || cands.is_empty() {
+        return out;
+    }
+    let w = Weights::of(&q, &cands);
+    let mut chosen = Vec::new();
+    let mut used = 0;
+    for (_, cov, i) in score(&cands, &w, &Params::default()) {
+        let len = cands[i].text.len() + 1;
+        if cov > 0.0 && used + len <= budget {
+            used += len;
+            chosen.push(i);
+        }
+    }
+    chosen.sort_by_key(|&i| (cands[i].passage, cands[i].offset));
+    for i in chosen {
+        let slot: &mut Option<String> = &mut out[cands[i].passage];
+        match slot {
+            Some(text) => {
+                text.push(' ');
+                text.push_str(cands[i].text.trim());
+            }
+            None => *slot = Some(cands[i].text.trim().to_string()),
+        }
+    }
+    out
+}
+
 fn not_covered() -> Composed {
     Composed { text: NOT_COVERED.into(), segments: vec![], citations: vec![], covered: false, coverage: 0.0 }
 }
@@ -361,6 +396,50 @@ mod tests {
             title: title.into(),
             content: content.into(),
             url: None,
+        }
+    }
+
+    #[test]
+    fn relevant_keeps_the_sentences_that_bear_on_the_question_in_reading_order() {
+        let ps = vec![
+            p(
+                "1",
+                "Wings",
+                "Aircraft bodies are painted white. The cafeteria opens at noon. Wing flutter grows with speed.",
+            ),
+            p("2", "Menu", "Soup is served daily. Bread is baked fresh."),
+            p("3", "Flutter", "Flutter of a wing is an aeroelastic instability."),
+        ];
+        let r = relevant("What causes wing flutter?", &ps, 10_000);
+        assert_eq!(r[0].as_deref(), Some("Wing flutter grows with speed."));
+        assert_eq!(r[1], None, "nothing in the menu bears on the question");
+        assert_eq!(r[2].as_deref(), Some("Flutter of a wing is an aeroelastic instability."));
+        // a tight budget keeps the best sentence only
+        let tight = relevant("What causes wing flutter?", &ps, 35);
+        assert_eq!(tight.iter().flatten().count(), 1);
+        assert!(relevant("the of and", &ps, 10_000).iter().all(Option::is_none));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn relevant_returns_pieces_of_the_passages_within_the_budget(
+            texts in proptest::collection::vec("[a-zé .!?\n]{0,80}", 0..5),
+            question in "[a-zé ?]{0,30}",
+            budget in 0usize..200,
+        ) {
+            let ps: Vec<Passage> = texts.iter().enumerate().map(|(i, t)| p(&i.to_string(), "t", t)).collect();
+            let r = relevant(&question, &ps, budget);
+            proptest::prop_assert_eq!(r.len(), ps.len());
+            let total: usize = r.iter().flatten().map(|t| t.len()).sum();
+            proptest::prop_assert!(total <= budget);
+            for (piece, passage) in r.iter().zip(&ps) {
+                if let Some(piece) = piece {
+                    proptest::prop_assert!(!piece.trim().is_empty());
+                    for word in piece.split_whitespace() {
+                        proptest::prop_assert!(passage.content.contains(word));
+                    }
+                }
+            }
         }
     }
 

@@ -109,7 +109,7 @@ impl Models {
                     format!("no local GGUF model file is installed; set STEWARD_LOCAL_MODEL or {}", locate::FETCH_HINT),
                 )
             })?;
-            let m = chat::local::LocalModel::load(&path, self.config.llm.local_threads, self.config.llm.local_context)?;
+            let m = chat::local::LocalModel::load(&path, chat::local::LocalSettings::of(&self.config.llm))?;
             tracing::info!(model = %path.display(), ms = m.load_ms, "local chat model loaded");
             let m: Arc<dyn chat::ChatModel> = Arc::new(m);
             *slot = Some(m.clone());

@@ -12,10 +12,10 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::kinds::Outcome;
+use super::markers::{MarkerStripper, claims, is_claim, parse_head, strip_markers};
 use super::steering::Matched;
 use super::trace::Grounding;
 use crate::agents::config::AgentConfig;
-use crate::agents::directives::legal_pair;
 use crate::models::chat::{
     Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, LlmError, Message, OutputSchema, Usage, chat_json,
 };
@@ -28,6 +28,9 @@ pub const BUILTIN_PASSAGES: usize = 4;
 const SOURCE_CHARS: usize = 900;
 /// Sources a local (llama.cpp) model reads.
 const LOCAL_SOURCES: usize = 6;
+/// The most tokens of sources a local model reads per turn (an eighth of a smaller context): what
+/// keeps its first word within about two seconds on a small CPU.
+const LOCAL_SOURCE_TOKENS: usize = 400;
 /// History messages in a model prompt.
 const PROMPT_HISTORY: usize = 4;
 const ANSWER_MAX_TOKENS: u32 = 1024;
@@ -78,6 +81,10 @@ impl Composed {
 /// (it was superseded before its first chunk).
 pub trait Sink {
     fn chunk(&mut self, text: &str) -> bool;
+    /// The model is busy with `ahead` other answers (0: it is this one's turn now).
+    fn waiting(&mut self, ahead: usize) {
+        let _ = ahead;
+    }
 }
 
 /// A sink that keeps nothing (non-streaming callers).
@@ -194,150 +201,6 @@ fn history_messages(history: &[(String, String)]) -> Vec<Message> {
         .collect()
 }
 
-/// Removes `[n]` / `[n, m]` citation markers (and the space before them) from text arriving in
-/// pieces, holding back only what might still become a marker.
-#[derive(Default)]
-pub struct MarkerStripper {
-    pending: String,
-}
-
-fn is_marker_prefix(s: &str) -> bool {
-    // s starts with optional spaces then '['
-    let t = s.trim_start_matches(' ');
-    let Some(rest) = t.strip_prefix('[') else { return false };
-    rest.len() <= 12 && rest.chars().all(|c| c.is_ascii_digit() || c == ',' || c == ' ')
-}
-
-fn is_marker(s: &str) -> bool {
-    let t = s.trim_start_matches(' ');
-    t.len() >= 3
-        && t.starts_with('[')
-        && t.ends_with(']')
-        && t[1..t.len() - 1].split(',').all(|n| !n.trim().is_empty() && n.trim().chars().all(|c| c.is_ascii_digit()))
-}
-
-impl MarkerStripper {
-    pub fn push(&mut self, piece: &str) -> String {
-        let mut out = String::new();
-        for ch in piece.chars() {
-            self.pending.push(ch);
-            loop {
-                if self.pending.is_empty() {
-                    break;
-                }
-                if is_marker(&self.pending) {
-                    self.pending.clear();
-                    break;
-                }
-                if is_marker_prefix(&self.pending) || self.pending.chars().all(|c| c == ' ') {
-                    break;
-                }
-                // the first character cannot start a marker: release it
-                let first = self.pending.remove(0);
-                out.push(first);
-            }
-        }
-        out
-    }
-    pub fn finish(&mut self) -> String {
-        std::mem::take(&mut self.pending)
-    }
-}
-
-pub fn strip_markers(text: &str) -> String {
-    let mut s = MarkerStripper::default();
-    let mut out = s.push(text);
-    out.push_str(&s.finish());
-    out
-}
-
-/// Parses the `COVERAGE:` head line. `None` when absent or not a legal pair.
-pub fn parse_head(line: &str) -> Option<(String, String)> {
-    let rest = line.trim().strip_prefix("COVERAGE:").or_else(|| line.trim().strip_prefix("Coverage:"))?;
-    let words: Vec<&str> =
-        rest.split(|c: char| c.is_whitespace() || c == ',' || c == ';').filter(|w| !w.is_empty()).collect();
-    let (c, r) = (words.first()?, words.get(1)?);
-    legal_pair(c, r).then(|| (c.to_string(), r.to_string()))
-}
-
-/// Splits a model's answer (with markers) into claims: `(clean text, valid source indexes,
-/// invalid marker count)`. Markers right after a sentence's end belong to that sentence.
-pub fn claims(body: &str, sources: usize) -> Vec<(String, Vec<usize>, usize)> {
-    let mut units: Vec<String> = Vec::new();
-    let mut cur = String::new();
-    let chars: Vec<char> = body.chars().collect();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
-        cur.push(c);
-        let end = c == '\n' || (matches!(c, '.' | '!' | '?') && chars.get(i + 1).is_none_or(|n| n.is_whitespace()));
-        if end {
-            // markers that follow the sentence end belong to it
-            let mut j = i + 1;
-            loop {
-                let mut k = j;
-                while k < chars.len() && chars[k] == ' ' {
-                    k += 1;
-                }
-                if k < chars.len() && chars[k] == '[' {
-                    let close = chars[k..].iter().position(|&x| x == ']').map(|p| k + p);
-                    match close {
-                        Some(e) if is_marker(&chars[k..=e].iter().collect::<String>()) => {
-                            cur.extend(&chars[j..=e]);
-                            j = e + 1;
-                            continue;
-                        }
-                        _ => {}
-                    }
-                }
-                break;
-            }
-            i = j;
-            units.push(std::mem::take(&mut cur));
-            continue;
-        }
-        i += 1;
-    }
-    if !cur.trim().is_empty() {
-        units.push(cur);
-    }
-    let mut out = Vec::new();
-    for u in units {
-        let mut valid = Vec::new();
-        let mut invalid = 0;
-        let mut rest = u.as_str();
-        while let Some(p) = rest.find('[') {
-            let after = &rest[p..];
-            match after.find(']') {
-                Some(e) if is_marker(&after[..=e]) => {
-                    for n in after[1..e].split(',') {
-                        match n.trim().parse::<usize>() {
-                            Ok(k) if k >= 1 && k <= sources => {
-                                if !valid.contains(&(k - 1)) {
-                                    valid.push(k - 1)
-                                }
-                            }
-                            _ => invalid += 1,
-                        }
-                    }
-                    rest = &after[e + 1..];
-                }
-                _ => rest = &after[1..],
-            }
-        }
-        let text = strip_markers(&u).trim().to_string();
-        if text.is_empty() {
-            continue;
-        }
-        out.push((text, valid, invalid));
-    }
-    out
-}
-
-fn is_claim(text: &str) -> bool {
-    text.chars().filter(|c| c.is_alphanumeric()).count() >= 12
-}
-
 /// A model's grounded answer over `hits`, streamed through `sink` after its head line.
 #[allow(clippy::too_many_arguments)]
 pub fn model_grounded(
@@ -352,12 +215,30 @@ pub fn model_grounded(
     sink: &mut dyn Sink,
     cancel: &Cancel,
 ) -> Result<Option<Composed>, LlmError> {
-    // a local model has a small context window and reads slowly on a CPU: its best few sources
-    let hits = if m.provider() == "local" { &hits[..hits.len().min(LOCAL_SOURCES)] } else { hits };
-    let system = grounded_system(&persona(agent, directives, gated, context), hits);
-    let mut messages = vec![Message::system(system)];
-    messages.extend(history_messages(history));
-    messages.push(Message::user(question.to_string()));
+    let persona = persona(agent, directives, gated, context);
+    let local_hits;
+    let (hits, mut messages) = if m.provider() == "local" {
+        // a local model reads slowly on a CPU: the fixed instructions first (their reading is
+        // cached from the agent's earlier turns), then the history, then only the sentences of the
+        // best sources that bear on the question, and the question last
+        local_hits = match local_sources(question, hits, m.context_window()) {
+            Some(h) => h,
+            // decided before any generation: the sources do not cover the question
+            None => return Ok(decline(None, question, sink, cancel)),
+        };
+        let mut messages = vec![Message::system(grounded_system(&persona, &[]))];
+        messages.extend(history_messages(history));
+        (local_hits.as_slice(), messages)
+    } else {
+        let mut messages = vec![Message::system(grounded_system(&persona, hits))];
+        messages.extend(history_messages(history));
+        (hits, messages)
+    };
+    if m.provider() == "local" {
+        messages.push(Message::user(format!("Sources:\n{}Question: {question}", numbered_sources(hits))));
+    } else {
+        messages.push(Message::user(question.to_string()));
+    }
     let max_tokens = if m.provider() == "local" { LOCAL_ANSWER_MAX_TOKENS } else { ANSWER_MAX_TOKENS };
     let req = ChatRequest { temperature: 0.2, ..ChatRequest::new(messages).max_tokens(max_tokens) };
     let Some(out) = stream_grounded(m, &req, sink, cancel)? else { return Ok(None) };
@@ -377,19 +258,39 @@ pub fn model_grounded(
     }))
 }
 
-/// The grounded answer's system prompt: the persona, the rules and the numbered sources.
-fn grounded_system(persona: &str, hits: &[Hit]) -> String {
-    let sources: String = hits
-        .iter()
+/// For a local model: the best few hits cut to the sentences that bear on the question, within
+/// the share of its context window sources may take; `None` when the built-in answerer finds the
+/// passages do not cover the question (the same decision it makes, taken before generation).
+fn local_sources(question: &str, hits: &[Hit], window: Option<usize>) -> Option<Vec<Hit>> {
+    if !extractive::compose(question, &passages(hits, BUILTIN_PASSAGES)).covered {
+        return None;
+    }
+    let hits = &hits[..hits.len().min(LOCAL_SOURCES)];
+    let budget = window.map_or(LOCAL_SOURCE_TOKENS, |w| (w / 8).min(LOCAL_SOURCE_TOKENS)) * 4;
+    let cut = extractive::relevant(question, &passages(hits, hits.len()), budget);
+    let kept: Vec<Hit> =
+        hits.iter().zip(cut).filter_map(|(h, c)| c.map(|content| Hit { content, ..h.clone() })).collect();
+    (!kept.is_empty()).then_some(kept)
+}
+
+/// The sources as the prompt numbers them.
+fn numbered_sources(hits: &[Hit]) -> String {
+    hits.iter()
         .enumerate()
         .map(|(i, h)| {
             format!("[{}] {}\n{}\n\n", i + 1, h.title, h.content.chars().take(SOURCE_CHARS).collect::<String>())
         })
-        .collect();
+        .collect()
+}
+
+/// The grounded answer's system prompt: the persona, the rules and the numbered sources (none
+/// when they come with the question).
+fn grounded_system(persona: &str, hits: &[Hit]) -> String {
+    let sources = if hits.is_empty() { String::new() } else { format!("\n\nSources:\n{}", numbered_sources(hits)) };
     format!(
         "{persona}\n\nAnswer only from the numbered sources below; do not use outside knowledge. Cite every claim with its source number in brackets, like [1]. If the sources do not contain the answer, say so briefly instead of guessing. If the question is outside what you are here for, decline briefly.\n\
          Begin your reply with exactly one line: COVERAGE: <answered|partial|unanswered|unclear> <sufficient_evidence|insufficient_evidence|conflicting_evidence|ambiguous_request|intentional_scope_boundary>\n\
-         Allowed pairs: answered sufficient_evidence; partial or unanswered with insufficient_evidence, conflicting_evidence or intentional_scope_boundary; unclear ambiguous_request. Then write the answer on the next lines.\n\nSources:\n{sources}"
+         Allowed pairs: answered sufficient_evidence; partial or unanswered with insufficient_evidence, conflicting_evidence or intentional_scope_boundary; unclear ambiguous_request. Then write the answer on the next lines.{sources}"
     )
 }
 
@@ -401,6 +302,8 @@ fn stream_grounded(
     sink: &mut dyn Sink,
     cancel: &Cancel,
 ) -> Result<Option<ChatOutput>, LlmError> {
+    // the token and waiting callbacks both speak to the sink
+    let sink = std::cell::RefCell::new(sink);
     let mut raw = String::new();
     let mut head_done = false;
     let mut stripper = MarkerStripper::default();
@@ -433,17 +336,17 @@ fn stream_grounded(
                 None => String::new(),
             }
         };
-        if !emit.is_empty() && !sink.chunk(&emit) {
+        if !emit.is_empty() && !sink.borrow_mut().chunk(&emit) {
             blocked = true;
             local_cancel.cancel();
         }
     };
-    let out = m.chat(req, &mut on_token, cancel)?;
+    let out = m.chat_queued(req, &mut on_token, &mut |ahead| sink.borrow_mut().waiting(ahead), cancel)?;
     if blocked || cancel.is_cancelled() {
         return Ok(None);
     }
     let tail = stripper.finish();
-    if !tail.is_empty() && !sink.chunk(&tail) {
+    if !tail.is_empty() && !sink.borrow_mut().chunk(&tail) {
         return Ok(None);
     }
     Ok(Some(out))
@@ -742,55 +645,4 @@ pub fn llm_error(e: LlmError) -> crate::Error {
         return crate::Error::new(crate::ErrorCode::ChatTurnSuperseded, "the turn was cancelled");
     }
     e.into()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markers_are_stripped_from_streamed_pieces() {
-        let pieces = [
-            "Returns are accepted",
-            " within 30 days [",
-            "1]. Refunds take",
-            " five days [2, 3]",
-            ". Cost is [about] 5.",
-        ];
-        let mut s = MarkerStripper::default();
-        let mut out = String::new();
-        for p in pieces {
-            out.push_str(&s.push(p));
-        }
-        out.push_str(&s.finish());
-        assert_eq!(out, "Returns are accepted within 30 days. Refunds take five days. Cost is [about] 5.");
-        assert_eq!(strip_markers("A [1] b [x] c [12]"), "A b [x] c");
-    }
-
-    #[test]
-    fn head_lines_take_only_legal_pairs() {
-        assert_eq!(
-            parse_head("COVERAGE: answered sufficient_evidence"),
-            Some(("answered".into(), "sufficient_evidence".into()))
-        );
-        assert_eq!(
-            parse_head("COVERAGE: partial, intentional_scope_boundary"),
-            Some(("partial".into(), "intentional_scope_boundary".into()))
-        );
-        assert_eq!(parse_head("COVERAGE: answered insufficient_evidence"), None);
-        assert_eq!(parse_head("The answer is"), None);
-    }
-
-    #[test]
-    fn claims_count_sourced_unsourced_and_invalid() {
-        let c = claims(
-            "Items can be returned within 30 days. [1] Refunds are paid in five business days [2]. We also love cats. See [9].",
-            2,
-        );
-        assert_eq!(c.len(), 4);
-        assert_eq!(c[0], ("Items can be returned within 30 days.".to_string(), vec![0], 0));
-        assert_eq!(c[1].1, vec![1]);
-        assert!(c[2].1.is_empty());
-        assert_eq!(c[3].2, 1, "a marker naming a source that was not retrieved");
-    }
 }

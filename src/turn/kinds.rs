@@ -62,7 +62,13 @@ names! {
 
 names! {
     /// The progress a streaming client sees (`status` events).
-    pub Progress { Interpreting = "interpreting", Searching = "searching", Composing = "composing" }
+    pub Progress {
+        Interpreting = "interpreting",
+        Searching = "searching",
+        Composing = "composing",
+        // the local model is busy with other visitors' answers; `composing` follows when it is ours
+        Waiting = "waiting",
+    }
 }
 
 names! {

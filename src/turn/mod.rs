@@ -17,6 +17,7 @@ pub mod compose;
 pub mod context;
 pub mod interpret;
 pub mod kinds;
+pub mod markers;
 pub mod retrieval;
 pub mod routine;
 mod stages;

@@ -580,9 +580,9 @@ mod tests {
             for (off, sentence) in crate::models::extractive::sentences(&q) {
                 proptest::prop_assert!(q[off..].starts_with(sentence));
             }
-            let _ = crate::turn::compose::strip_markers(&q);
-            let _ = crate::turn::compose::parse_head(&q);
-            let _ = crate::turn::compose::claims(&q, 3);
+            let _ = crate::turn::markers::strip_markers(&q);
+            let _ = crate::turn::markers::parse_head(&q);
+            let _ = crate::turn::markers::claims(&q, 3);
             let passages = vec![crate::models::extractive::Passage {
                 document_id: "d".into(), chunk_id: "c".into(), title: q.clone(), content: q.clone(), url: None,
             }];

@@ -26,7 +26,7 @@ fn invoked(input: &TurnInput, outcome: &'static str) -> Option<super::routine::I
     input.invocation.as_ref().map(|i| super::routine::InvocationReport { tool_name: i.tool_name.clone(), outcome })
 }
 use super::steering::{self, Steering};
-use super::supersede::{Slot, Superseded};
+use super::supersede::{Slot, StreamSink, Superseded};
 use super::trace::{self, TraceBuilder, TurnRecord};
 use super::{AnswerCoverage, Events, HANDOFF_JOB, HISTORY, Reply, Surface, TurnError, TurnInput, context, retrieval};
 use crate::app::App;
@@ -97,30 +97,6 @@ impl TurnModels {
                 rerank: chosen(slot(ModelSlot::Rerank)),
             },
         })
-    }
-}
-
-/// Passes answer text to the event stream; a streaming turn's first chunk pins it (no supersede).
-struct StreamSink<'a> {
-    slot: &'a Slot,
-    events: &'a mut dyn Events,
-    streaming: bool,
-    pinned: bool,
-}
-
-impl compose::Sink for StreamSink<'_> {
-    fn chunk(&mut self, text: &str) -> bool {
-        if !self.streaming {
-            return self.slot.check().is_ok();
-        }
-        if !self.pinned {
-            if self.slot.pin().is_err() {
-                return false;
-            }
-            self.pinned = true;
-        }
-        self.events.chunk(text);
-        true
     }
 }
 

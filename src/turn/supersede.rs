@@ -172,6 +172,40 @@ impl Drop for TurnGuard<'_> {
     }
 }
 
+/// Passes answer text to the event stream; a streaming turn's first chunk pins it (no supersede).
+pub(super) struct StreamSink<'a> {
+    pub slot: &'a Slot,
+    pub events: &'a mut dyn super::Events,
+    pub streaming: bool,
+    pub pinned: bool,
+}
+
+impl super::compose::Sink for StreamSink<'_> {
+    fn chunk(&mut self, text: &str) -> bool {
+        if !self.streaming {
+            return self.slot.check().is_ok();
+        }
+        if !self.pinned {
+            if self.slot.pin().is_err() {
+                return false;
+            }
+            self.pinned = true;
+        }
+        self.events.chunk(text);
+        true
+    }
+
+    fn waiting(&mut self, ahead: usize) {
+        if self.streaming {
+            self.events.status(if ahead > 0 {
+                super::kinds::Progress::Waiting
+            } else {
+                super::kinds::Progress::Composing
+            });
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -32,6 +32,7 @@ mod hardening3;
 mod index_cache;
 mod jobs;
 mod knowledge_page;
+mod local_generation;
 pub mod logs;
 mod mcp;
 mod migrations;

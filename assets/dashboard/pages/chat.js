@@ -154,6 +154,7 @@ function AssistantMessage({ m, onAsk, disabled }) {
         const active = m.stage === s;
         return html`<span class=${"stage" + (active ? " active" : seen ? " done" : "")} data-testid="chat-stage" data-stage=${s}>${s}</span>`;
       })}
+      ${m.stage === "waiting" && html`<span class="stage active" role="status" data-testid="chat-stage-waiting">waiting for the model</span>`}
     </div>`}
     ${segments && !m.streaming
       ? html`<p class="msg-text" data-testid="chat-answer">${segments.map((s) => html`${s.text}${(s.citationIndices || []).map((ci) => citations[ci] && html`<sup><a href=${docHref(citations[ci])} class="cite-ref" aria-label=${"Source " + (ci + 1) + ": " + citations[ci].title}>[${ci + 1}]</a></sup>`)} `)}</p>`

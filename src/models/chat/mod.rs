@@ -203,6 +203,23 @@ pub trait ChatModel: Send + Sync {
     /// True when the provider enforces `ChatRequest::schema` itself.
     fn native_schema(&self) -> bool;
     fn chat(&self, req: &ChatRequest, on_token: &mut dyn FnMut(&str), cancel: &Cancel) -> Result<ChatOutput, LlmError>;
+    /// The model's context window in tokens, when it is small enough to plan a prompt around (the
+    /// local model's).
+    fn context_window(&self) -> Option<usize> {
+        None
+    }
+    /// [`ChatModel::chat`] for a model that serves one caller at a time (the local model): while
+    /// the call waits its turn, `on_wait` hears how many are ahead of it. Hosted models never wait.
+    fn chat_queued(
+        &self,
+        req: &ChatRequest,
+        on_token: &mut dyn FnMut(&str),
+        on_wait: &mut dyn FnMut(usize),
+        cancel: &Cancel,
+    ) -> Result<ChatOutput, LlmError> {
+        let _ = on_wait;
+        self.chat(req, on_token, cancel)
+    }
 }
 
 /// Structured output: asks for JSON following `schema` (natively where the provider can,

@@ -1,7 +1,12 @@
 //! `local`: a GGUF chat model run in-process by llama.cpp (llama-cpp-2). The model is loaded once
-//! and shared; each call makes its own context (KV cache) and generations run one at a time on the
-//! calling thread (a worker or blocking thread, never the async runtime). The chat template comes
-//! from the GGUF file.
+//! and shared; generations run one at a time, first come first served (`queue.rs`), on the calling
+//! thread (a worker or blocking thread, never the async runtime), with as many threads as there
+//! are idle cores. Each call makes its own context and starts from the cached KV state of the
+//! longest prompt prefix it has read before (`cache.rs`), so a turn reads only what is new to it.
+//! The chat template comes from the GGUF file.
+
+mod cache;
+mod queue;
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -10,6 +15,7 @@ use std::time::Instant;
 
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -19,9 +25,33 @@ use llama_cpp_2::token::LlamaToken;
 use parking_lot::Mutex;
 
 use super::{Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, Finish, LlmError, Usage};
+use cache::PrefixCache;
+use queue::Queue;
+pub use queue::threads_now;
 
-/// Tokens decoded per batch while reading the prompt.
-const PROMPT_BATCH: usize = 512;
+/// Tokens decoded per batch while reading the prompt. Batches start at multiples of it, and a
+/// cached prefix is used down to a multiple of it, so that every prompt token goes through the
+/// same arithmetic whether the prefix came from the cache or not.
+const PROMPT_BATCH: usize = 32;
+/// A cached prefix shorter than this is not worth restoring (the restore copies the whole state).
+const MIN_REUSE: usize = 16;
+
+/// How the local model runs.
+#[derive(Debug, Clone, Copy)]
+pub struct LocalSettings {
+    /// Threads per generation; 0 chooses from the idle cores at each generation.
+    pub threads: usize,
+    /// Context size in tokens.
+    pub context: u32,
+    /// Bytes of cached KV states (0 turns the cache off).
+    pub cache_bytes: usize,
+}
+
+impl LocalSettings {
+    pub fn of(c: &crate::config::LlmConfig) -> LocalSettings {
+        LocalSettings { threads: c.local_threads, context: c.local_context, cache_bytes: c.local_cache_bytes }
+    }
+}
 
 /// llama.cpp's backend. A process global by necessity (a documented exception to "state lives
 /// in `App`"): llama.cpp initialises it once per process and refuses a second `init`, so every
@@ -43,10 +73,10 @@ pub struct LocalModel {
     path: PathBuf,
     model: LlamaModel,
     template: Option<LlamaChatTemplate>,
-    threads: i32,
+    settings: LocalSettings,
     context: u32,
-    /// One generation at a time: two would only halve each other's speed on a small machine.
-    busy: Mutex<()>,
+    queue: Queue,
+    cache: Mutex<PrefixCache<SeqState>>,
     pub load_ms: u64,
 }
 
@@ -58,10 +88,16 @@ pub struct GenStats {
     pub generated_tokens: usize,
     pub generate_ms: f64,
     pub first_token_ms: f64,
+    /// Prompt tokens restored from the prompt cache instead of read.
+    pub reused_tokens: usize,
+    /// Threads the generation ran on.
+    pub threads: usize,
+    /// How long the call waited for the model (another generation ran).
+    pub waited_ms: f64,
 }
 
 impl LocalModel {
-    pub fn load(path: &Path, threads: usize, context: u32) -> Result<LocalModel, LlmError> {
+    pub fn load(path: &Path, settings: LocalSettings) -> Result<LocalModel, LlmError> {
         if !path.is_file() {
             return Err(LlmError::new(
                 ErrorKind::Misconfigured,
@@ -84,9 +120,10 @@ impl LocalModel {
             path: path.to_path_buf(),
             model,
             template,
-            threads: threads.max(1) as i32,
-            context: context.max(512),
-            busy: Mutex::new(()),
+            settings,
+            context: settings.context.max(512),
+            queue: Queue::default(),
+            cache: Mutex::new(PrefixCache::new(settings.cache_bytes)),
             load_ms: started.elapsed().as_millis() as u64,
         })
     }
@@ -124,7 +161,21 @@ impl LocalModel {
         on_token: &mut dyn FnMut(&str),
         cancel: &Cancel,
     ) -> Result<(ChatOutput, GenStats), LlmError> {
-        let _turn = self.busy.lock();
+        self.generate_queued(req, on_token, &mut |_| {}, cancel)
+    }
+
+    /// [`LocalModel::generate`], telling `on_wait` how many generations are ahead while it waits
+    /// for the model.
+    pub fn generate_queued(
+        &self,
+        req: &ChatRequest,
+        on_token: &mut dyn FnMut(&str),
+        on_wait: &mut dyn FnMut(usize),
+        cancel: &Cancel,
+    ) -> Result<(ChatOutput, GenStats), LlmError> {
+        let queued = Instant::now();
+        let Some(_held) = self.queue.enter(on_wait, cancel) else { return Ok(cancelled()) };
+        let waited_ms = queued.elapsed().as_secs_f64() * 1000.0;
         let backend = backend()?;
         let prompt = self.prompt(req)?;
         let started = Instant::now();
@@ -137,19 +188,19 @@ impl LocalModel {
         let budget = self.context as usize;
         let max_new = (req.max_tokens as usize).min(budget / 2).max(1);
         let tokens = fit_to_context(tokens, budget, max_new);
+        let threads = threads_now(self.max_threads(), self.settings.threads > 0);
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(self.context))
             .with_n_batch(PROMPT_BATCH as u32)
-            .with_n_threads(self.threads)
-            .with_n_threads_batch(self.threads);
+            .with_n_ubatch(PROMPT_BATCH as u32)
+            .with_n_threads(threads as i32)
+            .with_n_threads_batch(threads as i32);
         let mut ctx = self.model.new_context(backend, params).map_err(|e| local_err("creating a context", &e))?;
         let mut batch = LlamaBatch::new(PROMPT_BATCH, 1);
         let n_prompt = tokens.len();
-        if !read_prompt(&mut ctx, &mut batch, &tokens, cancel)? {
-            return Ok((
-                ChatOutput { text: String::new(), usage: Usage::default(), finish: Finish::Cancelled },
-                GenStats::default(),
-            ));
+        let reused = self.restore(&mut ctx, &tokens);
+        if !read_prompt(&mut ctx, &mut batch, &tokens, reused, cancel)? {
+            return Ok(cancelled());
         }
         let prompt_ms = started.elapsed().as_secs_f64() * 1000.0;
         let gen_started = Instant::now();
@@ -174,10 +225,72 @@ impl LocalModel {
             generated_tokens: g.generated,
             generate_ms: gen_started.elapsed().as_secs_f64() * 1000.0,
             first_token_ms: g.first_token_ms,
+            reused_tokens: reused,
+            threads,
+            waited_ms,
         };
+        if g.finish != Finish::Cancelled {
+            // what the context holds now: the prompt and every generated token read back
+            let mut held: Vec<i32> = tokens.iter().map(|t| t.0).collect();
+            held.extend(g.decoded.iter().map(|t| t.0));
+            self.keep(&ctx, held);
+        }
         let usage = Usage { prompt_tokens: n_prompt as u64, completion_tokens: g.generated as u64 };
         Ok((ChatOutput { text: g.text, usage, finish: g.finish }, stats))
     }
+
+    /// The most threads a generation may take: the configured number, else the machine's cores
+    /// (at most 8: more only add synchronisation on a model this size).
+    fn max_threads(&self) -> usize {
+        match self.settings.threads {
+            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8),
+            n => n,
+        }
+    }
+
+    /// Puts the cached state of the longest prefix of `tokens` read before into the new context
+    /// and drops what follows that prefix; the number of prompt tokens that need no reading. At
+    /// least the last prompt token is always read (its logits choose the first new token).
+    fn restore(&self, ctx: &mut LlamaContext<'_>, tokens: &[LlamaToken]) -> usize {
+        let ids: Vec<i32> = tokens.iter().map(|t| t.0).collect();
+        let Some((shared, state)) = self.cache.lock().best(&ids, MIN_REUSE) else { return 0 };
+        let reuse = shared.min(tokens.len() - 1) / PROMPT_BATCH * PROMPT_BATCH;
+        if reuse < MIN_REUSE || ctx.state_seq_set(&state, 0).is_err() {
+            ctx.clear_kv_cache();
+            return 0;
+        }
+        match ctx.clear_kv_cache_seq(Some(0), Some(reuse as u32), None) {
+            Ok(true) => reuse,
+            _ => {
+                ctx.clear_kv_cache();
+                0
+            }
+        }
+    }
+
+    /// Keeps the context's state as the state after `held`.
+    fn keep(&self, ctx: &LlamaContext<'_>, held: Vec<i32>) {
+        if self.settings.cache_bytes == 0 {
+            return;
+        }
+        match ctx.state_seq_get(0, LlamaStateSeqFlags::empty()) {
+            Ok(state) => {
+                let bytes = state.byte_len();
+                self.cache.lock().put(held, state, bytes);
+            }
+            Err(e) => tracing::debug!(error = %e, "local model: the KV state could not be kept"),
+        }
+    }
+
+    /// Bytes of KV state the prompt cache holds now, and its entries.
+    pub fn cached(&self) -> (usize, usize) {
+        let c = self.cache.lock();
+        (c.bytes(), c.len())
+    }
+}
+
+fn cancelled() -> (ChatOutput, GenStats) {
+    (ChatOutput { text: String::new(), usage: Usage::default(), finish: Finish::Cancelled }, GenStats::default())
 }
 
 fn local_err(what: &str, e: &dyn std::fmt::Display) -> LlmError {
@@ -198,24 +311,30 @@ fn fit_to_context(tokens: Vec<LlamaToken>, budget: usize, max_new: usize) -> Vec
     cut
 }
 
-/// Decodes the prompt in batches (logits for its last token only); `false` when cancelled.
+/// Decodes the prompt from position `from` on (what comes before is in the context already);
+/// `false` when cancelled. Batches end at multiples of `PROMPT_BATCH` and the last token is read
+/// alone (its logits choose the first new token), so a prompt read partly from the cache goes
+/// through the same arithmetic as one read whole: greedy answers do not depend on the cache.
 fn read_prompt(
     ctx: &mut LlamaContext<'_>,
     batch: &mut LlamaBatch<'_>,
     tokens: &[LlamaToken],
+    from: usize,
     cancel: &Cancel,
 ) -> Result<bool, LlmError> {
-    let n_prompt = tokens.len();
-    for (c, piece) in tokens.chunks(PROMPT_BATCH).enumerate() {
+    let last = tokens.len() - 1;
+    let mut start = from;
+    while start <= last {
         if cancel.is_cancelled() {
             return Ok(false);
         }
+        let end = if start == last { last + 1 } else { ((start / PROMPT_BATCH + 1) * PROMPT_BATCH).min(last) };
         batch.clear();
-        for (i, t) in piece.iter().enumerate() {
-            let pos = c * PROMPT_BATCH + i;
-            batch.add(*t, pos as i32, &[0], pos == n_prompt - 1).map_err(|e| local_err("batching", &e))?;
+        for (pos, t) in tokens.iter().enumerate().take(end).skip(start) {
+            batch.add(*t, pos as i32, &[0], pos == last).map_err(|e| local_err("batching", &e))?;
         }
         ctx.decode(batch).map_err(|e| local_err("reading the prompt", &e))?;
+        start = end;
     }
     Ok(true)
 }
@@ -250,6 +369,8 @@ struct Generated {
     finish: Finish,
     generated: usize,
     first_token_ms: f64,
+    /// The generated tokens read back into the context.
+    decoded: Vec<LlamaToken>,
 }
 
 impl Decoding<'_, '_, '_> {
@@ -265,7 +386,13 @@ impl Decoding<'_, '_, '_> {
         let Decoding { ctx, batch, sampler, started } = self;
         let vocab = m.model.vocab();
         let mut decoder = encoding_rs::UTF_8.new_decoder();
-        let mut g = Generated { text: String::new(), finish: Finish::Length, generated: 0, first_token_ms: 0.0 };
+        let mut g = Generated {
+            text: String::new(),
+            finish: Finish::Length,
+            generated: 0,
+            first_token_ms: 0.0,
+            decoded: Vec::new(),
+        };
         let mut piece_buf = Vec::new();
         while g.generated < max_new {
             if cancel.is_cancelled() {
@@ -294,6 +421,7 @@ impl Decoding<'_, '_, '_> {
             batch.add(token, pos, &[0], true).map_err(|e| local_err("batching", &e))?;
             pos += 1;
             ctx.decode(batch).map_err(|e| local_err("generating", &e))?;
+            g.decoded.push(token);
         }
         Ok(g)
     }
@@ -311,5 +439,17 @@ impl ChatModel for LocalModel {
     }
     fn chat(&self, req: &ChatRequest, on_token: &mut dyn FnMut(&str), cancel: &Cancel) -> Result<ChatOutput, LlmError> {
         self.generate(req, on_token, cancel).map(|(o, _)| o)
+    }
+    fn context_window(&self) -> Option<usize> {
+        Some(self.context as usize)
+    }
+    fn chat_queued(
+        &self,
+        req: &ChatRequest,
+        on_token: &mut dyn FnMut(&str),
+        on_wait: &mut dyn FnMut(usize),
+        cancel: &Cancel,
+    ) -> Result<ChatOutput, LlmError> {
+        self.generate_queued(req, on_token, on_wait, cancel).map(|(o, _)| o)
     }
 }

@@ -1,0 +1,304 @@
+//! Local generation with the real SmolLM2 GGUF (issue 36): the prompt cache gives the same tokens
+//! as reading the whole prompt and follows prompt changes, stays within its bytes, the model is
+//! shared first come first served (a waiting caller hears it and a cancelled one leaves at once),
+//! streamed turns waiting for the model say so, and a GGUF's own chat template formats its prompt.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+use steward::models::chat::local::{LocalModel, LocalSettings};
+use steward::models::chat::{Cancel, ChatRequest, Finish, Message};
+
+use crate::support::TestApp;
+
+fn gguf() -> PathBuf {
+    steward::models::resolve::local_model_path(&crate::support::test_config(Path::new("/nonexistent")))
+        .expect("the SmolLM2 GGUF is installed by scripts/fetch-models.sh")
+}
+
+/// One thread: the same arithmetic in every run, so greedy outputs compare exactly.
+fn model(cache_bytes: usize) -> LocalModel {
+    LocalModel::load(&gguf(), LocalSettings { threads: 1, context: 2048, cache_bytes }).unwrap()
+}
+
+const SYSTEM: &str = "You are the help desk of Harbor Books, a bookshop by the sea. Answer briefly and politely. \
+    Only answer questions about the shop: its opening hours, its books, orders and deliveries. \
+    The shop opens at nine and closes at five on weekdays, and opens from ten to two on Saturdays.";
+
+fn req(system: &str, question: &str) -> ChatRequest {
+    let mut r = ChatRequest::new(vec![Message::system(system), Message::user(question)]).max_tokens(24);
+    r.temperature = 0.0;
+    r
+}
+
+#[test]
+fn the_prompt_cache_gives_the_tokens_a_full_read_gives_and_follows_prompt_changes() {
+    let cached = model(64 << 20);
+    let uncached = model(0);
+    let first = req(SYSTEM, "When do you open on Saturday?");
+    let (a, s) = cached.generate(&first, &mut |_| {}, &Cancel::new()).unwrap();
+    assert_eq!(s.reused_tokens, 0, "nothing cached yet");
+    let (again, s) = cached.generate(&first, &mut |_| {}, &Cancel::new()).unwrap();
+    // (the cache is used in whole batches of 32 tokens, and the last prompt token is always read)
+    assert!(s.reused_tokens + 32 >= s.prompt_tokens, "the prompt from the cache: {s:?}");
+    assert_eq!(again.text, a.text, "the same prompt from the cache");
+    // the same agent, another question: the instructions are not read again
+    let second = req(SYSTEM, "Do you deliver books abroad?");
+    let (b, s) = cached.generate(&second, &mut |_| {}, &Cancel::new()).unwrap();
+    assert!(s.reused_tokens >= 32, "the fixed instructions come from the cache ({} reused)", s.reused_tokens);
+    assert!(s.reused_tokens < s.prompt_tokens);
+    let (b_full, s_full) = uncached.generate(&second, &mut |_| {}, &Cancel::new()).unwrap();
+    assert_eq!(s_full.reused_tokens, 0);
+    assert_eq!(b.text, b_full.text, "greedy tokens with the cached prefix = tokens of a full read");
+    let (a_full, _) = uncached.generate(&first, &mut |_| {}, &Cancel::new()).unwrap();
+    assert_eq!(a.text, a_full.text);
+    // a follow-up turn of the first conversation reuses that conversation's prompt and answer
+    let mut follow = first.clone();
+    follow.messages.push(Message::assistant(a.text.clone()));
+    follow.messages.push(Message::user("And on Sunday?"));
+    let (_, s) = cached.generate(&follow, &mut |_| {}, &Cancel::new()).unwrap();
+    let first_len = s.prompt_tokens - 10; // the follow-up adds the answer and a short question
+    assert!(s.reused_tokens > 64 && s.reused_tokens <= first_len + 30, "{s:?}");
+    // a published revision with other instructions shares nothing the cache could give
+    let changed = req(&format!("Greet every visitor warmly. {SYSTEM}"), "Do you deliver books abroad?");
+    let (c, s) = cached.generate(&changed, &mut |_| {}, &Cancel::new()).unwrap();
+    assert!(s.reused_tokens < 16, "a changed prefix is read again ({} reused)", s.reused_tokens);
+    assert_eq!(c.text, uncached.generate(&changed, &mut |_| {}, &Cancel::new()).unwrap().0.text);
+    // another model (another load) has its own cache
+    let (_, s) = model(64 << 20).generate(&second, &mut |_| {}, &Cancel::new()).unwrap();
+    assert_eq!(s.reused_tokens, 0);
+}
+
+#[test]
+fn the_prompt_cache_never_holds_more_than_its_bound() {
+    // about 23 KB of KV state per token for this model: 3 MiB holds a couple of these prompts
+    let bound = 3 << 20;
+    let m = model(bound);
+    for i in 0..6 {
+        let r = req(&format!("Reference number {i}. {SYSTEM}"), "When do you open?");
+        m.generate(&r, &mut |_| {}, &Cancel::new()).unwrap();
+        let (bytes, entries) = m.cached();
+        assert!(bytes <= bound, "{bytes} bytes cached with a bound of {bound}");
+        assert!(entries >= 1);
+    }
+}
+
+#[test]
+fn callers_share_the_model_in_turn_and_a_cancelled_caller_leaves_at_once() {
+    let m = Arc::new(model(0));
+    let questions = ["When do you open on Saturday?", "Do you deliver books abroad?"];
+    let alone: Vec<String> =
+        questions.iter().map(|q| m.generate(&req(SYSTEM, q), &mut |_| {}, &Cancel::new()).unwrap().0.text).collect();
+    // together: both complete, each with its own answer; one of them waited
+    let runs: Vec<_> = questions
+        .iter()
+        .map(|q| {
+            let (m, q) = (m.clone(), q.to_string());
+            std::thread::spawn(move || {
+                let mut waited = vec![];
+                let (out, _) =
+                    m.generate_queued(&req(SYSTEM, &q), &mut |_| {}, &mut |n| waited.push(n), &Cancel::new()).unwrap();
+                (out.text, waited)
+            })
+        })
+        .collect();
+    let together: Vec<(String, Vec<usize>)> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(together[0].0, alone[0]);
+    assert_eq!(together[1].0, alone[1]);
+    assert_eq!(together.iter().filter(|(_, w)| w.first() == Some(&1)).count(), 1, "one waited: {together:?}");
+    // a long generation holds the model; a caller waiting behind it is cancelled and leaves at once
+    let long_cancel = Cancel::new();
+    let (started_tx, started_rx) = std::sync::mpsc::channel();
+    let (m1, c1) = (m.clone(), long_cancel.clone());
+    let long = std::thread::spawn(move || {
+        let mut r = req(SYSTEM, "Write a long story about the shop.");
+        r.max_tokens = 2000;
+        let mut sent = false;
+        m1.generate(
+            &r,
+            &mut |_| {
+                if !sent {
+                    sent = true;
+                    started_tx.send(()).unwrap();
+                }
+            },
+            &c1,
+        )
+        .unwrap()
+        .0
+    });
+    started_rx.recv().unwrap();
+    let waiter_cancel = Cancel::new();
+    let (wait_tx, wait_rx) = std::sync::mpsc::channel();
+    let (m2, c2) = (m.clone(), waiter_cancel.clone());
+    let waiter = std::thread::spawn(move || {
+        m2.generate_queued(&req(SYSTEM, "Hello?"), &mut |_| {}, &mut |n| wait_tx.send(n).unwrap(), &c2).unwrap().0
+    });
+    assert_eq!(wait_rx.recv().unwrap(), 1, "the waiter hears one answer is ahead of it");
+    waiter_cancel.cancel();
+    let out = waiter.join().unwrap();
+    assert_eq!(out.finish, Finish::Cancelled);
+    assert!(!long.is_finished(), "the long generation is still running");
+    // the superseded long generation frees the model at once for the caller behind it
+    let (wait_tx, wait_rx) = std::sync::mpsc::channel();
+    let m3 = m.clone();
+    let next = std::thread::spawn(move || {
+        m3.generate_queued(&req(SYSTEM, "Hello?"), &mut |_| {}, &mut |n| wait_tx.send(n).unwrap(), &Cancel::new())
+            .unwrap()
+    });
+    assert_eq!(wait_rx.recv().unwrap(), 1);
+    long_cancel.cancel();
+    let long = long.join().unwrap();
+    assert_eq!(long.finish, Finish::Cancelled);
+    assert!(long.usage.completion_tokens < 2000);
+    let (out, stats) = next.join().unwrap();
+    assert_ne!(out.finish, Finish::Cancelled);
+    assert!(stats.generated_tokens >= 1 && stats.waited_ms > 0.0, "{stats:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_streamed_turns_on_the_local_model_both_finish_and_the_second_says_it_waits() {
+    let path = gguf();
+    let t = TestApp::with_config(move |c| c.llm.local_model_path = Some(path.clone()));
+    let owner = t.owner().await;
+    t.doc(
+        &owner,
+        "Opening hours",
+        "The shop is open from nine to five on weekdays. On Saturdays it opens from ten to two.",
+        json!({}),
+    )
+    .await;
+    t.doc(
+        &owner,
+        "Deliveries",
+        "Books are delivered abroad within ten days. Delivery in the country takes two days.",
+        json!({}),
+    )
+    .await;
+    t.drain();
+    let ask = |q: &'static str| {
+        let (t, owner) = (&t, &owner);
+        async move { t.post("/api/v1/chat", owner, json!({"message": q, "stream": true})).await }
+    };
+    let (a, b) = tokio::join!(ask("When is the shop open on Saturdays?"), ask("How long does delivery abroad take?"));
+    let mut waited = 0;
+    let mut conversations = vec![];
+    for r in [a, b] {
+        r.assert_status(200);
+        let events = crate::chat::sse_events(&r.text());
+        let done = &events.last().unwrap().1;
+        assert_eq!(events.last().unwrap().0, "done", "{events:?}");
+        assert_eq!(done["diagnostics"]["composer"]["provider"], "local", "{done}");
+        assert!(!done["answer"].as_str().unwrap().trim().is_empty());
+        conversations.push(done["conversationId"].clone());
+        let stages: Vec<&str> =
+            events.iter().filter(|(n, _)| n == "status").filter_map(|(_, d)| d["stage"].as_str()).collect();
+        if let Some(w) = stages.iter().position(|s| *s == "waiting") {
+            waited += 1;
+            assert_eq!(stages[w + 1], "composing", "composing again when its turn comes: {stages:?}");
+        }
+    }
+    assert_ne!(conversations[0], conversations[1]);
+    assert_eq!(waited, 1, "one turn waited for the other");
+}
+
+/// Copies a GGUF file with its `tokenizer.chat_template` replaced (the header rewritten, the
+/// tensor data moved to the new aligned start).
+fn with_template(src: &Path, dst: &Path, template: &str) {
+    let b = std::fs::read(src).unwrap();
+    let mut at = 0usize;
+    let u32_at = |b: &[u8], at: &mut usize| {
+        let v = u32::from_le_bytes(b[*at..*at + 4].try_into().unwrap());
+        *at += 4;
+        v
+    };
+    let u64_at = |b: &[u8], at: &mut usize| {
+        let v = u64::from_le_bytes(b[*at..*at + 8].try_into().unwrap());
+        *at += 8;
+        v
+    };
+    assert_eq!(&b[..4], b"GGUF");
+    at += 8;
+    let n_tensors = u64_at(&b, &mut at);
+    let n_kv = u64_at(&b, &mut at);
+    let mut out = b[..at].to_vec();
+    let mut alignment = 32u64;
+    fn skip_value(b: &[u8], at: &mut usize, ty: u32) {
+        let size = |t: u32| match t {
+            0 | 1 | 7 => 1,
+            2 | 3 => 2,
+            4..=6 => 4,
+            10..=12 => 8,
+            _ => 0,
+        };
+        match ty {
+            8 => {
+                let n = u64::from_le_bytes(b[*at..*at + 8].try_into().unwrap()) as usize;
+                *at += 8 + n;
+            }
+            9 => {
+                let inner = u32::from_le_bytes(b[*at..*at + 4].try_into().unwrap());
+                let n = u64::from_le_bytes(b[*at + 4..*at + 12].try_into().unwrap()) as usize;
+                *at += 12;
+                for _ in 0..n {
+                    skip_value(b, at, inner);
+                }
+            }
+            t => *at += size(t),
+        }
+    }
+    for _ in 0..n_kv {
+        let start = at;
+        let klen = u64_at(&b, &mut at) as usize;
+        let key = String::from_utf8(b[at..at + klen].to_vec()).unwrap();
+        at += klen;
+        let ty = u32_at(&b, &mut at);
+        let value_at = at;
+        skip_value(&b, &mut at, ty);
+        if key == "tokenizer.chat_template" {
+            out.extend_from_slice(&b[start..value_at]);
+            out.extend_from_slice(&(template.len() as u64).to_le_bytes());
+            out.extend_from_slice(template.as_bytes());
+        } else {
+            if key == "general.alignment" {
+                alignment = u32::from_le_bytes(b[value_at..value_at + 4].try_into().unwrap()) as u64;
+            }
+            out.extend_from_slice(&b[start..at]);
+        }
+    }
+    let infos = at;
+    for _ in 0..n_tensors {
+        let nlen = u64_at(&b, &mut at) as usize;
+        at += nlen;
+        let dims = u32_at(&b, &mut at) as usize;
+        at += dims * 8 + 4 + 8;
+    }
+    out.extend_from_slice(&b[infos..at]);
+    let align = |x: u64| x.div_ceil(alignment) * alignment;
+    let data = align(at as u64) as usize;
+    out.resize(align(out.len() as u64) as usize, 0);
+    out.extend_from_slice(&b[data..]);
+    std::fs::write(dst, out).unwrap();
+}
+
+#[test]
+fn a_gguf_is_formatted_by_its_own_chat_template() {
+    let bundled = LocalModel::load(&gguf(), LocalSettings { threads: 1, context: 512, cache_bytes: 0 }).unwrap();
+    let r = req("Be brief.", "Hello there");
+    let chatml = bundled.prompt(&r).unwrap();
+    assert!(chatml.contains("<|im_start|>user\nHello there<|im_end|>"), "{chatml}");
+    // the same weights with a Gemma-style template in the file's metadata
+    let dir = tempfile::tempdir().unwrap();
+    let gemma_file = dir.path().join("gemma-template.gguf");
+    let gemma = "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ message['role'] }}\n{{ message['content'] }}<end_of_turn>\n{% endfor %}<start_of_turn>model\n";
+    with_template(&gguf(), &gemma_file, gemma);
+    let other = LocalModel::load(&gemma_file, LocalSettings { threads: 1, context: 512, cache_bytes: 0 }).unwrap();
+    let p = other.prompt(&r).unwrap();
+    assert!(p.contains("<start_of_turn>user\n"), "{p}");
+    assert!(p.trim_end().ends_with("<start_of_turn>model"), "{p}");
+    assert!(!p.contains("<|im_start|>"));
+    // and it still generates from the moved tensor data
+    let (out, _) = other.generate(&r, &mut |_| {}, &Cancel::new()).unwrap();
+    assert!(out.usage.completion_tokens >= 1);
+}
