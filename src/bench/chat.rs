@@ -96,12 +96,25 @@ impl Tally {
 
 /// One streamed turn: `(reply, ms to the first chunk, total ms)`.
 async fn streamed(s: &ChildServer, message: &str) -> anyhow::Result<(Value, Option<f64>, f64)> {
+    streamed_in(s, message, None).await
+}
+
+/// One streamed turn, in `conversation` when given.
+async fn streamed_in(
+    s: &ChildServer,
+    message: &str,
+    conversation: Option<&str>,
+) -> anyhow::Result<(Value, Option<f64>, f64)> {
     let t = Instant::now();
+    let mut body = json!({"message": message, "stream": true});
+    if let Some(c) = conversation {
+        body["conversationId"] = json!(c);
+    }
     let r = s
         .http
         .post(format!("{}/api/v1/chat", s.base))
         .bearer_auth(&s.token)
-        .json(&json!({"message": message, "stream": true}))
+        .json(&body)
         .send()
         .await?;
     anyhow::ensure!(r.status().is_success(), "chat: {}", r.status());
@@ -140,11 +153,13 @@ pub async fn run(
         s.send(reqwest::Method::POST, "/api/v1/chat", &json!({"message": q.text})).await?;
     }
     let mut builtin = Tally::default();
+    let mut builtin_replies = HashMap::new();
     for q in &c.queries {
         let t = Instant::now();
         let v = s.send(reqwest::Method::POST, "/api/v1/chat", &json!({"message": q.text})).await?;
         builtin.e2e_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         builtin.add(&v, &ids, c.qrels.get(&q.id));
+        builtin_replies.insert(q.id.clone(), v);
     }
     let mut streamed_builtin = Tally::default();
     for q in c.queries.iter().take(50) {
@@ -165,17 +180,52 @@ pub async fn run(
     });
     if let (Some(path), true) = (gguf, gguf_queries > 0) {
         let s = s.restart(&[("STEWARD_LOCAL_MODEL", path.display().to_string())])?;
+        let mut first_turns = Tally::default();
+        let mut follow_ups = Tally::default();
         let mut local = Tally::default();
+        let mut builtin_same = Tally::default();
         // warm-up: loads the model
         streamed(&s, &c.queries[0].text).await?;
-        for q in c.queries.iter().skip(1).take(gguf_queries) {
-            let (v, first, total) = streamed(&s, &q.text).await?;
-            local.e2e_ms.push(total);
-            if let Some(f) = first {
-                local.first_chunk_ms.push(f);
+        // pairs of queries: the first asked in a new conversation, the second as its follow-up
+        let asked: Vec<_> = c.queries.iter().skip(1).take(gguf_queries).collect();
+        for pair in asked.chunks(2) {
+            let (v, first, total) = streamed(&s, &pair[0].text).await?;
+            first_turns.e2e_ms.push(total);
+            first_turns.first_chunk_ms.extend(first);
+            first_turns.add(&v, &ids, c.qrels.get(&pair[0].id));
+            local.add(&v, &ids, c.qrels.get(&pair[0].id));
+            if let Some(q) = pair.get(1) {
+                let conversation = v["conversationId"].as_str().map(str::to_string);
+                let (v, first, total) = streamed_in(&s, &q.text, conversation.as_deref()).await?;
+                follow_ups.e2e_ms.push(total);
+                follow_ups.first_chunk_ms.extend(first);
+                follow_ups.add(&v, &ids, c.qrels.get(&q.id));
+                local.add(&v, &ids, c.qrels.get(&q.id));
             }
-            local.add(&v, &ids, c.qrels.get(&q.id));
         }
+        for q in &asked {
+            if let Some(v) = builtin_replies.get(&q.id) {
+                builtin_same.add(v, &ids, c.qrels.get(&q.id));
+            }
+        }
+        // four visitors at once, twice
+        let mut concurrent = Tally::default();
+        let mut rounds_ms = vec![];
+        for round in c.queries.iter().skip(1 + gguf_queries).take(8).collect::<Vec<_>>().chunks(4) {
+            let t = Instant::now();
+            let all = futures::future::join_all(round.iter().map(|q| streamed(&s, &q.text))).await;
+            rounds_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            for (v, first, total) in all.into_iter().flatten() {
+                concurrent.e2e_ms.push(total);
+                concurrent.first_chunk_ms.extend(first);
+                concurrent.add(&v, &ids, None);
+            }
+        }
+        report["localGgufFirstTurns"] = first_turns.report(first_turns.e2e_ms.len());
+        report["localGgufFollowUps"] = follow_ups.report(follow_ups.e2e_ms.len());
+        report["builtinOnTheLocalQueries"] = builtin_same.report(asked.len());
+        report["localGgufFourVisitors"] = concurrent.report(concurrent.e2e_ms.len());
+        report["localGgufFourVisitors"]["roundMs"] = json!(rounds_ms);
         report["localGguf"] = local.report(gguf_queries);
         report["localGguf"]["model"] = json!(path.file_name().map(|f| f.to_string_lossy().to_string()));
         report["localGguf"]["peakRssMiB"] = json!(s.rss().0);

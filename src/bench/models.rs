@@ -33,15 +33,37 @@ pub fn grounded_prompt(c: &Collection, query: &str, target_tokens: usize) -> Cha
 
 #[cfg(feature = "llama")]
 fn local(config: &Config, c: &Collection, runs: usize) -> anyhow::Result<Value> {
-    use crate::models::chat::local::{LocalModel, LocalSettings};
     let path = crate::models::resolve::local_model_path(config)
         .ok_or_else(|| anyhow::anyhow!("no GGUF file found; run scripts/fetch-models.sh"))?;
+    let mut report = json!({
+        "model": path.display().to_string(),
+        "contextTokens": config.llm.local_context,
+        "promptBatch": "32 tokens, batches at fixed positions (see models/chat/local)",
+    });
+    // the prompt cache off: every run reads the whole prompt
+    for threads in [1usize, 2] {
+        let settings =
+            crate::models::chat::local::LocalSettings { threads, context: config.llm.local_context, cache_bytes: 0 };
+        report[format!("threads{threads}")] = speeds(&path, settings, c, runs)?;
+    }
+    report["autoThreadsNow"] = json!(crate::models::chat::local::threads_now(8, false));
+    Ok(report)
+}
+
+#[cfg(feature = "llama")]
+fn speeds(
+    path: &std::path::Path,
+    settings: crate::models::chat::local::LocalSettings,
+    c: &Collection,
+    runs: usize,
+) -> anyhow::Result<Value> {
+    use crate::models::chat::local::LocalModel;
     let rss_before = super::rss_mib(std::process::id()).map(|x| x.1).unwrap_or(f64::NAN);
     let (mut loads, mut prefill, mut generation, mut ttft, mut prompt_tokens) = (vec![], vec![], vec![], vec![], 0);
     let mut rss_loaded = f64::NAN;
     for _ in 0..runs {
         let t = Instant::now();
-        let m = LocalModel::load(&path, LocalSettings::of(&config.llm))?;
+        let m = LocalModel::load(path, settings)?;
         loads.push(t.elapsed().as_secs_f64() * 1000.0);
         rss_loaded = super::rss_mib(std::process::id()).map(|x| x.1).unwrap_or(f64::NAN);
         for q in c.queries.iter().take(3) {
@@ -64,9 +86,7 @@ fn local(config: &Config, c: &Collection, runs: usize) -> anyhow::Result<Value> 
     }
     let peak = super::rss_mib(std::process::id()).map(|x| x.0).unwrap_or(f64::NAN);
     Ok(json!({
-        "model": path.display().to_string(),
-        "threads": config.llm.local_threads,
-        "contextTokens": config.llm.local_context,
+        "threads": settings.threads,
         "loadMs": median(&loads),
         "groundedPromptTokens": prompt_tokens,
         "promptTokensPerSecond": median(&prefill),
