@@ -110,13 +110,7 @@ async fn streamed_in(
     if let Some(c) = conversation {
         body["conversationId"] = json!(c);
     }
-    let r = s
-        .http
-        .post(format!("{}/api/v1/chat", s.base))
-        .bearer_auth(&s.token)
-        .json(&body)
-        .send()
-        .await?;
+    let r = s.http.post(format!("{}/api/v1/chat", s.base)).bearer_auth(&s.token).json(&body).send().await?;
     anyhow::ensure!(r.status().is_success(), "chat: {}", r.status());
     let mut body = r.bytes_stream();
     let mut buf = String::new();

@@ -29,8 +29,8 @@ const SOURCE_CHARS: usize = 900;
 /// Sources a local (llama.cpp) model reads.
 const LOCAL_SOURCES: usize = 6;
 /// The most tokens of sources a local model reads per turn (an eighth of a smaller context): what
-/// keeps its first word within about two seconds on a small CPU.
-const LOCAL_SOURCE_TOKENS: usize = 400;
+/// keeps its first word within about two seconds on one core of a small CPU (~110 prompt tokens/s).
+const LOCAL_SOURCE_TOKENS: usize = 200;
 /// History messages in a model prompt.
 const PROMPT_HISTORY: usize = 4;
 const ANSWER_MAX_TOKENS: u32 = 1024;
@@ -216,33 +216,33 @@ pub fn model_grounded(
     cancel: &Cancel,
 ) -> Result<Option<Composed>, LlmError> {
     let persona = persona(agent, directives, gated, context);
-    let local_hits;
-    let (hits, mut messages) = if m.provider() == "local" {
+    let local = m.provider() == "local";
+    let (local_hits, known_coverage);
+    let (hits, messages) = if local {
         // a local model reads slowly on a CPU: the fixed instructions first (their reading is
         // cached from the agent's earlier turns), then the history, then only the sentences of the
-        // best sources that bear on the question, and the question last
-        local_hits = match local_sources(question, hits, m.context_window()) {
-            Some(h) => h,
-            // decided before any generation: the sources do not cover the question
+        // best sources that bear on the question, and the question last. Coverage is decided
+        // before generation, so the small model is not asked to judge it.
+        (local_hits, known_coverage) = match local_sources(question, hits, m.context_window()) {
+            Some((h, c)) => (h, Some(c)),
             None => return Ok(decline(None, question, sink, cancel)),
         };
-        let mut messages = vec![Message::system(grounded_system(&persona, &[]))];
+        let mut messages = vec![Message::system(grounded_system(&persona, &[], false))];
         messages.extend(history_messages(history));
+        messages.push(Message::user(format!("Sources:\n{}Question: {question}", numbered_sources(&local_hits))));
         (local_hits.as_slice(), messages)
     } else {
-        let mut messages = vec![Message::system(grounded_system(&persona, hits))];
+        known_coverage = None;
+        let mut messages = vec![Message::system(grounded_system(&persona, hits, true))];
         messages.extend(history_messages(history));
+        messages.push(Message::user(question.to_string()));
         (hits, messages)
     };
-    if m.provider() == "local" {
-        messages.push(Message::user(format!("Sources:\n{}Question: {question}", numbered_sources(hits))));
-    } else {
-        messages.push(Message::user(question.to_string()));
-    }
-    let max_tokens = if m.provider() == "local" { LOCAL_ANSWER_MAX_TOKENS } else { ANSWER_MAX_TOKENS };
+    let max_tokens = if local { LOCAL_ANSWER_MAX_TOKENS } else { ANSWER_MAX_TOKENS };
     let req = ChatRequest { temperature: 0.2, ..ChatRequest::new(messages).max_tokens(max_tokens) };
     let Some(out) = stream_grounded(m, &req, sink, cancel)? else { return Ok(None) };
     let (head, body) = split_head(&out.text);
+    let head = head.or(known_coverage);
     let (citations, segments, grounding) = cite_claims(&body, hits);
     let outcome = grounded_outcome(head.as_ref(), &grounding);
     Ok(Some(Composed {
@@ -259,18 +259,25 @@ pub fn model_grounded(
 }
 
 /// For a local model: the best few hits cut to the sentences that bear on the question, within
-/// the share of its context window sources may take; `None` when the built-in answerer finds the
-/// passages do not cover the question (the same decision it makes, taken before generation).
-fn local_sources(question: &str, hits: &[Hit], window: Option<usize>) -> Option<Vec<Hit>> {
-    if !extractive::compose(question, &passages(hits, BUILTIN_PASSAGES)).covered {
+/// the share of its context window sources may take, and the coverage the built-in answerer finds
+/// in them; `None` when it finds they do not cover the question (its own decision, taken before
+/// generation).
+fn local_sources(question: &str, hits: &[Hit], window: Option<usize>) -> Option<(Vec<Hit>, (String, String))> {
+    let c = extractive::compose(question, &passages(hits, BUILTIN_PASSAGES));
+    if !c.covered {
         return None;
     }
+    let coverage = if c.coverage >= ANSWERED_COVERAGE {
+        ("answered", "sufficient_evidence")
+    } else {
+        ("partial", "insufficient_evidence")
+    };
     let hits = &hits[..hits.len().min(LOCAL_SOURCES)];
     let budget = window.map_or(LOCAL_SOURCE_TOKENS, |w| (w / 8).min(LOCAL_SOURCE_TOKENS)) * 4;
     let cut = extractive::relevant(question, &passages(hits, hits.len()), budget);
     let kept: Vec<Hit> =
         hits.iter().zip(cut).filter_map(|(h, c)| c.map(|content| Hit { content, ..h.clone() })).collect();
-    (!kept.is_empty()).then_some(kept)
+    (!kept.is_empty()).then(|| (kept, (coverage.0.to_string(), coverage.1.to_string())))
 }
 
 /// The sources as the prompt numbers them.
@@ -283,14 +290,19 @@ fn numbered_sources(hits: &[Hit]) -> String {
         .collect()
 }
 
-/// The grounded answer's system prompt: the persona, the rules and the numbered sources (none
-/// when they come with the question).
-fn grounded_system(persona: &str, hits: &[Hit]) -> String {
+/// The grounded answer's system prompt: the persona, the rules, the coverage head line when the
+/// model is to judge coverage (`head`), and the numbered sources (none when they come with the
+/// question).
+fn grounded_system(persona: &str, hits: &[Hit], head: bool) -> String {
     let sources = if hits.is_empty() { String::new() } else { format!("\n\nSources:\n{}", numbered_sources(hits)) };
+    let head = if head {
+        "\nBegin your reply with exactly one line: COVERAGE: <answered|partial|unanswered|unclear> <sufficient_evidence|insufficient_evidence|conflicting_evidence|ambiguous_request|intentional_scope_boundary>\n\
+         Allowed pairs: answered sufficient_evidence; partial or unanswered with insufficient_evidence, conflicting_evidence or intentional_scope_boundary; unclear ambiguous_request. Then write the answer on the next lines."
+    } else {
+        ""
+    };
     format!(
-        "{persona}\n\nAnswer only from the numbered sources below; do not use outside knowledge. Cite every claim with its source number in brackets, like [1]. If the sources do not contain the answer, say so briefly instead of guessing. If the question is outside what you are here for, decline briefly.\n\
-         Begin your reply with exactly one line: COVERAGE: <answered|partial|unanswered|unclear> <sufficient_evidence|insufficient_evidence|conflicting_evidence|ambiguous_request|intentional_scope_boundary>\n\
-         Allowed pairs: answered sufficient_evidence; partial or unanswered with insufficient_evidence, conflicting_evidence or intentional_scope_boundary; unclear ambiguous_request. Then write the answer on the next lines.{sources}"
+        "{persona}\n\nAnswer only from the numbered sources; do not use outside knowledge. Cite every claim with its source number in brackets, like [1]. If the sources do not contain the answer, say so briefly instead of guessing. If the question is outside what you are here for, decline briefly.{head}{sources}"
     )
 }
 
@@ -329,7 +341,8 @@ fn stream_grounded(
                     };
                     stripper.push(body.trim_start_matches('\n'))
                 }
-                None if raw.len() > 80 && !raw.trim_start().starts_with("COVERAGE") => {
+                // text that can no longer become a head line is answer text at once
+                None if !could_be_head(&raw) => {
                     head_done = true;
                     stripper.push(&raw.clone())
                 }
@@ -350,6 +363,12 @@ fn stream_grounded(
         return Ok(None);
     }
     Ok(Some(out))
+}
+
+/// Whether `raw` (the reply so far, no line break yet) may still turn out to be the head line.
+fn could_be_head(raw: &str) -> bool {
+    let t = raw.trim_start();
+    t.starts_with("COVERAGE") || "COVERAGE".starts_with(t)
 }
 
 /// The reply's coverage head (when it starts with one) and the answer text after it.
