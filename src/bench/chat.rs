@@ -153,7 +153,7 @@ pub async fn run(
         let v = s.send(reqwest::Method::POST, "/api/v1/chat", &json!({"message": q.text})).await?;
         builtin.e2e_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         builtin.add(&v, &ids, c.qrels.get(&q.id));
-        builtin_replies.insert(q.id.clone(), v);
+        builtin_replies.insert(q.id, v);
     }
     let mut streamed_builtin = Tally::default();
     for q in c.queries.iter().take(50) {
