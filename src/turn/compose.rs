@@ -242,8 +242,15 @@ pub fn model_grounded(
     let req = ChatRequest { temperature: 0.2, ..ChatRequest::new(messages).max_tokens(max_tokens) };
     let Some(out) = stream_grounded(m, &req, sink, cancel)? else { return Ok(None) };
     let (head, body) = split_head(&out.text);
+    let (mut citations, segments, grounding) = cite_claims(&body, hits);
+    if citations.is_empty() && known_coverage.is_some() {
+        // cite, then write: the local model was given only the sentences chosen as covering the
+        // question, and wrote from those; they are where a reader checks the answer
+        for h in hits {
+            cite(&mut citations, h);
+        }
+    }
     let head = head.or(known_coverage);
-    let (citations, segments, grounding) = cite_claims(&body, hits);
     let outcome = grounded_outcome(head.as_ref(), &grounding);
     Ok(Some(Composed {
         text: strip_markers(&body).trim().to_string(),
@@ -440,6 +447,9 @@ pub fn external(text: &str, skill: &str, sink: &mut dyn Sink) -> Option<Composed
 pub fn decline(m: Option<&dyn ChatModel>, question: &str, sink: &mut dyn Sink, cancel: &Cancel) -> Option<Composed> {
     let mut text = String::new();
     let mut usage = Usage::default();
+    // a small local model asked to phrase a decline tends to answer anyway (from what it
+    // half-remembers): it gets the fixed copy
+    let m = m.filter(|m| m.provider() != "local");
     if let Some(m) = m {
         let req = ChatRequest::new(vec![
             Message::system("The knowledge base has nothing that answers the visitor's message. In one or two short sentences, in the visitor's language, say that you could not find an answer in the available documents. Do not guess an answer."),

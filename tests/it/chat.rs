@@ -823,6 +823,9 @@ async fn a_default_local_model_composes_and_leaves_side_calls_to_built_in_method
     publish(&t, &owner, &agent).await;
     let v = chat(&t, &owner, json!({"message": "When is the shop open?"})).await;
     assert_eq!(v["diagnostics"]["composer"]["provider"], "local", "{v}");
+    // cite, then write: the sentences the model was given are the answer's sources
+    assert_eq!(v["citations"][0]["title"], "Opening hours", "{v}");
+    assert_eq!(v["answerCoverage"]["coverage"], "answered", "decided before generation: {v}");
     let tr = trace(&t, &owner, v["traceId"].as_str().unwrap()).await;
     assert_eq!(stage(&tr, "directive_steering")["outputs"]["method"], "embedding");
     assert_ne!(stage(&tr, "retrieval_fanout")["outputs"]["rewrite"]["method"], "model");

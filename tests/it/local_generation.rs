@@ -302,3 +302,18 @@ fn a_gguf_is_formatted_by_its_own_chat_template() {
     let (out, _) = other.generate(&r, &mut |_| {}, &Cancel::new()).unwrap();
     assert!(out.usage.completion_tokens >= 1);
 }
+
+#[tokio::test]
+async fn a_local_answer_the_sources_do_not_cover_is_declined_before_any_generation() {
+    let path = gguf();
+    let t = TestApp::with_config(move |c| c.llm.local_model_path = Some(path.clone()));
+    let owner = t.owner().await;
+    t.doc(&owner, "Opening hours", "The shop is open from nine to five on weekdays.", json!({})).await;
+    t.drain();
+    let v = t.post("/api/v1/chat", &owner, json!({"message": "Which volcano erupted in Iceland last spring?"})).await;
+    v.assert_status(200);
+    let v = v.json();
+    assert_eq!(v["diagnostics"]["outcome"], "no_context", "{v}");
+    assert_ne!(v["diagnostics"]["composer"]["provider"], "local", "no generation ran: {v}");
+    assert!(v["citations"].as_array().is_none_or(|c| c.is_empty()), "{v}");
+}
