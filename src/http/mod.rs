@@ -52,6 +52,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .merge(routines::routes())
         .merge(converse::routes())
         .merge(usage::routes())
+        .merge(connectors::routes())
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 

@@ -37,6 +37,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(14, "0014_evals"),
     migration!(15, "0015_bundle_imports"),
     migration!(16, "0016_usage_limits"),
+    migration!(20, "0020_connectors"),
 ];
 
 fn checksum(sql: &str) -> String {

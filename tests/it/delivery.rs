@@ -297,7 +297,7 @@ async fn the_handoff_email_reaches_a_real_smtp_server() {
 async fn webhooks_pending_at_a_crash_all_arrive_after_the_restart() {
     let r = Receiver::start().await;
     // a slow receiver: two workers deliver at most ~40 a second, so most are pending at the kill
-    r.set_default(Reply { status: 200, headers: Vec::new(), delay_ms: 50 });
+    r.set_default(Reply { status: 200, headers: Vec::new(), delay_ms: 50, body: None });
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let token = crate::e2e::bootstrap(&data);

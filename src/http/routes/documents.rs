@@ -274,21 +274,37 @@ pub async fn delete(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String
 
 /// Sources, a website source with its newest crawl job (`lastCrawl`).
 pub async fn sources(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
-    let (list, latest) = app
-        .blocking(move |app| Ok((documents::list_sources(app, &ctx.p)?, crate::crawler::latest_jobs(app, &ctx.p)?)))
+    let (list, latest, conns) = app
+        .blocking(move |app| {
+            Ok((
+                documents::list_sources(app, &ctx.p)?,
+                crate::crawler::latest_jobs(app, &ctx.p)?,
+                crate::connectors::source_summaries(app, &ctx.p)?,
+            ))
+        })
         .await?;
     let sources: Vec<Value> = list
-        .into_iter()
+        .iter()
         .map(|s| {
             let last = latest.get(&s.id).map(JobJson::from);
             let mut v = json!(s);
             if s.kind == crate::documents::website::WEBSITE_SOURCE {
                 v["lastCrawl"] = json!(last);
             }
+            if let Some(c) = conns.iter().find(|c| c.source_id.as_deref() == Some(s.id.as_str())) {
+                v["connector"] = crate::connectors::api::on_source(c);
+            }
             v
         })
         .collect();
-    Ok(axum::Json(json!({ "sources": sources })))
+    let connectors: Vec<Value> = conns
+        .iter()
+        .map(|c| {
+            let docs = c.source_id.as_ref().and_then(|id| list.iter().find(|s| &s.id == id)).map(|s| s.document_count);
+            crate::connectors::api::source_summary(c, docs)
+        })
+        .collect();
+    Ok(axum::Json(json!({ "sources": sources, "connectors": connectors })))
 }
 
 pub async fn source_documents(

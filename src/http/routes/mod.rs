@@ -4,6 +4,7 @@ pub mod account;
 pub mod agents;
 pub mod bundles;
 pub mod chat;
+pub mod connectors;
 pub mod converse;
 pub mod crawl;
 pub mod delivery;
