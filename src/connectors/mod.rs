@@ -314,7 +314,7 @@ pub fn save(app: &App, p: &Principal, actor: &Actor, id: &str, cmd: Save) -> Res
         sealed.insert(k.clone(), crate::crypto::seal_text(encryption_key(app), v, &aad(&ws, id, k))?);
     }
     if id == ConnectorId::Wordpress {
-        let user = plain.get("wp_username").is_some();
+        let user = plain.contains_key("wp_username");
         let pass = sealed.contains_key("wp_application_password");
         let field = if user { "config.wp_application_password" } else { "config.wp_username" };
         if user != pass {

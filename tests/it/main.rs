@@ -17,6 +17,7 @@ mod channel_credentials_page;
 mod channels_page;
 mod chat;
 mod connectors;
+mod connectors_page;
 mod converse;
 mod crawl;
 mod delivery;

@@ -138,6 +138,8 @@ async fn crash_and_restart(failpoint: Option<&str>) {
         None => {
             crate::chat::wait(started).await;
             server.kill();
+            // the held call ends (its process is gone); the fake serves the next one
+            release.send(()).unwrap();
         }
         // the process aborts itself once the reply is saved, before the batch is closed
         Some(_) => {

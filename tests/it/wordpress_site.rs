@@ -4,7 +4,7 @@
 //! by WordPress's own `wp_install`, with an Application Password for the REST API and a
 //! must-use plugin registering a custom post type (`product`). Seeding goes through the REST API.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -168,7 +168,7 @@ impl WordPress {
 
     /// The document root: WordPress's files (symlinked), this site's `wp-config.php` and
     /// `index.php` (which set `ABSPATH` here, so Debian's host-based config is not consulted).
-    fn docroot(site: &PathBuf, content: &PathBuf, sock: &Path, base: &str) {
+    fn docroot(site: &Path, content: &Path, sock: &Path, base: &str) {
         std::fs::create_dir_all(site).unwrap();
         for sub in ["mu-plugins", "plugins", "themes", "uploads"] {
             std::fs::create_dir_all(content.join(sub)).unwrap();

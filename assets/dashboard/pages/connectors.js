@@ -70,6 +70,11 @@ function ConnectorPage({ id }) {
     try { await post(`/connectors/${id}/sync`); toast("Sync queued."); res.reload(); } catch (e) { setProblem(e); }
   };
 
+  // set up first; once configured, what it does comes first and the settings last
+  const settings = c && html`<${SettingsCard} c=${c} manage=${manage} onSaved=${(r) => {
+    res.setData({ connector: r.connector });
+    if (Object.keys(r.generatedSecrets || {}).length) setSecrets(r.generatedSecrets); else toast("Settings saved.");
+  }} />`;
   if (res.error) return html`<div class="page"><${PageHeader} title="Connector" back=${[BASE, "Connectors"]} /><${ErrorBox} error=${res.error} retry=${res.reload} /></div>`;
   if (!c) return html`<div class="page"><${Loading} /></div>`;
   return html`<div class="page">
@@ -78,10 +83,11 @@ function ConnectorPage({ id }) {
         ${manage && html`<${Button} variant=${c.enabled ? "secondary" : "primary"} onClick=${toggle} disabled=${!c.enabled && !c.configured} testid="connector-toggle">${c.enabled ? "Disable" : "Enable"}</${Button}>`}`} />
     ${problem && html`<div class="alert alert-error" role="alert" data-testid="connector-problem"><p>${problem.message}</p><${Button} small onClick=${() => setProblem(null)}>Dismiss</${Button}></div>`}
     ${!c.configured && html`<p class="muted" data-testid="connector-incomplete">Fill in the required settings and save, then enable the connector.</p>`}
+    ${!c.configured && settings}
     ${c.id === "wordpress" && html`<${SyncCard} c=${c} manage=${manage} onSync=${syncNow} />`}
-    <${SettingsCard} c=${c} manage=${manage} onSaved=${(r) => { res.setData({ connector: r.connector }); if (Object.keys(r.generatedSecrets || {}).length) setSecrets(r.generatedSecrets); else toast("Settings saved."); }} />
     <${WebhookCard} c=${c} />
     ${c.id === "whatsapp" && html`<${MessageLog} />`}
+    ${c.configured && settings}
     ${secrets && html`<${SecretsDialog} c=${c} secrets=${secrets} onClose=${() => setSecrets(null)} />`}
   </div>`;
 }
@@ -89,9 +95,9 @@ function ConnectorPage({ id }) {
 function SyncCard({ c, manage, onSync }) {
   const s = c.syncState || {};
   const p = s.progress || {};
-  return html`<${Card} title="Sync" testid="sync-card" actions=${manage && html`<${Button} onClick=${onSync} busy=${s.queued || s.running} disabled=${!c.enabled} testid="sync-now">Sync now</${Button}>`}>
+  return html`<${Card} title="Sync" testid="sync-card" actions=${manage && html`<${Button} onClick=${onSync} busy=${s.running} disabled=${!c.enabled || s.queued} testid="sync-now">Sync now</${Button}>`}>
     <${Meta} items=${[
-      ["Status", html`<${Badge} tone=${s.running || s.queued ? "blue" : s.lastError ? "red" : "green"} testid="sync-status">${s.status || "idle"}</${Badge}>`],
+      ["Status", html`<${Badge} tone=${s.running || s.queued ? "blue" : s.lastError ? "red" : "green"} testid="sync-status">${s.queued && s.lastError ? "waiting to retry" : s.status || "idle"}</${Badge}>`],
       ["Backfill completed", fmtDate(s.backfillCompletedAt)],
       ["Last sync", fmtDate(s.lastSyncAt)],
       ["Last finished", fmtDate(s.lastSyncFinishedAt)],

@@ -224,13 +224,20 @@ pub fn end_batch(tx: &Tx, id: &str, status: &str, error: Option<&str>, now: &str
     Ok(())
 }
 
-/// Puts the sender's pending text messages received up to `until` into the batch; returns their
-/// texts, oldest first.
-pub fn claim(tx: &Tx, ws: &str, wa_id: &str, batch: &str, until: &str) -> Result<Vec<String>> {
+/// Puts the sender's pending text messages received up to `until` into the batch (and its
+/// conversation); returns their texts, oldest first.
+pub fn claim(
+    tx: &Tx,
+    ws: &str,
+    wa_id: &str,
+    batch: &str,
+    conversation: Option<&str>,
+    until: &str,
+) -> Result<Vec<String>> {
     tx.execute(
-        "UPDATE whatsapp_messages SET batch_id = ?3 WHERE workspace_id = ?1 AND wa_id = ?2 AND direction = 'in'
-           AND status = 'pending' AND batch_id IS NULL AND created_at <= ?4",
-        params![ws, wa_id, batch, until],
+        "UPDATE whatsapp_messages SET batch_id = ?3, conversation_id = ?5 WHERE workspace_id = ?1 AND wa_id = ?2
+           AND direction = 'in' AND status = 'pending' AND batch_id IS NULL AND created_at <= ?4",
+        params![ws, wa_id, batch, until, conversation],
     )?;
     texts(tx, batch)
 }

@@ -93,7 +93,7 @@ fn new_batch(tx: &Tx, ws: &str, wa_id: &str, cid: Option<&str>, job: i64, now: &
         status: "running".into(),
     };
     store::insert_batch(tx, &b, now)?;
-    store::claim(tx, ws, wa_id, &b.id, now)?;
+    store::claim(tx, ws, wa_id, &b.id, cid, now)?;
     Ok(b)
 }
 
