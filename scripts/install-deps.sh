@@ -4,6 +4,8 @@
 #   python3-pip                 (the model files are fetched from PyPI wheels)
 # With the argument `test`, also what the test suite drives:
 #   chromium, chromium-driver   (the dashboard's browser tests, headless)
+#   wordpress, mariadb-server, php-cli, php-mysql  (a real WordPress on 127.0.0.1 for the
+#                               WordPress connector's tests: tests/it/wordpress_site.rs)
 #   aiosmtpd (PyPI, into target/pydeps)  (a real SMTP server for the email tests)
 #   mcp (PyPI, into target/pydeps)       (the official Python MCP client SDK, for the /mcp tests)
 #   @modelcontextprotocol/sdk (npm, into target/nodedeps)  (the official TypeScript MCP SDK;
@@ -22,6 +24,10 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ "${1:-}" = "test" ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+  [ -f /usr/share/wordpress/wp-settings.php ] || need+=(wordpress)
+  [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+  command -v php >/dev/null 2>&1 || need+=(php-cli)
+  dpkg -s php-mysql >/dev/null 2>&1 || need+=(php-mysql)
 fi
 
 pydeps() {

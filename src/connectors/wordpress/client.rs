@@ -168,6 +168,16 @@ impl Site<'_> {
         Ok((body, total_pages))
     }
 
+    /// Checks the Application Password: WordPress answers public content to a request whose
+    /// credentials it does not accept, so a wrong password would go unnoticed (and private
+    /// content unread) without this.
+    pub fn check_credentials(&self) -> Result<(), Failure> {
+        if self.auth.is_none() {
+            return Ok(());
+        }
+        self.get::<serde_json::Value>("/wp/v2/users/me", &[("_fields", "id".to_string())]).map(|_| ())
+    }
+
     /// Post type slug → its REST route base (`post` → `/wp/v2/posts`).
     pub fn types(&self) -> Result<BTreeMap<String, String>, Failure> {
         let (types, _) = self.get::<BTreeMap<String, TypeInfo>>("/wp/v2/types", &[])?;

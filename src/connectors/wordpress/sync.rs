@@ -162,6 +162,7 @@ impl Run<'_> {
     }
 
     fn work(&mut self, site: &Site, types: &[String], after: Option<&str>) -> std::result::Result<(), Stop> {
+        site.check_credentials()?;
         let routes = site.types()?;
         let mut missing = Vec::new();
         for t in types {
