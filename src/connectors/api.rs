@@ -94,7 +94,7 @@ pub fn detail(d: &Detail) -> Value {
     v["syncState"] = sync_state(&c.sync);
     v["updatedAt"] = json!(c.updated_at);
     if let Some(m) = &d.messages {
-        v["messages"] = json!({"inbound": m.inbound, "outbound": m.outbound, "failed": m.failed});
+        v["messages"] = json!({"inbound": m.inbound, "outbound": m.outbound, "failed": m.failed, "pending": m.pending});
     }
     v
 }

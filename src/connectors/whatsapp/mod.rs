@@ -67,6 +67,8 @@ pub struct Counts {
     pub outbound: i64,
     /// Inbound messages whose turn failed, and replies not sent (outside the window).
     pub failed: i64,
+    /// Text messages waiting for their turn.
+    pub pending: i64,
 }
 
 impl Counts {

@@ -160,10 +160,10 @@ pub fn log(
 pub fn counts(c: &Conn, ws: &str) -> Result<Counts> {
     Ok(c.query_row(
         "SELECT COALESCE(SUM(direction = 'in'), 0), COALESCE(SUM(direction = 'out'), 0),
-                COALESCE(SUM(status IN ('failed', 'not_sent')), 0)
+                COALESCE(SUM(status IN ('failed', 'not_sent')), 0), COALESCE(SUM(direction = 'in' AND status = 'pending'), 0)
          FROM whatsapp_messages WHERE workspace_id = ?1",
         params![ws],
-        |r| Ok(Counts { inbound: r.get(0)?, outbound: r.get(1)?, failed: r.get(2)? }),
+        |r| Ok(Counts { inbound: r.get(0)?, outbound: r.get(1)?, failed: r.get(2)?, pending: r.get(3)? }),
     )?)
 }
 

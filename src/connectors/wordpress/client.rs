@@ -11,7 +11,7 @@ use serde::Deserialize;
 
 use crate::app::App;
 
-/// Items asked for per page.
+/// Items asked for at once (by id).
 pub const PER_PAGE: usize = 50;
 /// Ids asked for per page (ids only).
 pub const IDS_PER_PAGE: usize = 100;
@@ -191,27 +191,24 @@ impl Site<'_> {
             .collect())
     }
 
-    /// Page `page` (from 1) of the published items at `route`, modified after `after` (site
-    /// time) when given, oldest change first.
-    pub fn items(&self, route: &str, page: usize, after: Option<&str>) -> Result<Page<Item>, Failure> {
-        let mut q = vec![
-            ("per_page", PER_PAGE.to_string()),
-            ("page", page.to_string()),
+    /// The published items at `route` with these ids (at most [`PER_PAGE`]), with their author.
+    pub fn items(&self, route: &str, ids: &[i64]) -> Result<Vec<Item>, Failure> {
+        let include = ids.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+        let q = [
+            ("include", include),
+            ("per_page", ids.len().clamp(1, PER_PAGE).to_string()),
             ("status", "publish".to_string()),
-            ("orderby", "modified".to_string()),
-            ("order", "asc".to_string()),
+            ("orderby", "include".to_string()),
             ("_embed", "author".to_string()),
         ];
-        if let Some(a) = after {
-            q.push(("modified_after", a.to_string()));
-        }
-        let (items, total_pages) = self.get::<Vec<Item>>(route, &q)?;
-        Ok(Page { items, total_pages })
+        Ok(self.get::<Vec<Item>>(route, &q)?.0)
     }
 
-    /// Page `page` of the ids of the published items at `route`.
-    pub fn ids(&self, route: &str, page: usize) -> Result<Page<i64>, Failure> {
-        let q = [
+    /// Page `page` (from 1) of the ids of the published items at `route` (modified after `after`,
+    /// site time, when given), in id order: a stable order, so pages neither repeat nor skip
+    /// items the way a sort on a shared timestamp can.
+    pub fn ids(&self, route: &str, page: usize, after: Option<&str>) -> Result<Page<i64>, Failure> {
+        let mut q = vec![
             ("per_page", IDS_PER_PAGE.to_string()),
             ("page", page.to_string()),
             ("status", "publish".to_string()),
@@ -219,6 +216,9 @@ impl Site<'_> {
             ("order", "asc".to_string()),
             ("_fields", "id".to_string()),
         ];
+        if let Some(a) = after {
+            q.push(("modified_after", a.to_string()));
+        }
         let (items, total_pages) = self.get::<Vec<IdOnly>>(route, &q)?;
         Ok(Page { items: items.into_iter().map(|i| i.id).collect(), total_pages })
     }

@@ -3,7 +3,7 @@
 //! id lists of every configured post type and the removal of the documents of posts no longer
 //! published. Only the run the connector names works; a disabled connector stops it between pages.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 use chrono::NaiveDateTime;
 
@@ -161,30 +161,34 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// For each configured type: every published id (the diff's list), then the items to write —
+    /// all of them, or those modified since the cursor — fetched by id in batches; then the
+    /// documents of posts no longer listed go.
     fn work(&mut self, site: &Site, types: &[String], after: Option<&str>) -> std::result::Result<(), Stop> {
         site.check_credentials()?;
         let routes = site.types()?;
         let mut missing = Vec::new();
+        let mut listed = HashSet::new();
         for t in types {
             let Some(route) = routes.get(t) else {
                 missing.push(t.clone());
                 continue;
             };
-            let mut page = 1;
-            loop {
+            let all = self.list_ids(site, route, None)?;
+            listed.extend(all.iter().map(|i| self.key(t, *i)));
+            let wanted = match after {
+                None => all,
+                Some(a) => self.list_ids(site, route, Some(a))?,
+            };
+            for batch in wanted.chunks(client::PER_PAGE) {
                 self.still_current()?;
-                let p = site.items(route, page, after)?;
-                for item in &p.items {
+                for item in &site.items(route, batch)? {
                     self.write(t, item)?;
                 }
                 self.save_progress()?;
-                if page >= p.total_pages || p.items.is_empty() {
-                    break;
-                }
-                page += 1;
             }
         }
-        self.remove_unlisted(site, types, &routes)?;
+        self.remove_unlisted(&listed)?;
         if !missing.is_empty() {
             return Err(Stop::Failed(Failure {
                 message: format!(
@@ -195,6 +199,22 @@ impl Run<'_> {
             }));
         }
         Ok(())
+    }
+
+    /// Every published id at `route` (modified after `after` when given), page by page.
+    fn list_ids(&self, site: &Site, route: &str, after: Option<&str>) -> std::result::Result<Vec<i64>, Stop> {
+        let mut out = Vec::new();
+        let mut page = 1;
+        loop {
+            self.still_current()?;
+            let p = site.ids(route, page, after)?;
+            let last = p.items.is_empty();
+            out.extend(p.items);
+            if page >= p.total_pages || last {
+                return Ok(out);
+            }
+            page += 1;
+        }
     }
 
     fn key(&self, post_type: &str, wp_id: i64) -> String {
@@ -244,28 +264,9 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Lists the ids of every configured type and removes the documents of known posts that are
-    /// not listed (trashed, drafted, made private, deleted, or of a type no longer configured).
-    fn remove_unlisted(
-        &mut self,
-        site: &Site,
-        types: &[String],
-        routes: &BTreeMap<String, String>,
-    ) -> std::result::Result<(), Stop> {
-        let mut listed = HashSet::new();
-        for t in types {
-            let Some(route) = routes.get(t) else { continue };
-            let mut page = 1;
-            loop {
-                self.still_current()?;
-                let p = site.ids(route, page)?;
-                listed.extend(p.items.iter().map(|i| self.key(t, *i)));
-                if page >= p.total_pages || p.items.is_empty() {
-                    break;
-                }
-                page += 1;
-            }
-        }
+    /// Removes the documents of known posts that are not `listed` (trashed, drafted, made
+    /// private, deleted, or of a type no longer configured).
+    fn remove_unlisted(&mut self, listed: &HashSet<String>) -> std::result::Result<(), Stop> {
         let (app, ws) = (self.app, self.ws);
         let gone: Vec<(String, String)> =
             app.db.read(|c| store::posts(c, ws))?.into_iter().filter(|(k, _)| !listed.contains(k)).collect();
