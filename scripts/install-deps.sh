@@ -5,7 +5,8 @@
 # With the argument `test`, also what the test suite drives:
 #   chromium, chromium-driver   (the dashboard's browser tests, headless)
 #   wordpress, mariadb-server, php-cli, php-mysql  (a real WordPress on 127.0.0.1 for the
-#                               WordPress connector's tests: tests/it/wordpress_site.rs)
+#                               WordPress connector's tests and bench: src/bench/wordpress.rs)
+#   systemd                     (systemd-analyze verify checks the service unit)
 #   aiosmtpd (PyPI, into target/pydeps)  (a real SMTP server for the email tests)
 #   mcp (PyPI, into target/pydeps)       (the official Python MCP client SDK, for the /mcp tests)
 #   @modelcontextprotocol/sdk (npm, into target/nodedeps)  (the official TypeScript MCP SDK;
@@ -28,6 +29,7 @@ if [ "${1:-}" = "test" ]; then
   [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
   command -v php >/dev/null 2>&1 || need+=(php-cli)
   dpkg -s php-mysql >/dev/null 2>&1 || need+=(php-mysql)
+  [ -x /usr/bin/systemd-analyze ] || need+=(systemd)
 fi
 
 pydeps() {

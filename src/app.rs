@@ -123,15 +123,21 @@ fn handlers() -> HashMap<&'static str, Handler> {
 
 impl App {
     /// Opens the data directory (creating it), applies migrations and wires the modules. Starts no
-    /// threads: see [`App::start_background`].
+    /// threads: see [`App::start_background`]. A data directory a newer Steward wrote is refused
+    /// before anything in it changes.
     pub fn build(config: Config, opts: Options) -> Result<Arc<App>> {
+        if let Some(msg) = crate::ops::written_by_newer(&config.db_path())? {
+            return Err(Error::internal_msg(msg));
+        }
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
             Error::internal_msg(format!("cannot create the data directory {}: {e}", config.data_dir.display()))
         })?;
         let lock = if opts.lock_data_dir { Some(lock_data_dir(&config)?) } else { None };
         let read_pool = (config.workers as u32 + 8).min(32);
-        let db = Db::open(&config.db_path(), read_pool)?;
+        let db = Db::open_without_migrating(&config.db_path(), read_pool)?;
+        migrate(&config, &db, lock.is_some())?;
         if lock.is_some() {
+            sweep_unused_blobs(&config, &db);
             let n = crate::jobs::recover_orphans(&db, opts.clock.now_ms())?;
             if n > 0 {
                 tracing::info!(jobs = n, "requeued jobs left running by a previous process");
@@ -230,6 +236,34 @@ impl App {
         }
         Pipeline::start(self);
         Jobs::start(self, self.config.workers);
+        self.rebuild_search_in_background();
+    }
+
+    /// Runs a planned rebuild of the search indexes on a thread of its own: the server answers
+    /// meanwhile (search from what is rebuilt so far; `/readyz` says it is degraded).
+    fn rebuild_search_in_background(self: &Arc<Self>) {
+        let Some(status) = self.search.as_ref().and_then(|s| s.rebuild_status()) else { return };
+        tracing::info!(chunks = status.total, "{}: in the background", status.describe());
+        let app = self.clone();
+        let spawned = std::thread::Builder::new().name("steward-reindex".into()).spawn(move || {
+            if let Err(e) = app.finish_search_rebuild() {
+                tracing::error!(error = %e, "the search index rebuild failed; it is retried at the next start");
+            }
+        });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "could not start the search index rebuild");
+        }
+    }
+
+    /// Runs a planned rebuild of the search indexes to its end on this thread (the server runs it
+    /// in the background; tests and commands that need complete indexes call this).
+    pub fn finish_search_rebuild(&self) -> Result<()> {
+        if let Some(s) = &self.search {
+            s.run_rebuild(&self.db)?;
+        }
+        // waiting progress reads see the indexes complete
+        self.document_events.notify_waiters();
+        Ok(())
     }
 
     /// The search indexes (503 in a process that does not hold the data directory).
@@ -242,10 +276,11 @@ impl App {
     pub fn shutdown(&self) {
         self.jobs.shutdown(&self.db, self.config.shutdown_grace);
         self.pipeline.shutdown();
-        if let Some(s) = &self.search
-            && let Err(e) = s.save_vectors_if_due(&self.db, true)
-        {
-            tracing::warn!(error = %e, "could not save the vector index at shutdown");
+        if let Some(s) = &self.search {
+            s.stop_rebuild();
+            if let Err(e) = s.save_vectors_if_due(&self.db, true) {
+                tracing::warn!(error = %e, "could not save the vector index at shutdown");
+            }
         }
         if let Err(e) = self.db.checkpoint() {
             tracing::warn!(error = %e, "WAL checkpoint at shutdown failed");
@@ -279,6 +314,64 @@ impl App {
             return tokio::task::block_in_place(|| f(self));
         }
         self.blocking(f).await
+    }
+}
+
+/// Applies pending migrations, all in one transaction, holding the data directory (a process that
+/// does not hold it takes it for the migration; a server of an older version holding it is
+/// refused). Before the first migration of a database that has data, a snapshot is kept
+/// (`ops::backup::snapshot_before_migrating`).
+fn migrate(config: &Config, db: &Db, holding: bool) -> Result<()> {
+    let st = db.migration_status()?;
+    if st.pending.is_empty() {
+        return db.migrate(None).map(|_| ());
+    }
+    let _held = if holding {
+        None
+    } else {
+        Some(lock_data_dir(config).map_err(|_| {
+            Error::internal_msg(format!(
+                "the database in {} needs migrations, and another steward (an older version) is using it; stop it first",
+                config.data_dir.display()
+            ))
+        })?)
+    };
+    let from = crate::storage::migrations::schema_version(&st);
+    let to = crate::storage::migrations::latest();
+    if !st.applied.is_empty() {
+        let started = Instant::now();
+        let path = crate::ops::backup::snapshot_before_migrating(&config.data_dir, from, to)?;
+        tracing::info!(
+            path = %path.display(),
+            ms = started.elapsed().as_millis() as u64,
+            "kept a snapshot of the data directory before migrating"
+        );
+    }
+    let applied = db.migrate(None)?;
+    if from > 0 {
+        tracing::info!(from, to, migrations = applied.len(), "migrated the database");
+    }
+    Ok(())
+}
+
+/// Removes originals no document refers to (kept while a backup ran, or left by a crash), and the
+/// work directories of backups a crash cut off.
+fn sweep_unused_blobs(config: &Config, db: &Db) {
+    let referenced = match db.read(crate::documents::blob_references) {
+        Ok(refs) => refs.into_iter().map(|(_, sha)| sha).collect(),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not list the originals documents refer to");
+            return;
+        }
+    };
+    let n = crate::ops::backup::sweep_leftovers(&config.data_dir);
+    if n > 0 {
+        tracing::info!(directories = n, "removed the work directories of backups a crash cut off");
+    }
+    match crate::documents::blobs::sweep_unused(&config.data_dir, &referenced) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(files = n, "removed stored originals no document refers to"),
+        Err(e) => tracing::warn!(error = %e, "could not remove unused originals"),
     }
 }
 

@@ -81,6 +81,26 @@ pub enum Command {
     Doctor,
     /// Rebuild the search indexes from the database (stop the server first).
     Reindex,
+    /// Back up the data directory into one archive (database, stored originals, manifest); safe
+    /// while the server runs and takes writes.
+    Backup {
+        /// The archive to write (`.tar.zst`); replaced if it exists.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+    },
+    /// Restore a backup archive into the data directory (--data-dir). Everything is checked before
+    /// anything is written; the search indexes are rebuilt at the next start.
+    Restore {
+        /// The archive `steward backup` (or `POST /api/v1/admin/backup`) made.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Replace the database, originals and indexes of a data directory that is not empty.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Check the data directory with the server stopped: database integrity, stored originals,
+    /// orphan files, and every document's chunks in both search indexes. Exit status 1 on a problem.
+    Verify,
     /// The model files this install has.
     Models {
         #[command(subcommand)]
@@ -220,6 +240,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Admin { command }) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            if let Some(code) = newer_refusal(&config) {
+                return Ok(code);
+            }
             admin(config, command)
         }
         Some(Command::Eval { command: EvalCommand::Run(args) }) => Ok(ExitCode::from(crate::evals::gate::run(&args))),
@@ -235,6 +258,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::Reindex) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             init_tracing(&config);
+            if let Some(code) = newer_refusal(&config) {
+                return Ok(code);
+            }
             let started = std::time::Instant::now();
             let app = App::build(config, Options::default()).map_err(|e| anyhow::anyhow!("{e}"))?;
             let n = app.search().and_then(|s| s.rebuild(&app.db)).map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -244,6 +270,27 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             );
             app.shutdown();
             Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Backup { out }) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            if let Some(code) = newer_refusal(&config) {
+                return Ok(code);
+            }
+            backup(&config, &out)
+        }
+        Some(Command::Restore { file, force }) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            restore(&config, &file, force)
+        }
+        Some(Command::Verify) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            if let Some(code) = newer_refusal(&config) {
+                return Ok(code);
+            }
+            verify(&config)
         }
         Some(Command::Doctor) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
@@ -288,6 +335,9 @@ fn models_list(config: &Config) {
 fn serve(ov: CliOverrides) -> anyhow::Result<ExitCode> {
     let config = config::load(&ov)?;
     init_tracing(&config);
+    if let Some(code) = newer_refusal(&config) {
+        return Ok(code);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().thread_name("steward-http").build()?;
     rt.block_on(async move {
         let listen = config.listen;
@@ -296,8 +346,16 @@ fn serve(ov: CliOverrides) -> anyhow::Result<ExitCode> {
         let listener =
             tokio::net::TcpListener::bind(listen).await.with_context(|| format!("cannot listen on {listen}"))?;
         let addr = listener.local_addr()?;
-        tracing::info!(%addr, data_dir = %app.config.data_dir.display(), "steward is listening");
-        println!("steward listening on http://{addr}");
+        let places = Places::of(&app.config);
+        tracing::info!(
+            %addr,
+            data_dir = %places.data,
+            models_dir = %places.models,
+            logs = %places.logs,
+            "steward is listening"
+        );
+        // one write: the first line is what scripts and tests wait for; a closed stdout is no error
+        let _ = std::io::stdout().lock().write_all(places.banner(addr).as_bytes());
         let _ = std::io::stdout().flush();
         crate::http::serve(app.clone(), listener, shutdown_signal()).await?;
         tracing::info!("stopped accepting requests; finishing background work");
@@ -307,6 +365,149 @@ fn serve(ov: CliOverrides) -> anyhow::Result<ExitCode> {
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where this server keeps its data, finds its models and writes its logs, as the start-up banner
+/// names them.
+struct Places {
+    data: String,
+    models: String,
+    logs: String,
+}
+
+impl Places {
+    fn of(config: &Config) -> Places {
+        let data = std::path::absolute(&config.data_dir).unwrap_or_else(|_| config.data_dir.clone());
+        let models = match crate::models::locate::embedding(config) {
+            Ok(files) => files.dir.display().to_string(),
+            Err(_) => "none found (steward doctor says where it looked)".to_string(),
+        };
+        let format = match config.log_format {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json, one object per line",
+        };
+        let sink = if on_journal(std::env::var("JOURNAL_STREAM").ok().as_deref()) {
+            "standard error, into the systemd journal (journalctl -u steward)"
+        } else {
+            "standard error"
+        };
+        Places {
+            data: data.display().to_string(),
+            models,
+            logs: format!("{sink}; {format}; level {}", config.log_level),
+        }
+    }
+
+    fn banner(&self, addr: SocketAddr) -> String {
+        format!(
+            "steward listening on http://{addr}\n  data:   {}\n  models: {}\n  logs:   {}\n",
+            self.data, self.models, self.logs
+        )
+    }
+}
+
+/// Whether standard error is the systemd journal's stream: `JOURNAL_STREAM` (`device:inode`, set by
+/// systemd) names the file standard error is.
+fn on_journal(journal_stream: Option<&str>) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Some((dev, ino)) = journal_stream.and_then(|v| v.split_once(':')) else {
+        return false;
+    };
+    std::fs::metadata("/proc/self/fd/2").is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
+}
+
+/// A data directory a newer Steward wrote: the message on stderr and the exit status
+/// `ops::EXIT_NEWER_DATA_DIR`, with nothing in it changed.
+fn newer_refusal(config: &Config) -> Option<ExitCode> {
+    match crate::ops::written_by_newer(&config.db_path()) {
+        Ok(Some(msg)) => {
+            eprintln!("steward: {msg}");
+            Some(ExitCode::from(crate::ops::EXIT_NEWER_DATA_DIR))
+        }
+        _ => None,
+    }
+}
+
+fn backup(config: &Config, out: &std::path::Path) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let m = crate::ops::backup::write_file(&config.data_dir, out).map_err(|e| anyhow::anyhow!("{}", plain(&e)))?;
+    let bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
+    println!(
+        "backed up {} to {}: {} in {:.1} s ({:.1} MB)",
+        config.data_dir.display(),
+        out.display(),
+        contents(&m),
+        started.elapsed().as_secs_f64(),
+        bytes as f64 / 1e6
+    );
+    if !m.missing_blobs.is_empty() {
+        eprintln!(
+            "warning: {} stored originals documents refer to were missing from the data directory",
+            m.missing_blobs.len()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What went wrong, in words: an internal error's cause (the message alone says "internal error").
+fn plain(e: &crate::error::Error) -> String {
+    match &e.source {
+        Some(source) if e.code == crate::error::ErrorCode::Internal => source.to_string(),
+        _ => e.message.clone(),
+    }
+}
+
+/// "12 documents, 3 conversations, 2 agents, 1 workspace" from a manifest's counts.
+fn contents(m: &crate::ops::archive::Manifest) -> String {
+    let n = |t: &str| m.tables.get(t).copied().unwrap_or(0);
+    let originals = m.members.iter().filter(|x| x.path.starts_with("blobs/")).count();
+    format!(
+        "{} workspaces, {} documents ({originals} stored originals), {} agents, {} conversations",
+        n("workspaces"),
+        n("documents"),
+        n("agents"),
+        n("conversations")
+    )
+}
+
+fn restore(config: &Config, file: &std::path::Path, force: bool) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    match crate::ops::restore::restore(file, &config.data_dir, force) {
+        Ok(r) => {
+            println!(
+                "restored {} (steward {}, schema version {}, made {}) into {}: {} in {:.1} s; the search indexes are rebuilt when the server starts",
+                file.display(),
+                r.manifest.steward_version,
+                r.manifest.schema_version,
+                r.manifest.created_at,
+                config.data_dir.display(),
+                contents(&r.manifest),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            eprintln!("steward: nothing was restored: {}", plain(&e));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn verify(config: &Config) -> anyhow::Result<ExitCode> {
+    let report = crate::ops::verify::verify(&config.data_dir).map_err(|e| anyhow::anyhow!("{}", plain(&e)))?;
+    for f in &report.findings {
+        println!("[{}] {}", if f.problem { "FAIL" } else { "ok  " }, f.message);
+    }
+    match report.problems() {
+        0 => {
+            println!("{} is consistent", config.data_dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        n => {
+            println!("{n} problem(s) found");
+            Ok(ExitCode::FAILURE)
+        }
+    }
 }
 
 async fn shutdown_signal() {
@@ -552,5 +753,17 @@ mod log_tests {
         assert!(!super::colour_log(false, None), "a file, a pipe or the journal");
         assert!(!super::colour_log(true, Some("1".into())));
         assert!(super::colour_log(true, Some("".into())), "an empty NO_COLOR is unset");
+    }
+
+    #[test]
+    fn the_banner_names_the_data_models_and_logs_and_starts_with_the_address() {
+        let places = super::Places { data: "/d".into(), models: "/m".into(), logs: "standard error".into() };
+        let b = places.banner("127.0.0.1:9".parse().unwrap());
+        let lines: Vec<&str> = b.lines().collect();
+        assert_eq!(lines[0], "steward listening on http://127.0.0.1:9");
+        assert_eq!(&lines[1..], ["  data:   /d", "  models: /m", "  logs:   standard error"]);
+        assert!(!super::on_journal(None));
+        assert!(!super::on_journal(Some("nonsense")));
+        assert!(!super::on_journal(Some("1:1")), "not the file standard error is");
     }
 }

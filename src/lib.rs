@@ -25,6 +25,7 @@ pub mod jobs;
 pub mod metrics;
 pub mod models;
 pub mod names;
+pub mod ops;
 pub mod public_chat;
 pub mod ratelimit;
 pub mod readiness;

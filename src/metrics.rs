@@ -78,6 +78,12 @@ impl Metrics {
         out.push_str("# HELP steward_workers Worker threads alive.\n");
         out.push_str("# TYPE steward_workers gauge\n");
         let _ = writeln!(out, "steward_workers {}", app.jobs.workers_alive());
+        let rebuild = app.search().ok().and_then(|s| s.rebuild_status());
+        out.push_str("# HELP steward_search_rebuild_chunks A running rebuild of the search indexes: chunks done and to do (0 when none runs).\n");
+        out.push_str("# TYPE steward_search_rebuild_chunks gauge\n");
+        let (done, total) = rebuild.map_or((0, 0), |r| (r.done.min(r.total), r.total));
+        let _ = writeln!(out, "steward_search_rebuild_chunks{{state=\"done\"}} {done}");
+        let _ = writeln!(out, "steward_search_rebuild_chunks{{state=\"total\"}} {total}");
         out.push_str("# HELP steward_uptime_seconds Seconds since the server started.\n");
         out.push_str("# TYPE steward_uptime_seconds gauge\n");
         let _ = writeln!(out, "steward_uptime_seconds {}", app.started_at.elapsed().as_secs());

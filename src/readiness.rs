@@ -5,13 +5,32 @@ use crate::app::App;
 pub struct Check {
     pub name: &'static str,
     pub ok: bool,
+    /// Working, but not fully: the server answers (search while its indexes are rebuilt).
+    pub degraded: bool,
     pub message: String,
 }
 
 fn item(name: &'static str, r: Result<String, String>) -> Check {
     match r {
-        Ok(message) => Check { name, ok: true, message },
-        Err(message) => Check { name, ok: false, message },
+        Ok(message) => Check { name, ok: true, degraded: false, message },
+        Err(message) => Check { name, ok: false, degraded: false, message },
+    }
+}
+
+/// The search indexes: complete, or being rebuilt from the database (degraded: search answers
+/// from the chunks rebuilt so far).
+fn search(app: &App) -> Check {
+    match app.search() {
+        Err(e) => item("search", Err(e.message)),
+        Ok(s) => match s.rebuild_status() {
+            None => item("search", Ok("the indexes are complete".into())),
+            Some(r) => Check {
+                name: "search",
+                ok: true,
+                degraded: true,
+                message: format!("{}; search answers from what is rebuilt so far", r.describe()),
+            },
+        },
     }
 }
 
@@ -40,6 +59,7 @@ pub fn check(app: &App) -> Vec<Check> {
             Err(format!("{alive} of {} worker threads running", app.config.workers))
         },
     ));
+    out.push(search(app));
     out.push(item(
         "models",
         match app.models.embedder_status() {

@@ -52,6 +52,7 @@ export const pages = [
   { path: "/app/org/workspaces", title: "Workspaces", section: "Organization", load: () => import("./pages/workspaces.js") },
   { path: "/app/org/service-credentials", title: "Service credentials", section: "Organization", permission: "organization.api_access.manage", load: () => import("./pages/service-credentials.js") },
   { path: "/app/org/audit", title: "Audit log", section: "Organization", permission: "organization.audit.read", load: () => import("./pages/audit.js") },
+  { path: "/app/api", title: "API reference", section: "Organization", load: () => import("./pages/api.js") },
 
   { path: "/app/profile", title: "Profile & tokens", load: () => import("./pages/profile.js") },
 ];

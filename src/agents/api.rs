@@ -15,20 +15,20 @@ use crate::error::{Error, Result};
 /// Free-form per-skill settings overrides, keyed by built-in skill name.
 pub type SkillSettings = Map<String, Value>;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ModelChoice {
     pub provider: String,
     pub model: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Webhook {
     pub url: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[derive(Default)]
 pub struct Delivery {
@@ -39,7 +39,7 @@ pub struct Delivery {
 /// An "Exact words" greeting: the text shown verbatim (no model call) when a visitor opens the
 /// chat, per language, with up to five authored chips. Chip `k` of every variant is the same chip
 /// in another language, so every variant labels every chip.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExactWords {
     /// Locale (`en`, `pt-BR`) → the greeting in that language.
@@ -47,7 +47,7 @@ pub struct ExactWords {
 }
 
 /// One language of an Exact words greeting.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExactVariant {
     pub text: String,
@@ -55,7 +55,7 @@ pub struct ExactVariant {
     pub chips: Vec<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Theme {
     pub brand: String,
@@ -75,7 +75,7 @@ impl Default for Theme {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, tag = "mode")]
 pub enum SourceScope {
     #[serde(rename = "all")]
@@ -84,14 +84,14 @@ pub enum SourceScope {
     Selected { source_ids: Vec<String> },
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 #[derive(Default)]
 pub struct Surface {
     pub enabled: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct EmbedSurface {
     pub enabled: bool,
@@ -111,7 +111,7 @@ impl Default for EmbedSurface {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Surfaces {
     pub authenticated_chat: Surface,
@@ -130,7 +130,7 @@ impl Default for Surfaces {
 }
 
 /// Every authored agent setting (the name lives beside it). Unknown keys are refused.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct Settings {
     pub custom_instruction: String,
@@ -211,13 +211,13 @@ macro_rules! agent_body {
     ) => {
         /// The body of `POST /agents` and `PUT /agents/{id}`: the keys it carries replace those
         /// settings; the rest keep their value. Unknown keys are refused.
-        #[derive(Debug, Default, Deserialize)]
+        #[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
         #[serde(rename_all = "camelCase", deny_unknown_fields)]
         pub struct AgentBody {
             #[serde(default, alias = "internalName", deserialize_with = "not_null")]
             pub name: Option<String>,
             $($(#[$m])* #[serde(default)] pub $field: Option<$ty>,)*
-            $(#[serde(default)] $ro: Option<serde::de::IgnoredAny>,)*
+            $(#[serde(default)] #[schemars(skip)] $ro: Option<serde::de::IgnoredAny>,)*
         }
 
         impl AgentBody {
@@ -300,7 +300,7 @@ agent_body! {
 }
 
 /// An agent's logo, as the views show it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LogoView {
     mime_type: String,
@@ -323,7 +323,7 @@ impl LogoView {
 }
 
 /// An agent: its settings with its identity and draft state beside them.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AgentView<'a> {
     #[serde(flatten)]
@@ -360,13 +360,13 @@ impl<'a> AgentView<'a> {
 }
 
 /// `GET /agents`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct AgentList<'a> {
     pub agents: Vec<AgentView<'a>>,
 }
 
 /// A skill. Snapshots in revisions carry the same shape without the timestamps.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SkillView<'a> {
     id: &'a str,
@@ -435,13 +435,13 @@ impl<'a> SkillView<'a> {
 }
 
 /// `GET /agents/{id}/skills`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct SkillList<'a> {
     pub skills: Vec<SkillView<'a>>,
 }
 
 /// A directive's chip in the view.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChipView<'a> {
     skill_name: &'a str,
@@ -452,7 +452,7 @@ pub struct ChipView<'a> {
 }
 
 /// A directive: its body with its identity and located chips.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DirectiveView<'a> {
     #[serde(flatten)]
@@ -491,13 +491,13 @@ impl<'a> DirectiveView<'a> {
 }
 
 /// `GET /agents/{id}/directives`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct DirectiveList<'a> {
     pub directives: Vec<DirectiveView<'a>>,
 }
 
 /// `POST /agents/{id}/directives/draft`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DraftView<'a> {
     draft: &'a Value,
@@ -517,7 +517,7 @@ impl<'a> DraftView<'a> {
 }
 
 /// A context variable of the workspace catalog.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VariableView<'a> {
     id: &'a str,
@@ -548,14 +548,14 @@ impl<'a> VariableView<'a> {
 }
 
 /// `GET /context-variables` and `GET /agents/{id}/context-variables`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextVariableList<T> {
     pub context_variables: Vec<T>,
 }
 
 /// A variable's enablement on an agent. Snapshots carry it without `updatedAt`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EnablementView<'a> {
     context_variable_id: &'a str,
@@ -586,7 +586,7 @@ impl<'a> EnablementView<'a> {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 struct ScopeView<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
@@ -594,7 +594,7 @@ struct ScopeView<'a> {
 }
 
 /// A value of a variable at one scope (`data` null when redacted).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueView<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -619,7 +619,7 @@ impl<'a> ValueView<'a> {
 }
 
 /// `GET /context-variables/{id}/values`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueList<'a> {
     pub context_variable_id: &'a str,

@@ -48,7 +48,7 @@ pub fn find(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Variable> {
     variable(c, ws, id)?.ok_or_else(|| Error::not_found("context variable"))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct VariableInput {
     pub name: Option<String>,
@@ -228,7 +228,7 @@ pub fn list_enablements(app: &App, p: &Principal, agent_id: &str) -> Result<Vec<
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnablementInput {
     pub source: Option<String>,
@@ -332,7 +332,7 @@ pub fn delete_enablement(app: &App, p: &Principal, actor: &Actor, agent_id: &str
 
 // ---- values ----
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Scope {
     #[serde(rename = "type")]
@@ -340,7 +340,7 @@ pub struct Scope {
     pub id: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ValueInput {
     pub scope: Scope,
@@ -431,7 +431,7 @@ pub fn list_values(app: &App, p: &Principal, id: &str) -> Result<Vec<ScopedValue
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ValueSelector {
     pub scope_type: String,

@@ -82,14 +82,14 @@ pub fn chip_tokens(text: &str) -> Vec<ChipToken> {
     out
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Binding {
     pub kind: String,
     pub skill_name: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Condition {
     pub kind: String,
@@ -97,7 +97,7 @@ pub struct Condition {
     pub description: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CoverageCriteria {
     pub coverage: Vec<String>,
@@ -106,7 +106,7 @@ pub struct CoverageCriteria {
 }
 
 /// The stored directive body.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Body {
     pub condition: Condition,
@@ -197,7 +197,7 @@ pub fn check_binding(c: &Conn, agent_id: &str, b: &Binding, action: &str) -> Res
     Ok(())
 }
 
-#[derive(Debug, Deserialize, Default)]
+#[derive(Debug, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Input {
     pub name: Option<String>,
@@ -581,7 +581,7 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, agent_id: &str, id: &str)
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DraftInput {
     /// What the operator wants, in their words.

@@ -551,7 +551,7 @@ pub fn list(app: &App, p: &Principal, agent_id: &str) -> Result<Vec<Skill>> {
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NewSkill {
     pub name: String,
@@ -612,7 +612,7 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, agent_id: &str, b: NewSki
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SkillPatch {
     pub name: Option<String>,

@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::{AuditEvent, AuditMeta, Page};
 
 /// `GET /audit-events`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PageJson {
     pub events: Vec<EventJson>,
@@ -13,7 +13,7 @@ pub struct PageJson {
     pub has_more: bool,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EventJson {
     pub id: String,
@@ -27,7 +27,7 @@ pub struct EventJson {
 }
 
 /// `{type, id}` of an actor or a target.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct KindJson {
     #[serde(rename = "type")]
     pub kind: String,

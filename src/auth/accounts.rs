@@ -446,6 +446,11 @@ pub fn registration_open(app: &App) -> Result<bool> {
     Ok(app.db.read(store::the_organization)?.is_none())
 }
 
+/// The server's organization: the first one created (by the first registration or bootstrap).
+pub fn server_organization(app: &App) -> Result<Option<Organization>> {
+    app.db.read(store::the_organization)
+}
+
 pub fn revoke_invitation(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
     p.require(Perm::MembersManage)?;
     let now = rfc3339(app.clock.now());

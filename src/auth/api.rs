@@ -6,7 +6,7 @@ use super::accounts::{InvitationView, Me, Member};
 use super::{Organization, PermSet, Role, User, Via, Workspace};
 
 /// `GET /auth/me`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MeJson {
     pub user: Option<User>,
@@ -34,7 +34,7 @@ impl From<Me> for MeJson {
 }
 
 /// An invitation in `/account/invitations`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InvitationJson {
     pub id: String,
@@ -61,7 +61,7 @@ impl From<InvitationView> for InvitationJson {
 }
 
 /// A member in `/account/members`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MemberJson<'a> {
     pub user_id: &'a str,

@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::ids::{OrgId, UserId, WorkspaceId};
 use crate::ratelimit::RateLimiter;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Organization {
     pub id: OrgId,
@@ -35,7 +35,7 @@ pub struct Organization {
     pub created_at: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct User {
     pub id: UserId,
@@ -44,7 +44,7 @@ pub struct User {
     pub created_at: String,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Workspace {
     pub id: WorkspaceId,
@@ -101,7 +101,7 @@ pub struct ApiToken {
 }
 
 /// How the caller authenticated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Via {
     Session,

@@ -50,6 +50,17 @@ perms! {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct PermSet(u32);
 
+/// On the wire: the permissions' names.
+impl schemars::JsonSchema for PermSet {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PermSet".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = Perm::ALL.iter().map(|p| p.name()).collect();
+        schemars::json_schema!({"type": "array", "items": {"type": "string", "enum": names}})
+    }
+}
+
 impl PermSet {
     pub fn empty() -> PermSet {
         PermSet(0)
@@ -109,7 +120,7 @@ impl FromIterator<Perm> for PermSet {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     Owner,

@@ -13,7 +13,7 @@ use crate::clock::{parse_rfc3339, rfc3339};
 use crate::error::{Error, Result};
 use crate::ids::{OrgId, UserId, new_id};
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenView {
     pub id: String,

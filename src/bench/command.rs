@@ -71,6 +71,22 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 3)]
         runs: usize,
     },
+    /// Backups on Cranfield plus `--conversations` conversations (backup and restore time, archive
+    /// size, in process), and the rebuild of both search indexes over a synthetic corpus of
+    /// `--synthetic-chunks` chunks.
+    Backup {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Conversations of four messages added to the data directory.
+        #[arg(long, default_value_t = 10_000)]
+        conversations: usize,
+        /// Chunks in the corpus whose indexes are rebuilt (0 skips it).
+        #[arg(long, default_value_t = 50_000)]
+        synthetic_chunks: usize,
+        /// Repetitions; medians are reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// What usage limits cost an answer: server time (p50/p95) and answers/s at `--concurrency`
     /// with the account unlimited and capped far away, alternating rounds, medians.
     Usage {
@@ -388,6 +404,11 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let mut report =
                 rt.block_on(bench::usage::run(rounds.max(1), sequential.max(10), concurrency.max(1), total.max(1)))?;
             report["inProcess"] = direct;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Backup { cranfield, conversations, synthetic_chunks, runs } => {
+            let report = bench::backup::run(&config, &cranfield, conversations, synthetic_chunks, runs.max(1))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }

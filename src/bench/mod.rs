@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod backup;
 pub mod bundle;
 pub mod chat;
 pub mod collection;

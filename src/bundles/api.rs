@@ -73,7 +73,7 @@ pub struct RoutineEntry {
 }
 
 /// One unresolved reference of an import.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UnresolvedView<'a> {
     kind: &'a str,
@@ -88,7 +88,7 @@ impl<'a> UnresolvedView<'a> {
 }
 
 /// What an import created (or a bundle holds).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CountsView {
     routines: usize,
@@ -112,7 +112,7 @@ impl CountsView {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 pub struct JobError<'a> {
     code: &'a str,
     message: &'a str,
@@ -120,7 +120,7 @@ pub struct JobError<'a> {
 
 /// An import job: the answer of `POST /agents/bundle` (with `replayed`) and of
 /// `GET /agents/bundle/imports/{importId}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ImportView<'a> {
     import_id: &'a str,

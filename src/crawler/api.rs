@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{CrawlJob, CrawlRequest, PageNote, SiteConfig};
 
 /// `POST /document/crawl`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CrawlBody {
     pub url: String,
@@ -34,7 +34,7 @@ impl From<CrawlBody> for CrawlRequest {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct NoteJson {
     pub source_url: String,
@@ -49,7 +49,7 @@ impl From<&PageNote> for NoteJson {
     }
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgressJson {
     pub discovered: i64,
@@ -65,7 +65,7 @@ pub struct ProgressJson {
 }
 
 /// A crawl job as the API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct JobJson {
     pub id: String,

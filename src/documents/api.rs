@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::{DocumentPage, DocumentView, IndexState, Progress, ReprocessOutcome, Summary};
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SummaryJson {
     pub document_count: i64,
@@ -15,7 +15,7 @@ pub struct SummaryJson {
 }
 
 /// `GET /document` and a source's documents.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentPageJson {
     pub documents: Vec<DocumentView>,
@@ -26,7 +26,7 @@ pub struct DocumentPageJson {
 }
 
 /// The outcome of a bulk reprocess.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReprocessOutcomeJson {
     pub queued_document_count: i64,
@@ -35,7 +35,7 @@ pub struct ReprocessOutcomeJson {
 }
 
 /// `GET /document/progress`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProgressJson {
     pub queued: i64,
@@ -47,12 +47,13 @@ pub struct ProgressJson {
     pub index: IndexStateJson,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IndexStateJson {
     pub live_chunks: i64,
     pub text_documents: u64,
     pub vectors: usize,
+    pub rebuilding: bool,
 }
 
 impl From<Summary> for SummaryJson {
@@ -90,7 +91,12 @@ impl From<ReprocessOutcome> for ReprocessOutcomeJson {
 
 impl From<IndexState> for IndexStateJson {
     fn from(i: IndexState) -> Self {
-        IndexStateJson { live_chunks: i.live_chunks, text_documents: i.text_documents, vectors: i.vectors }
+        IndexStateJson {
+            live_chunks: i.live_chunks,
+            text_documents: i.text_documents,
+            vectors: i.vectors,
+            rebuilding: i.rebuilding,
+        }
     }
 }
 

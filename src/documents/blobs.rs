@@ -35,11 +35,60 @@ pub fn store(data_dir: &Path, bytes: &[u8]) -> Result<String> {
     Ok(sha)
 }
 
+/// Removes an original no document refers to any more; while a backup copies originals it is
+/// kept (a backup's database copy may still name it), and the next start removes it.
 pub fn remove(data_dir: &Path, sha: &str) {
+    let Some(_guard) = crate::ops::lock::removal(data_dir) else {
+        tracing::info!("a backup is running: an unused original is kept until the next start");
+        return;
+    };
     let p = path(data_dir, sha);
     if let Err(e) = std::fs::remove_file(&p)
         && e.kind() != std::io::ErrorKind::NotFound
     {
         tracing::warn!(error = %e, "could not remove an unused blob");
     }
+}
+
+/// Every file under `<data-dir>/blobs`: (path, the SHA-256 its name claims when it is a stored
+/// original, else `None` for anything else, such as a write cut off by a crash).
+pub fn files(data_dir: &Path) -> Result<Vec<(PathBuf, Option<String>)>> {
+    let root = data_dir.join("blobs");
+    let mut out = Vec::new();
+    let Ok(prefixes) = std::fs::read_dir(&root) else { return Ok(out) };
+    for prefix in prefixes {
+        let prefix = prefix?.path();
+        if !prefix.is_dir() {
+            out.push((prefix, None));
+            continue;
+        }
+        let parent = prefix.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        for f in std::fs::read_dir(&prefix)? {
+            let f = f?.path();
+            let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            let sha = (is_sha256(name) && name.starts_with(&parent) && f.is_file()).then(|| name.to_string());
+            out.push((f, sha));
+        }
+    }
+    Ok(out)
+}
+
+/// 64 lowercase hex digits.
+pub fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// Removes files under `blobs/` that no document refers to (kept by a backup, or left by a crash);
+/// at start, holding the data directory, and not while a backup runs. Returns how many.
+pub fn sweep_unused(data_dir: &Path, referenced: &std::collections::HashSet<String>) -> Result<usize> {
+    let Some(_guard) = crate::ops::lock::removal(data_dir) else { return Ok(0) };
+    let mut n = 0;
+    for (p, sha) in files(data_dir)? {
+        if sha.as_ref().is_some_and(|s| referenced.contains(s)) || p.is_dir() {
+            continue;
+        }
+        std::fs::remove_file(&p)?;
+        n += 1;
+    }
+    Ok(n)
 }

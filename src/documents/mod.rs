@@ -76,7 +76,7 @@ pub struct Source {
     pub document_count: i64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceView {
     pub id: String,
@@ -147,7 +147,7 @@ pub struct Document {
     pub content: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceRef {
     pub id: String,
@@ -157,7 +157,7 @@ pub struct SourceRef {
 }
 
 /// The document record on the wire.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DocumentView {
     pub id: String,
@@ -192,7 +192,7 @@ pub struct DocumentView {
 
 /// A chunk of a document's indexed revision, as the document view lists it (a preview of its
 /// text, never all of it).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ChunkSummary {
     pub id: String,
@@ -244,6 +244,12 @@ impl Document {
             chunks: None,
         }
     }
+}
+
+/// The stored originals documents refer to: (document id, SHA-256), by SHA-256 (for backups and
+/// `steward verify`).
+pub fn blob_references(c: &crate::storage::Conn) -> crate::error::Result<Vec<(String, String)>> {
+    store::blob_references(c)
 }
 
 /// Whether the workspace has this source (for checks in other modules).

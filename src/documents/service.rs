@@ -758,20 +758,25 @@ pub struct IndexState {
     /// Chunks in the lexical index and vectors in the vector index, all workspaces.
     pub text_documents: u64,
     pub vectors: usize,
+    /// The indexes are being rebuilt from the database (after a restore, or damaged or stale
+    /// index files): search answers from what is rebuilt so far.
+    pub rebuilding: bool,
 }
 
 pub fn progress(app: &App, p: &Principal) -> Result<Progress> {
     p.require(Perm::DocumentsRead)?;
     let (queued, processing, ready, failed, pending_chunks) = app.db.read(|c| store::progress(c, &p.workspace_id))?;
     let live_chunks = app.db.read(|c| store::live_chunks(c, &p.workspace_id))?;
-    let (text_documents, vectors) = app.search()?.counts_of(&p.workspace_id);
+    let search = app.search()?;
+    let (text_documents, vectors) = search.counts_of(&p.workspace_id);
+    let rebuilding = search.rebuild_status().is_some();
     Ok(Progress {
         queued,
         processing,
         ready,
         failed,
         pending_chunks,
-        idle: queued == 0 && processing == 0,
-        index: IndexState { live_chunks, text_documents, vectors },
+        idle: queued == 0 && processing == 0 && !rebuilding,
+        index: IndexState { live_chunks, text_documents, vectors, rebuilding },
     })
 }

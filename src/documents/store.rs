@@ -259,6 +259,12 @@ pub fn delete_document(tx: &Tx, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// Every document that refers to a stored original, with its SHA-256.
+pub fn blob_references(c: &Conn) -> Result<Vec<(String, String)>> {
+    let sql = "SELECT id, blob_sha256 FROM documents WHERE blob_sha256 IS NOT NULL ORDER BY blob_sha256, id";
+    Ok(c.prepare(sql)?.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?)
+}
+
 pub fn blob_in_use(c: &Conn, sha: &str) -> Result<bool> {
     Ok(c.query_row("SELECT 1 FROM documents WHERE blob_sha256 = ?1 LIMIT 1", [sha], |_| Ok(true))
         .optional()?

@@ -219,6 +219,17 @@ pub fn case(c: &Case) -> Value {
     })
 }
 
+/// The JSON Schema of [`case`] (OpenAPI).
+pub fn case_schema(_: &mut schemars::SchemaGenerator) -> Value {
+    use crate::http::openapi::shapes::{any_object, array, boolean, obj, one_of, string, string_or_null};
+    obj(json!({
+        "id": string(), "workspaceId": string(), "snapshotId": string(), "agentId": string(),
+        "sourceMessageId": string_or_null(), "name": string(), "assertions": array(any_object()),
+        "status": one_of(&["pending", "passing", "failing", "error"]), "scored": boolean(), "lastRunId": string_or_null(), "question": string_or_null(),
+        "createdAt": string(), "updatedAt": string(),
+    }))
+}
+
 pub fn run(r: &Run) -> Value {
     json!({
         "id": r.id, "workspaceId": r.workspace_id, "snapshotId": r.snapshot_id, "caseId": r.case_id,
@@ -234,6 +245,15 @@ pub fn summary(s: &Summary) -> Value {
         "total": s.total, "scored": s.scored, "passing": s.passing, "failing": s.failing, "error": s.error,
         "pending": s.pending, "unscored": s.unscored, "passRate": s.pass_rate(),
     })
+}
+
+/// The JSON Schema of [`summary`] (OpenAPI).
+pub fn summary_schema() -> Value {
+    use crate::http::openapi::shapes::{integer, nullable, number, obj};
+    obj(json!({
+        "total": integer(), "scored": integer(), "passing": integer(), "failing": integer(), "error": integer(),
+        "pending": integer(), "unscored": integer(), "passRate": nullable(number()),
+    }))
 }
 
 pub fn suite(s: &Suite) -> Value {

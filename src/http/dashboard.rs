@@ -15,18 +15,16 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Body;
 use axum::extract::Path;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use parking_lot::Mutex;
 use rust_embed::RustEmbed;
 use sha2::{Digest, Sha256};
 
-use crate::app::App;
 use crate::error::Error;
+use crate::http::openapi::{Op, Routes};
 
 #[derive(RustEmbed)]
 #[folder = "assets/"]
@@ -80,16 +78,28 @@ impl Dashboard {
 }
 
 /// The routes of the web pages.
-pub fn routes() -> Router<Arc<App>> {
+pub fn routes() -> Routes {
     let d = Arc::new(Dashboard::default());
     let (d1, d2, d3, d4, d5) = (d.clone(), d.clone(), d.clone(), d.clone(), d.clone());
-    Router::new()
-        .route("/", get(move |h: HeaderMap| shell(d1.clone(), h)))
-        .route("/app", get(move |h: HeaderMap| shell(d2.clone(), h)))
-        .route("/app/{*rest}", get(move |h: HeaderMap| shell(d.clone(), h)))
-        .route("/assets/{build}/{*path}", get(move |p: Path<(String, String)>, h: HeaderMap| file(d3.clone(), p, h)))
-        .route("/embed.js", get(move |h: HeaderMap| loader(d4.clone(), h)))
-        .route("/chat/{token}", get(move |h: HeaderMap| chat_page(d5.clone(), h)))
+    let page = |summary| Op::new(summary).public().media(200, "text/html", "The page");
+    Routes::new("Web pages")
+        .get("/", move |h: HeaderMap| shell(d1.clone(), h), page("The dashboard's sign-in page"))
+        .get("/app", move |h: HeaderMap| shell(d2.clone(), h), page("The dashboard"))
+        .get("/app/{*rest}", move |h: HeaderMap| shell(d.clone(), h), page("A dashboard page"))
+        .get(
+            "/assets/{build}/{*path}",
+            move |p: Path<(String, String)>, h: HeaderMap| file(d3.clone(), p, h),
+            Op::new("An embedded file (scripts, styles, images), cached for a year under its build prefix")
+                .public()
+                .media(200, "*/*", "The file")
+                .errors(&[404]),
+        )
+        .get(
+            "/embed.js",
+            move |h: HeaderMap| loader(d4.clone(), h),
+            Op::new("The website widget's loader").public().media(200, "text/javascript", "The script"),
+        )
+        .get("/chat/{token}", move |h: HeaderMap| chat_page(d5.clone(), h), page("The anonymous chat link's page"))
 }
 
 /// The widget's loader (`<script src="…/embed.js" data-token="…" async>` on any site): the one

@@ -42,6 +42,35 @@ use crate::converse::session::{self, Caller, ClientName, ConverseSession, Target
 use crate::converse::{self, Credential, api, tools, updates};
 use crate::error::Error;
 
+/// `/mcp` behind [`guard`], with its operations.
+pub fn routes(app: &Arc<App>) -> crate::http::openapi::Routes {
+    use crate::http::openapi::{Auth, Op, Routes};
+    use axum::http::Method;
+    let mcp = tower::ServiceBuilder::new()
+        .layer(axum::middleware::from_fn_with_state(app.clone(), guard))
+        .layer(axum::extract::DefaultBodyLimit::max(crate::http::BODY_LIMIT))
+        .service(service(app.clone()));
+    let op =
+        |summary| Op::new(summary).auth(Auth::Channel).header("mcp-session-id", false, "The session, after initialize");
+    Routes::new("MCP").service(
+        "/mcp",
+        mcp,
+        vec![
+            (
+                Method::POST,
+                op("Send a JSON-RPC message (initialize, tools/list, tools/call, …)")
+                    .about("Streamable HTTP: the answer is JSON or an event stream. An unknown or expired session id is a 404 (initialize again).")
+                    .body_json(serde_json::json!({"type": "object", "description": "A JSON-RPC 2.0 message"}))
+                    .media(200, "application/json", "A JSON-RPC answer (or text/event-stream)")
+                    .media(202, "application/json", "Accepted (a notification or a response)")
+                    .errors(&[403, 404]),
+            ),
+            (Method::GET, op("Open the session's event stream").events("Server-to-client messages").errors(&[403, 404])),
+            (Method::DELETE, op("Close the session").media(200, "application/json", "Closed").errors(&[403, 404])),
+        ],
+    )
+}
+
 /// The MCP service, ready for `Router::nest_service("/mcp", …)` behind [`guard`].
 pub fn service(app: Arc<App>) -> StreamableHttpService<ConverseServer, Tagging> {
     let mut cfg = StreamableHttpServerConfig::default()

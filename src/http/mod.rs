@@ -1,11 +1,12 @@
-//! The HTTP edge: the router (each area of `routes/` registers its own routes; `router_with` merges
-//! them, one line per area), middleware (request ids, metrics, logs,
+//! The HTTP edge: the router (each area of `routes/` registers its own routes, each with its
+//! OpenAPI operation (`openapi::Routes`); `routes` merges them, one line per area), middleware (request ids, metrics, logs,
 //! timeouts, panics, body limits, the error envelope) and serving with graceful shutdown.
 
 pub mod dashboard;
 pub mod error;
 pub mod extract;
 pub mod mcp;
+pub mod openapi;
 pub(crate) mod routes;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ use tracing::Instrument;
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
 use extract::RequestId;
+use openapi::Routes;
 
 /// Every request body is limited to 1 MB, except uploads (`DOCUMENT_UPLOAD_MAX_BYTES`).
 pub const BODY_LIMIT: usize = 1024 * 1024;
@@ -33,10 +35,11 @@ pub fn router(app: Arc<App>) -> Router {
     router_with(app, Router::new())
 }
 
-/// The API plus `extra` routes inside the same middleware (tests inject failing routes with it).
-pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
+/// Every route the server answers, each with its operation (`openapi::Routes`): the areas of
+/// `routes/`, uploads, `/mcp` and the web pages, inside their body limits.
+pub fn routes(app: &Arc<App>) -> Routes {
     use routes::*;
-    let api = Router::new()
+    let api = Routes::new("Operations")
         .merge(ops::routes())
         .merge(account::routes())
         .merge(documents::routes())
@@ -53,6 +56,7 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .merge(converse::routes())
         .merge(usage::routes())
         .merge(connectors::routes())
+        .merge(admin::routes())
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));
 
@@ -62,19 +66,19 @@ pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
         .layer(DefaultBodyLimit::max(upload_limit))
         .layer(RequestBodyLimitLayer::new(upload_limit));
 
-    // /mcp: the converse surface over the Model Context Protocol, behind its own guard
-    let mcp = tower::ServiceBuilder::new()
-        .layer(middleware::from_fn_with_state(app.clone(), mcp::guard))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .service(mcp::service(app.clone()));
+    api.merge(uploads).merge(mcp::routes(app)).merge(dashboard::routes())
+}
 
+/// The API plus `extra` routes inside the same middleware (tests inject failing routes with it;
+/// they are not in the OpenAPI document).
+pub fn router_with(app: Arc<App>, extra: Router<Arc<App>>) -> Router {
+    let (api, ops) = routes(&app).into_parts();
+    let doc = Arc::new(openapi::ApiDocument::new(ops));
     Router::new()
-        .nest_service("/mcp", mcp)
         .merge(api)
-        .merge(uploads)
-        .merge(dashboard::routes())
         .merge(extra)
         .fallback(not_found)
+        .layer(axum::Extension(doc))
         .layer(CatchPanicLayer::custom(error::panic_response))
         .layer(middleware::from_fn_with_state(app.clone(), timeout))
         .layer(middleware::from_fn(close_unread))

@@ -3,7 +3,8 @@
 //!
 //! 1. `--models-dir` / `STEWARD_MODELS_DIR` / `models_dir` in the config file (only there, when set);
 //! 2. `models/` next to the executable (a bundled tarball);
-//! 3. `../share/steward/models` relative to the executable (a `/usr/local` style install);
+//! 3. `<prefix>/share/steward/models` for `<prefix>/bin/steward` (an unpacked release, an
+//!    `install.sh` install, the container image);
 //! 4. `$XDG_DATA_HOME/steward/models` (default `~/.local/share/steward/models`, where
 //!    `scripts/fetch-models.sh` puts them);
 //! 5. `/usr/local/share/steward/models` and `/usr/share/steward/models`.
@@ -84,7 +85,11 @@ pub fn candidate_dirs(config: &Config) -> Vec<PathBuf> {
         && let Some(bin_dir) = exe.parent()
     {
         dirs.push(bin_dir.join("models"));
-        dirs.push(bin_dir.join("../share/steward/models"));
+        // `<prefix>/bin/steward` finds `<prefix>/share/steward/models` (an unpacked release, an
+        // install.sh install, the container image)
+        if let Some(prefix) = bin_dir.parent() {
+            dirs.push(prefix.join("share/steward/models"));
+        }
     }
     if let Some(p) = directories::ProjectDirs::from("", "", "steward") {
         dirs.push(p.data_dir().join("models"));

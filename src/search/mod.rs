@@ -5,13 +5,16 @@
 //! Consistency: every chunk that becomes live writes an `add` op, every chunk row deleted writes a
 //! `del` op (SQL trigger), in the same transaction as the change. [`SearchIndex::sync`] applies
 //! ops in order and records the position it reached (Tantivy commit payload; `vectors.json` when
-//! the vector files are saved). At start the indexes replay what they missed; an index that is
-//! missing, from another database or of an older schema is rebuilt from SQLite.
+//! the vector files are saved). At start the indexes replay what they missed; an index that is not
+//! current (missing, corrupt, from another database or schema, or older than the database) is
+//! rebuilt from SQLite in the background while search answers from what is ready (`rebuild`).
 
 pub mod api;
 pub mod filter;
 pub mod history;
+pub mod inspect;
 pub mod query;
+mod rebuild;
 mod snippet;
 pub mod spaces;
 mod store;
@@ -25,6 +28,7 @@ use std::time::Instant;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+pub use rebuild::RebuildStatus;
 pub use snippet::snippet;
 pub use store::{LiveChunk, SearchRecord};
 
@@ -34,15 +38,11 @@ use crate::storage::Db;
 use text::{Lang, TextDoc, TextIndex};
 use vectors::VectorIndex;
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-struct Position {
-    seq: i64,
-    schema: u32,
-    db: i64,
-}
-
 struct SyncState {
     applied: i64,
+    /// The text index holds every op up to here (it may be ahead of `applied`, which the vectors
+    /// hold back): a replay does not index those chunks twice.
+    text_applied: i64,
     vectors_saved: i64,
     vectors_dirty: bool,
     last_save: Instant,
@@ -58,6 +58,17 @@ pub struct SearchIndex {
     vectors: VectorIndex,
     state: Mutex<SyncState>,
     db_id: i64,
+    /// The generation each index's position names (see `rebuild`).
+    gens: Mutex<Gens>,
+    /// The rebuild due or running, if any.
+    rebuild: Mutex<Option<rebuild::Rebuild>>,
+    stopping: std::sync::atomic::AtomicBool,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Gens {
+    text: i64,
+    vectors: i64,
 }
 
 fn tantivy_err(e: tantivy::TantivyError) -> Error {
@@ -65,7 +76,7 @@ fn tantivy_err(e: tantivy::TantivyError) -> Error {
 }
 
 /// Retrieval modes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     #[default]
@@ -216,82 +227,20 @@ pub fn fuse(lexical: &[(u64, f32)], vector: &[(u64, f32)], t: &Tuning) -> Vec<Ca
     out
 }
 
-/// Whether an index's saved position belongs to this database and is still in its op log.
-struct Validity {
-    db_id: i64,
-    max_seq: i64,
-    min_seq: Option<i64>,
-}
-
-impl Validity {
-    /// The position's op sequence number, when it is valid for an index of `schema`.
-    fn check(&self, p: Option<Position>, schema: u32) -> Option<i64> {
-        let p = p?;
-        (p.schema == schema
-            && p.db == self.db_id
-            && p.seq <= self.max_seq
-            && (self.min_seq.is_none() || p.seq >= self.min_seq.unwrap_or(0) - 1))
-            .then_some(p.seq)
-    }
-}
-
-/// The text index under `dir` (emptied when its position is not valid) and its valid position.
-fn open_text(dir: &Path, valid: &Validity) -> Result<(TextIndex, Option<i64>)> {
-    let text_dir = dir.join("text");
-    let mut text = TextIndex::open(&text_dir)
-        .or_else(|e| {
-            tracing::warn!(error = %e, "the text index cannot be opened; rebuilding it");
-            let _ = std::fs::remove_dir_all(&text_dir);
-            TextIndex::open(&text_dir)
-        })
-        .map_err(tantivy_err)?;
-    let text_pos = valid.check(text.payload().and_then(|p| serde_json::from_str(&p).ok()), text::SCHEMA_VERSION);
-    if text_pos.is_none() && text.num_docs() > 0 {
-        drop(text);
-        std::fs::remove_dir_all(&text_dir)?;
-        text = TextIndex::open(&text_dir).map_err(tantivy_err)?;
-    }
-    Ok((text, text_pos))
-}
-
-/// The vector index under `dir` (empty when its position is not valid) and its valid position
-/// (none when it lost its vectors while the database has live chunks).
-fn open_vectors(dir: &Path, valid: &Validity, db: &Db) -> Result<(VectorIndex, Option<i64>)> {
-    let vec_dir = dir.join("vectors");
-    let vec_pos = valid.check(
-        std::fs::read_to_string(vec_dir.join("vectors.json")).ok().and_then(|s| serde_json::from_str(&s).ok()),
-        vectors::SCHEMA_VERSION,
-    );
-    let vectors = match vec_pos {
-        Some(_) => VectorIndex::open(&vec_dir).unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "the vector index cannot be loaded; rebuilding it");
-            let v = VectorIndex::open_empty(&vec_dir);
-            let _ = v.clear();
-            v
-        }),
-        None => {
-            let v = VectorIndex::open_empty(&vec_dir);
-            v.clear().map_err(Error::internal_msg)?;
-            v
-        }
-    };
-    let vec_pos =
-        if vec_pos.is_some() && vectors.is_empty() && db.read(store::live_count)? > 0 { None } else { vec_pos };
-    Ok((vectors, vec_pos))
-}
-
 impl SearchIndex {
-    /// Opens the indexes under `dir`, rebuilding from SQLite what is missing or stale, then
-    /// replays the ops they have not applied.
+    /// Opens the indexes under `dir` and replays the ops they have not applied. An index that is
+    /// not current is cleared and its rebuild planned: [`SearchIndex::run_rebuild`] does it (the
+    /// server in the background), at once when the database has no live chunk.
     pub fn open(dir: &Path, db: &Db) -> Result<SearchIndex> {
         std::fs::create_dir_all(dir)?;
         let db_id = db.write(store::database_id)?;
         let max_seq = db.read(store::max_seq)?;
         let min_seq = db.read(store::min_seq)?;
-        let valid = Validity { db_id, max_seq, min_seq };
-        let (text, text_pos) = open_text(dir, &valid)?;
+        let (text_gen, vec_gen) = db.read(store::generations)?;
+        let valid = rebuild::Validity { db_id, max_seq, min_seq };
+        let (text, text_pos) = rebuild::open_text(dir, &valid, text_gen)?;
         let writer = text.writer().map_err(tantivy_err)?;
-        let (vectors, vec_pos) = open_vectors(dir, &valid, db)?;
+        let (vectors, vec_pos) = rebuild::open_vectors(dir, &valid, vec_gen, db)?;
         let idx = SearchIndex {
             dir: dir.to_path_buf(),
             text,
@@ -305,114 +254,72 @@ impl SearchIndex {
             vectors,
             state: Mutex::new(SyncState {
                 applied: 0,
+                text_applied: 0,
                 vectors_saved: 0,
                 vectors_dirty: false,
                 last_save: Instant::now(),
             }),
             db_id,
+            gens: Mutex::new(Gens { text: text_gen, vectors: vec_gen }),
+            rebuild: Mutex::new(None),
+            stopping: Default::default(),
         };
         let started = Instant::now();
-        let rebuilt_text = text_pos.is_none();
-        let rebuilt_vectors = vec_pos.is_none();
-        if rebuilt_text || rebuilt_vectors {
-            idx.rebuild_parts(db, rebuilt_text, rebuilt_vectors, max_seq)?;
-        }
+        let rebuild_text = text_pos.is_none();
+        let rebuild_vectors = vec_pos.is_none();
         // a workspace whose saved vectors are in another space than its chunks' (a re-embedding
         // switched over and the process stopped before the index was saved) is rebuilt alone
-        if !rebuilt_vectors {
+        if !rebuild_vectors {
             for (ws, space) in idx.vectors.spaces() {
                 if idx.cached_space(&ws).is_some_and(|s| s != space) {
                     idx.rebuild_vectors_of(db, &ws)?;
                 }
             }
         }
+        // what a rebuild makes covers every op so far
         let text_seq = text_pos.unwrap_or(max_seq);
         let vec_seq = vec_pos.unwrap_or(max_seq);
         {
             let mut st = idx.state.lock();
             st.applied = text_seq.min(vec_seq);
+            st.text_applied = text_seq;
             st.vectors_saved = vec_seq;
         }
+        if rebuild_text || rebuild_vectors {
+            idx.begin_rebuild(db, rebuild_text, rebuild_vectors)?;
+        }
         let replayed = idx.sync(db)?;
-        if rebuilt_text || rebuilt_vectors || replayed > 0 {
+        if replayed > 0 {
             tracing::info!(
-                rebuilt_text,
-                rebuilt_vectors,
                 replayed_ops = replayed,
                 ms = started.elapsed().as_millis() as u64,
-                "search indexes ready"
+                "search indexes replayed"
             );
         }
         idx.save_vectors(db)?;
+        if idx.rebuild_status().is_some_and(|r| r.total == 0) {
+            idx.run_rebuild(db)?;
+        }
         Ok(idx)
     }
 
-    fn position(&self, seq: i64, schema: u32) -> String {
-        serde_json::to_string(&Position { seq, schema, db: self.db_id }).unwrap_or_default()
+    fn text_position(&self, seq: i64) -> String {
+        let generation = self.gens.lock().text;
+        let p = rebuild::Position { seq, schema: text::SCHEMA_VERSION, db: self.db_id, generation };
+        serde_json::to_string(&p).unwrap_or_default()
     }
 
-    /// Rebuilds the chosen indexes from the live chunks in SQLite, as of op `seq`.
-    fn rebuild_parts(&self, db: &Db, text: bool, vectors: bool, seq: i64) -> Result<()> {
-        let mut w = self.writer.lock();
-        if text {
-            w.delete_all_documents().map_err(tantivy_err)?;
-        }
-        if vectors {
-            self.vectors.clear().map_err(Error::internal_msg)?;
-        }
-        let mut n = 0usize;
-        db.read(|c| {
-            store::for_each_live(c, |ch| {
-                if text {
-                    self.text
-                        .add(
-                            &w,
-                            &TextDoc {
-                                key: ch.key,
-                                workspace: &ch.workspace_id,
-                                document: &ch.document_id,
-                                lang: self.language(&ch.workspace_id),
-                                title: &ch.title,
-                                heading: &ch.heading,
-                                body: &ch.content,
-                            },
-                        )
-                        .map_err(tantivy_err)?;
-                }
-                if vectors && let Some(v) = &ch.embedding {
-                    self.vectors
-                        .add(&ch.workspace_id, &self.space_for(&ch.workspace_id), ch.key, v)
-                        .map_err(Error::internal_msg)?;
-                }
-                n += 1;
-                Ok(())
-            })
-        })?;
-        if text {
-            let mut pc = w.prepare_commit().map_err(tantivy_err)?;
-            pc.set_payload(&self.position(seq, text::SCHEMA_VERSION));
-            pc.commit().map_err(tantivy_err)?;
-            self.text.reader.reload().map_err(tantivy_err)?;
-        }
-        drop(w);
-        if vectors {
-            self.vectors.save().map_err(Error::internal_msg)?;
-            std::fs::write(self.dir.join("vectors/vectors.json"), self.position(seq, vectors::SCHEMA_VERSION))?;
-        }
-        tracing::info!(chunks = n, text, vectors, "rebuilt search indexes from SQLite");
-        Ok(())
+    fn vector_position(&self, seq: i64) -> String {
+        let generation = self.gens.lock().vectors;
+        let p = rebuild::Position { seq, schema: vectors::SCHEMA_VERSION, db: self.db_id, generation };
+        serde_json::to_string(&p).unwrap_or_default()
     }
 
-    /// Deletes and rebuilds both indexes from SQLite (`steward reindex`).
+    /// Deletes and rebuilds both indexes from SQLite now (`steward reindex`); returns the live
+    /// chunks indexed.
     pub fn rebuild(&self, db: &Db) -> Result<usize> {
-        let _st = self.state.lock();
-        let seq = db.read(store::max_seq)?;
-        self.rebuild_parts(db, true, true, seq)?;
-        drop(_st);
-        let mut st = self.state.lock();
-        st.applied = seq;
-        st.vectors_saved = seq;
-        st.vectors_dirty = false;
+        self.begin_rebuild(db, true, true)?;
+        self.run_rebuild(db)?;
         Ok(db.read(store::live_count)? as usize)
     }
 
@@ -428,12 +335,30 @@ impl SearchIndex {
             let add_keys: Vec<u64> = ops.iter().filter(|o| o.add).map(|o| o.key).collect();
             let chunks: HashMap<u64, LiveChunk> =
                 db.read(|c| store::chunks_by_keys(c, &add_keys))?.into_iter().map(|c| (c.key, c)).collect();
+            // which ops the text index needs: not those it holds already (Tantivy would keep the
+            // replaced copy as a deleted document, which still counts in BM25's statistics)
+            let text_ops: HashSet<i64> = {
+                let mut r = self.rebuild.lock();
+                ops.iter()
+                    .filter(|op| op.seq > st.text_applied)
+                    .filter(|op| match r.as_mut() {
+                        Some(r) if r.text && op.add => r.sync_adds(op.key, op.seq),
+                        _ => true,
+                    })
+                    .map(|op| op.seq)
+                    .collect()
+            };
             let w = self.writer.lock();
             let mut last = st.applied;
             for op in &ops {
-                self.text.delete(&w, op.key);
+                let text_op = text_ops.contains(&op.seq);
+                if text_op {
+                    self.text.delete(&w, op.key);
+                }
                 if op.add {
-                    if let Some(ch) = chunks.get(&op.key) {
+                    if let Some(ch) = chunks.get(&op.key)
+                        && text_op
+                    {
                         self.text
                             .add(
                                 &w,
@@ -448,11 +373,13 @@ impl SearchIndex {
                                 },
                             )
                             .map_err(tantivy_err)?;
-                        if let Some(v) = &ch.embedding {
-                            self.vectors
-                                .add(&ch.workspace_id, &self.space_of_db(db, &ch.workspace_id), ch.key, v)
-                                .map_err(Error::internal_msg)?;
-                        }
+                    }
+                    if let Some(ch) = chunks.get(&op.key)
+                        && let Some(v) = &ch.embedding
+                    {
+                        self.vectors
+                            .add(&ch.workspace_id, &self.space_of_db(db, &ch.workspace_id), ch.key, v)
+                            .map_err(Error::internal_msg)?;
                     }
                 } else {
                     self.vectors.remove(&op.workspace_id, op.key).map_err(Error::internal_msg)?;
@@ -460,14 +387,10 @@ impl SearchIndex {
                 last = op.seq;
             }
             drop(w);
-            let mut w = self.writer.lock();
-            let mut pc = w.prepare_commit().map_err(tantivy_err)?;
-            pc.set_payload(&self.position(last, text::SCHEMA_VERSION));
-            pc.commit().map_err(tantivy_err)?;
-            drop(w);
-            self.text.reader.reload().map_err(tantivy_err)?;
+            self.commit_text(last.max(st.text_applied))?;
             total += ops.len();
             st.applied = last;
+            st.text_applied = st.text_applied.max(last);
             st.vectors_dirty = true;
         }
         Ok(total)
@@ -486,7 +409,7 @@ impl SearchIndex {
     fn save_vectors(&self, db: &Db) -> Result<()> {
         let mut st = self.state.lock();
         self.vectors.save().map_err(Error::internal_msg)?;
-        std::fs::write(self.dir.join("vectors/vectors.json"), self.position(st.applied, vectors::SCHEMA_VERSION))?;
+        std::fs::write(self.dir.join("vectors/vectors.json"), self.vector_position(st.applied))?;
         st.vectors_saved = st.applied;
         st.vectors_dirty = false;
         st.last_save = Instant::now();
@@ -671,6 +594,16 @@ impl SearchIndex {
     pub fn vector_memory_bytes(&self) -> usize {
         self.vectors.memory_bytes()
     }
+}
+
+/// Gives both indexes a new generation in SQLite, so no index file saved before is current (a
+/// restored database). The server rebuilds them at its next start.
+pub fn forget_indexes(db: &Db) -> Result<()> {
+    let now = crate::clock::rfc3339(chrono::Utc::now());
+    db.write(|tx| {
+        store::set_generation(tx, true, rebuild::new_generation(), &now)?;
+        store::set_generation(tx, false, rebuild::new_generation(), &now)
+    })
 }
 
 pub use store::{

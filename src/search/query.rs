@@ -36,7 +36,7 @@ pub struct Retrieve {
 }
 
 /// One retrieved chunk.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Hit {
     pub document_id: String,

@@ -34,6 +34,37 @@ pub fn database_id(tx: &Tx) -> Result<i64> {
     Ok(id)
 }
 
+/// [`database_id`] without recording one (a read-only look).
+pub fn database_id_of(c: &Connection) -> Result<Option<i64>> {
+    Ok(c.query_row("SELECT applied_seq FROM index_state WHERE name = 'database'", [], |r| r.get(0)).optional()?)
+}
+
+/// The generation of each index (text, vectors) as SQLite knows it: a random id chosen when the
+/// index is rebuilt from scratch and recorded here once that rebuild is complete. An index whose
+/// saved position names another generation (a copy from before a rebuild, or a rebuild that did
+/// not finish) is not current. 0 when none was recorded (an index from before generations).
+pub fn generations(c: &Connection) -> Result<(i64, i64)> {
+    let one = |name: &str| -> Result<i64> {
+        Ok(c.query_row("SELECT applied_seq FROM index_state WHERE name = ?1", [name], |r| r.get(0))
+            .optional()?
+            .unwrap_or(0))
+    };
+    Ok((one(GEN_TEXT)?, one(GEN_VECTORS)?))
+}
+
+const GEN_TEXT: &str = "generation.text";
+const GEN_VECTORS: &str = "generation.vectors";
+
+/// Records a completed rebuild's generation (`text` or vectors).
+pub fn set_generation(tx: &Tx, text: bool, generation: i64, now: &str) -> Result<()> {
+    tx.execute(
+        "INSERT INTO index_state (name, applied_seq, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name) DO UPDATE SET applied_seq = excluded.applied_seq, updated_at = excluded.updated_at",
+        params![if text { GEN_TEXT } else { GEN_VECTORS }, generation, now],
+    )?;
+    Ok(())
+}
+
 /// The highest op sequence ever issued (survives pruning).
 pub fn max_seq(c: &Connection) -> Result<i64> {
     Ok(c.query_row("SELECT seq FROM sqlite_sequence WHERE name = 'index_ops'", [], |r| r.get(0))
@@ -123,20 +154,38 @@ pub fn chunks_by_keys(c: &Connection, keys: &[u64]) -> Result<Vec<LiveChunk>> {
     Ok(out)
 }
 
-/// Calls `f` for every live chunk (of a document's indexed revision, embedded).
-pub fn for_each_live(c: &Connection, mut f: impl FnMut(LiveChunk) -> Result<()>) -> Result<()> {
-    let mut stmt = c.prepare(&format!(
+/// Up to `limit` live chunks after rowid `after`, in rowid order (a background rebuild's batch).
+pub fn live_after(c: &Connection, after: u64, limit: usize) -> Result<Vec<LiveChunk>> {
+    let mut stmt = c.prepare_cached(&format!(
         "SELECT {LIVE_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id
-         WHERE c.revision = d.indexed_revision AND c.embedding IS NOT NULL ORDER BY c.rowid"
+         WHERE c.rowid > ?1 AND c.revision = d.indexed_revision AND c.embedding IS NOT NULL
+         ORDER BY c.rowid LIMIT ?2"
     ))?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        f(live_row(r)?)?;
-    }
-    Ok(())
+    let rows = stmt.query_map(params![after as i64, limit as i64], live_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-/// [`for_each_live`] for one workspace.
+/// [`live_after`] and the last op issued, read in one transaction: the batch is the database as
+/// of that op.
+pub fn live_batch(c: &Connection, after: u64, limit: usize) -> Result<(i64, Vec<LiveChunk>)> {
+    let tx = c.unchecked_transaction()?;
+    let seq = max_seq(&tx)?;
+    let batch = live_after(&tx, after, limit)?;
+    tx.commit()?;
+    Ok((seq, batch))
+}
+
+/// The key and workspace of every live chunk (what `steward verify` expects in the indexes).
+pub fn live_keys(c: &Connection) -> Result<Vec<(u64, String)>> {
+    let mut stmt = c.prepare(
+        "SELECT c.rowid, c.workspace_id FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE c.revision = d.indexed_revision AND c.embedding IS NOT NULL ORDER BY c.rowid",
+    )?;
+    let rows = stmt.query_map([], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// Calls `f` for every live chunk (of a document's indexed revision, embedded) of one workspace.
 pub fn for_each_live_of(c: &Connection, ws: &str, mut f: impl FnMut(LiveChunk) -> Result<()>) -> Result<()> {
     let mut stmt = c.prepare(&format!(
         "SELECT {LIVE_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id

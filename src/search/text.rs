@@ -451,6 +451,9 @@ impl TermCounts {
     }
 }
 
+/// What an index on disk holds: its commit payload and its chunk keys.
+pub type SavedKeys = (Option<String>, HashSet<u64>);
+
 /// A chunk as the text index sees it.
 pub struct TextDoc<'a> {
     pub key: u64,
@@ -489,6 +492,12 @@ impl TextIndex {
         policy.set_min_num_segments(2);
         w.set_merge_policy(Box::new(policy));
         Ok(w)
+    }
+
+    /// Files of the live segments that fail their checksum; an error when one cannot be read
+    /// (missing, truncated): either way the index is damaged.
+    pub fn damaged(&self) -> tantivy::Result<Vec<std::path::PathBuf>> {
+        Ok(self.index.validate_checksum()?.into_iter().collect())
     }
 
     /// The commit payload (our replay position), if any.
@@ -606,7 +615,43 @@ impl TextIndex {
                 out.push((key, score));
             }
         }
+        // equal scores in chunk order, not in the order the index happened to receive the chunks
+        // (a rebuilt or restored index answers as the one it replaces)
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
         Ok(out)
+    }
+
+    /// The commit payload and the chunk keys of the index in `dir`, read without changing it
+    /// (`steward verify`). `Ok(None)` when there is no index; an error says why it is unusable.
+    pub fn read_keys(dir: &Path) -> Result<Option<SavedKeys>, String> {
+        if !dir.join("meta.json").is_file() {
+            return Ok(None);
+        }
+        let index = Index::open_in_dir(dir).map_err(|e| format!("cannot be opened: {e}"))?;
+        if index.schema() != schema().0 {
+            return Err("of another schema version".into());
+        }
+        match index.validate_checksum() {
+            Ok(d) if d.is_empty() => {}
+            Ok(d) => return Err(format!("corrupt ({} files fail their checksum)", d.len())),
+            Err(e) => return Err(format!("corrupt ({e})")),
+        }
+        let payload = index.load_metas().map_err(|e| e.to_string())?.payload;
+        let reader: IndexReader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()
+            .map_err(|e: tantivy::TantivyError| e.to_string())?;
+        let mut keys = HashSet::new();
+        for seg in reader.searcher().segment_readers() {
+            let col = seg.fast_fields().u64("chunk_key").map_err(|e| e.to_string())?;
+            for doc in seg.doc_ids_alive() {
+                if let Some(k) = col.first(doc) {
+                    keys.insert(k);
+                }
+            }
+        }
+        Ok(Some((payload, keys)))
     }
 
     /// Chunk keys present (for consistency checks).

@@ -2,7 +2,9 @@
 //! rowid, saved under `index/vectors/<workspace>.usearch`. Each workspace's index is in one
 //! embedding space (`spaces.json` beside them says which): a search names the space its query was
 //! embedded in and is refused by an index of another, and a re-embedding replaces a workspace's
-//! index whole ([`VectorIndex::replace`]), so no search ever sees a mix of spaces.
+//! index whole ([`VectorIndex::replace`]), so no search ever sees a mix of spaces. `spaces.json`
+//! also holds each file's CRC-32 as saved: a file that is missing or differs makes the whole index
+//! unreadable, and it is rebuilt from SQLite.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -85,6 +87,32 @@ impl std::fmt::Display for VectorError {
     }
 }
 
+/// `spaces.json`: each workspace's space and its file's CRC-32 (format 2). Format 1 was the map of
+/// spaces alone.
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct Saved {
+    format: u32,
+    spaces: std::collections::BTreeMap<String, String>,
+    crc32: std::collections::BTreeMap<String, u32>,
+}
+
+const SAVED_FORMAT: u32 = 2;
+
+impl Saved {
+    /// What `dir` recorded (nothing when it has no `spaces.json`); an unreadable record is an error.
+    fn read(dir: &Path) -> Result<Saved, String> {
+        let path = dir.join("spaces.json");
+        let Ok(text) = std::fs::read_to_string(&path) else { return Ok(Saved::default()) };
+        let damaged = |_| format!("{} is damaged", path.display());
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(damaged)?;
+        if v.get("format").is_some() {
+            serde_json::from_value(v).map_err(damaged)
+        } else {
+            Ok(Saved { spaces: serde_json::from_value(v).map_err(damaged)?, ..Default::default() })
+        }
+    }
+}
+
 fn new_index(capacity: usize) -> Result<Index, String> {
     let index = Index::new(&options()).map_err(err)?;
     index.reserve_capacity_and_threads(capacity.max(1024), SEARCH_CONTEXTS).map_err(err)?;
@@ -93,13 +121,19 @@ fn new_index(capacity: usize) -> Result<Index, String> {
 
 impl VectorIndex {
     /// Opens every saved workspace index in `dir`, each in the space `spaces.json` records (an
-    /// index saved before spaces were recorded is in the legacy space).
+    /// index saved before spaces were recorded is in the legacy space). A file whose CRC differs
+    /// from the one recorded, or a recorded file that is missing, is an error.
     pub fn open(dir: &Path) -> Result<VectorIndex, String> {
         std::fs::create_dir_all(dir).map_err(err)?;
-        let recorded: HashMap<String, String> = std::fs::read_to_string(dir.join("spaces.json"))
-            .ok()
-            .and_then(|s| serde_json::from_str(&s).ok())
-            .unwrap_or_default();
+        let saved = Saved::read(dir)?;
+        for (ws, crc) in &saved.crc32 {
+            let path = dir.join(format!("{ws}.usearch"));
+            let bytes = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            if crc32fast::hash(&bytes) != *crc {
+                return Err(format!("{} is damaged (its checksum differs from the one saved)", path.display()));
+            }
+        }
+        let recorded = saved.spaces;
         let mut spaces = HashMap::new();
         for entry in std::fs::read_dir(dir).map_err(err)? {
             let path = entry.map_err(err)?.path();
@@ -107,6 +141,9 @@ impl VectorIndex {
                 continue;
             }
             let Some(ws) = path.file_stem().and_then(|s| s.to_str()).map(|s| s.to_string()) else { continue };
+            if saved.format >= SAVED_FORMAT && !saved.crc32.contains_key(&ws) {
+                continue; // not part of the last save
+            }
             let index = Index::new(&options()).map_err(err)?;
             index
                 .load(path.to_str().ok_or("non-UTF-8 path")?)
@@ -194,6 +231,11 @@ impl VectorIndex {
         Ok(())
     }
 
+    /// Whether the workspace's index has the chunk.
+    pub fn contains(&self, ws: &str, key: u64) -> bool {
+        self.workspaces.read().get(ws).is_some_and(|s| s.read().index.contains(key))
+    }
+
     /// The stored vector of a chunk, if indexed.
     pub fn get(&self, ws: &str, key: u64) -> Option<Vec<f32>> {
         let space = self.workspaces.read().get(ws).cloned()?;
@@ -237,21 +279,25 @@ impl VectorIndex {
         Ok(m.keys.into_iter().zip(m.distances).map(|(key, d)| (key, 1.0 - d)).collect())
     }
 
-    /// Saves every workspace index (to a temporary file, then renamed) and the space of each.
+    /// Saves every workspace index (to a temporary file, then renamed) and the space and CRC of
+    /// each.
     pub fn save(&self) -> Result<(), String> {
         let all: Vec<(String, Arc<RwLock<WorkspaceVectors>>)> =
             self.workspaces.read().iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-        let mut spaces: std::collections::BTreeMap<String, String> = Default::default();
+        let mut saved = Saved { format: SAVED_FORMAT, ..Default::default() };
         for (ws, entry) in all {
             let path = self.dir.join(format!("{ws}.usearch"));
             let tmp = self.dir.join(format!("{ws}.usearch.tmp"));
             let s = entry.read();
             s.index.save(tmp.to_str().ok_or("non-UTF-8 path")?).map_err(err)?;
+            // read back at once (from the page cache): what is on disk is what the CRC covers
+            let crc = crc32fast::hash(&std::fs::read(&tmp).map_err(err)?);
             std::fs::rename(&tmp, &path).map_err(err)?;
-            spaces.insert(ws, s.space.clone());
+            saved.spaces.insert(ws.clone(), s.space.clone());
+            saved.crc32.insert(ws, crc);
         }
         let tmp = self.dir.join("spaces.json.tmp");
-        std::fs::write(&tmp, serde_json::to_string(&spaces).map_err(err)?).map_err(err)?;
+        std::fs::write(&tmp, serde_json::to_string(&saved).map_err(err)?).map_err(err)?;
         std::fs::rename(&tmp, self.dir.join("spaces.json")).map_err(err)?;
         Ok(())
     }
@@ -332,5 +378,32 @@ mod tests {
         let again = VectorIndex::open(dir.path()).unwrap();
         assert_eq!(again.space_of("ws").as_deref(), Some("new@256"), "the space is saved with the index");
         assert_eq!(again.search("ws", "new@256", &unit(2), 1, None).unwrap()[0].0, 1);
+    }
+
+    #[test]
+    fn a_file_that_differs_from_its_saved_crc_is_refused_and_a_legacy_record_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = VectorIndex::open(dir.path()).unwrap();
+        let mut v = vec![0f32; DIMENSIONS];
+        v[1] = 1.0;
+        index.add("ws", "s", 7, &v).unwrap();
+        index.save().unwrap();
+        assert!(VectorIndex::open(dir.path()).unwrap().contains("ws", 7));
+        let file = dir.path().join("ws.usearch");
+        let mut bytes = std::fs::read(&file).unwrap();
+        let mid = bytes.len() / 2;
+        bytes[mid] ^= 1;
+        std::fs::write(&file, &bytes).unwrap();
+        let err = VectorIndex::open(dir.path()).err().unwrap();
+        assert!(err.contains("damaged"), "{err}");
+        bytes[mid] ^= 1;
+        std::fs::write(&file, &bytes).unwrap();
+        // spaces.json as saved before CRCs were: read, nothing to check
+        std::fs::write(dir.path().join("spaces.json"), r#"{"ws":"s"}"#).unwrap();
+        let legacy = VectorIndex::open(dir.path()).unwrap();
+        assert_eq!(legacy.space_of("ws").as_deref(), Some("s"));
+        std::fs::remove_file(&file).unwrap();
+        std::fs::write(dir.path().join("spaces.json"), "not json").unwrap();
+        assert!(VectorIndex::open(dir.path()).is_err(), "an unreadable record is damage");
     }
 }

@@ -69,7 +69,7 @@ pub fn retrieval_defaults(v: &DefaultsView) -> Result<Value, serde_json::Error> 
 // -- credentials
 
 /// `PUT /settings/credentials/{provider}`.
-#[derive(Deserialize)]
+#[derive(Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CredentialBody {
     pub api_key: String,
@@ -295,7 +295,7 @@ pub fn catalog(v: &CatalogView) -> Value {
 }
 
 /// The stored format of the general settings (and its wire shape, tokens included).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", default)]
 pub struct GeneralDoc {
     pub anonymous_chat_enabled: bool,
@@ -379,7 +379,7 @@ impl From<GeneralDoc> for General {
 
 /// `PUT /settings/general`: every field optional; the launch tokens and last-used times are
 /// read-only (refused by name).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GeneralBody {
     #[serde(default, deserialize_with = "crate::agents::api::not_null")]
@@ -410,12 +410,16 @@ pub struct GeneralBody {
     public_chat_visitor_messages_per_minute: Option<Option<u32>>,
     #[serde(default, deserialize_with = "crate::agents::api::present")]
     public_chat_visitor_messages_per_day: Option<Option<u32>>,
+    #[schemars(skip)]
     #[serde(default)]
     anonymous_chat_token: Option<serde::de::IgnoredAny>,
+    #[schemars(skip)]
     #[serde(default)]
     website_embed_token: Option<serde::de::IgnoredAny>,
+    #[schemars(skip)]
     #[serde(default)]
     anonymous_chat_last_used_at: Option<serde::de::IgnoredAny>,
+    #[schemars(skip)]
     #[serde(default)]
     website_embed_last_used_at: Option<serde::de::IgnoredAny>,
 }

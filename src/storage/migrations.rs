@@ -1,6 +1,9 @@
-//! Numbered, append-only migrations. Each file in `migrations/` is applied once, in order, inside
-//! its own transaction, and recorded with a checksum. An applied migration whose text changed, or a
-//! database that knows a migration this binary does not, stops the start with a plain message.
+//! Numbered, append-only migrations. Each file in `migrations/` is applied once, in order, and
+//! recorded with a checksum; the pending ones of a start are applied together in one `BEGIN
+//! IMMEDIATE` transaction (SQLite's write lock: a second process waits, then finds them applied),
+//! so a failure leaves the database as it was. An applied migration whose text changed, or a
+//! database that knows a migration this binary does not (a newer Steward wrote it), stops the
+//! start with a plain message.
 
 use rusqlite::{Connection, OptionalExtension, params};
 use sha2::{Digest, Sha256};
@@ -37,7 +40,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(14, "0014_evals"),
     migration!(15, "0015_bundle_imports"),
     migration!(16, "0016_usage_limits"),
-    migration!(20, "0020_connectors"),
+    migration!(17, "0017_connectors"),
 ];
 
 fn checksum(sql: &str) -> String {
@@ -100,14 +103,34 @@ pub fn status(conn: &Connection) -> Result<Status> {
     Ok(st)
 }
 
-/// Applies pending migrations up to `up_to` (all when `None`); returns the versions applied.
+/// The schema version of a database: the highest migration applied (0 for none).
+pub fn schema_version(st: &Status) -> u32 {
+    st.applied.iter().copied().max().unwrap_or(0)
+}
+
+/// The schema version this binary brings: its last migration.
+pub fn latest() -> u32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// The plain refusal of a database a newer Steward wrote.
+pub fn newer_message(st: &Status) -> String {
+    format!(
+        "this data directory was written by a newer Steward (its database is at schema version {}, this steward knows up to {}): run that version, or restore a backup made for this one; nothing was changed",
+        schema_version(st),
+        latest()
+    )
+}
+
+/// Applies pending migrations up to `up_to` (all when `None`) in one transaction; returns the
+/// versions applied.
 pub fn apply(conn: &mut Connection, up_to: Option<u32>) -> Result<Vec<u32>> {
-    ensure_table(conn)?;
-    let st = status(conn)?;
-    if let Some(v) = st.unknown.first() {
-        return Err(Error::internal_msg(format!(
-            "the database has migration {v}, which this steward does not know: it was used by a newer version; run that version or restore a backup"
-        )));
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+    ensure_table(&tx)?;
+    // read under the write lock: another process that migrated meanwhile is seen here
+    let st = status(&tx)?;
+    if !st.unknown.is_empty() {
+        return Err(Error::internal_msg(newer_message(&st)));
     }
     if let Some(v) = st.modified.first() {
         return Err(Error::internal_msg(format!(
@@ -115,20 +138,20 @@ pub fn apply(conn: &mut Connection, up_to: Option<u32>) -> Result<Vec<u32>> {
         )));
     }
     let mut applied = Vec::new();
+    let now = crate::clock::rfc3339(chrono::Utc::now());
     for m in MIGRATIONS {
         if !st.pending.contains(&m.version) || up_to.is_some_and(|u| m.version > u) {
             continue;
         }
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         tx.execute_batch(m.sql)
             .map_err(|e| Error::internal_msg(format!("migration {} ({}) failed: {e}", m.version, m.name)))?;
         tx.execute(
             "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?1, ?2, ?3, ?4)",
-            params![m.version, m.name, checksum(m.sql), crate::clock::rfc3339(chrono::Utc::now())],
+            params![m.version, m.name, checksum(m.sql), now],
         )?;
-        tx.commit()?;
         applied.push(m.version);
     }
+    tx.commit()?;
     Ok(applied)
 }
 
@@ -173,6 +196,21 @@ mod tests {
         apply(&mut c, None).unwrap();
         c.execute("INSERT INTO schema_migrations VALUES (9999, 'future', 'x', 'now')", []).unwrap();
         let err = apply(&mut c, None).unwrap_err().to_string();
-        assert!(err.contains("newer version"), "{err}");
+        assert!(err.contains("newer Steward"), "{err}");
+    }
+
+    #[test]
+    fn a_failing_migration_leaves_the_database_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = Connection::open(dir.path().join("m.db")).unwrap();
+        apply(&mut c, Some(3)).unwrap();
+        // a table migration 5 creates exists already: 4 applies, then 5 fails, and neither stays
+        c.execute_batch("CREATE TABLE conversations (x)").unwrap();
+        let err = apply(&mut c, None).unwrap_err().to_string();
+        assert!(err.contains("failed"), "{err}");
+        assert_eq!(schema_version(&status(&c).unwrap()), 3, "all or nothing");
+        let agents: i64 =
+            c.query_row("SELECT count(*) FROM sqlite_master WHERE name = 'agents'", [], |r| r.get(0)).unwrap();
+        assert_eq!(agents, 0, "migration 4's tables were rolled back with the rest");
     }
 }

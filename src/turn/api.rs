@@ -10,7 +10,7 @@ use crate::error::Result;
 use crate::search::filter::FilterJson;
 
 /// A chat request as the REST route takes it.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ChatBody {
     pub message: String,
@@ -31,7 +31,7 @@ pub struct ChatBody {
 }
 
 /// `contextScope` of a chat request.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContextScopeBody {
     #[serde(default)]
@@ -142,6 +142,39 @@ pub fn rest(r: &Reply) -> Value {
         v["debug"] = json!({"turnTrace": t});
     }
     v
+}
+
+/// The JSON Schema of [`rest`] (OpenAPI).
+pub fn rest_schema() -> Value {
+    use crate::http::openapi::shapes::{any_object, array, boolean, obj, obj_some, string, string_or_null};
+    let chip = obj_some(json!({"text": string(), "kind": string(), "action": any_object()}), &["text", "kind"]);
+    obj_some(
+        json!({
+            "conversationId": string_or_null(), "messageId": string_or_null(), "agentId": string_or_null(),
+            "answer": string(), "citations": array(any_object()), "answerSegments": array(any_object()),
+            "answerCoverage": obj(json!({
+                "availability": string(), "coverage": {}, "reason": {},
+                "originatingTurnId": {}, "originatingRequestId": {},
+            })),
+            "ownership": obj(json!({"state": string(), "suppressed": boolean()})),
+            "traceId": string(), "suggestions": array(chip), "diagnostics": {},
+            "routine": any_object(), "invocation": obj(json!({"toolName": string(), "outcome": {}})),
+            "debug": obj(json!({"turnTrace": {}})),
+        }),
+        &[
+            "conversationId",
+            "messageId",
+            "agentId",
+            "answer",
+            "citations",
+            "answerSegments",
+            "answerCoverage",
+            "ownership",
+            "traceId",
+            "suggestions",
+            "diagnostics",
+        ],
+    )
 }
 
 /// Follow-up chips a public reply carries at most, and action chips.

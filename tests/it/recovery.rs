@@ -131,10 +131,11 @@ async fn indexes_are_rebuilt_from_sqlite() {
     let before = wait_idle(&http, &server.base, &token).await;
     assert!(server.terminate().success());
 
-    // the index directory is lost: the next start rebuilds it from SQLite
+    // the index directory is lost: the next start rebuilds it from SQLite (in the background:
+    // progress is not idle until it is done)
     std::fs::remove_dir_all(data.join("index")).unwrap();
     let server = Server::start(&data, &[]);
-    let after = progress(&http, &server.base, &token, 0).await;
+    let after = wait_idle(&http, &server.base, &token).await;
     assert_eq!(after["index"], before["index"], "{after}");
     let s: Value = http
         .post(format!("{}/api/v1/document/search", server.base))
@@ -158,7 +159,7 @@ async fn indexes_are_rebuilt_from_sqlite() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("2 chunks"), "{}", String::from_utf8_lossy(&out.stdout));
     let server = Server::start(&data, &[]);
-    let again = progress(&http, &server.base, &token, 0).await;
+    let again = wait_idle(&http, &server.base, &token).await;
     assert_eq!(again["index"], before["index"]);
     server.terminate();
 }

@@ -103,8 +103,22 @@ impl TestApp {
         Self::open(dir, config, handlers)
     }
 
-    /// Opens (or reopens, after a simulated restart) an app on `dir`.
+    /// Opens (or reopens, after a simulated restart) an app on `dir`. A search index rebuild the
+    /// start found due runs here, to its end (the server runs it in the background; this harness
+    /// has no background threads).
     pub fn open(dir: tempfile::TempDir, config: Config, handlers: Vec<(&'static str, Handler)>) -> TestApp {
+        let t = Self::open_with_rebuild_due(dir, config, handlers);
+        t.app.finish_search_rebuild().unwrap();
+        t
+    }
+
+    /// [`TestApp::open`], leaving a due search index rebuild undone (to watch the server answer
+    /// meanwhile; `app.finish_search_rebuild()` runs it).
+    pub fn open_with_rebuild_due(
+        dir: tempfile::TempDir,
+        config: Config,
+        handlers: Vec<(&'static str, Handler)>,
+    ) -> TestApp {
         let clock = Arc::new(FakeClock::new(Utc::now()));
         let app = App::build(config, Options { clock: clock.clone(), extra_handlers: handlers, lock_data_dir: true })
             .unwrap();

@@ -20,6 +20,9 @@ enum Rule {
     HttpClientOutsideModels,
     /// camelCase wire shapes only at the edge: `http/` or a module's `api.rs`.
     CamelCaseOutsideEdge,
+    /// Routes are added only through `http::openapi::Routes` (each with its OpenAPI operation):
+    /// axum's `Router` and `routing` are named only in `http/openapi/` and `http/mod.rs`.
+    RouteOutsideRoutes,
     /// Every file starts with a `//!` module doc.
     NoModuleDoc,
     /// No source file passes 800 lines.
@@ -56,6 +59,10 @@ fn violations(path: &str, text: &str) -> Vec<Rule> {
     }
     if code.contains("rename_all = \"camelCase\"") && !under("src/http/") && !path.ends_with("/api.rs") {
         out.push(Rule::CamelCaseOutsideEdge);
+    }
+    let routing = ["Router::new", "Router<", "axum::routing", ".route(", ".nest_service(", "axum::Router"];
+    if routing.iter().any(|r| code.contains(r)) && !under("src/http/openapi/") && path != "src/http/mod.rs" {
+        out.push(Rule::RouteOutsideRoutes);
     }
     if !text.starts_with("//!") {
         out.push(Rule::NoModuleDoc);
@@ -175,6 +182,9 @@ fn each_rule_catches_what_it_names() {
     let camel = format!("{doc}#[serde(rename_all = \"camelCase\")]\nstruct A;");
     assert_eq!(violations("src/agents/x.rs", &camel), [Rule::CamelCaseOutsideEdge]);
     assert!(violations("src/agents/api.rs", &camel).is_empty());
+    let route = format!("{doc}fn r() -> axum::Router {{ axum::Router::new() }}");
+    assert_eq!(violations("src/http/routes/x.rs", &route), [Rule::RouteOutsideRoutes]);
+    assert!(violations("src/http/openapi/mod.rs", &route).is_empty());
     assert_eq!(violations("src/agents/x.rs", "fn f() {}"), [Rule::NoModuleDoc]);
     let long = format!("{doc}{}", "fn f() {}\n".repeat(MAX_LINES));
     assert_eq!(violations("src/agents/x.rs", &long), [Rule::TooLong]);

@@ -15,28 +15,159 @@ use crate::auth::api::{InvitationJson, MeJson};
 use crate::auth::tokens::{self, NewToken};
 use crate::error::{Error, Result};
 use crate::http::extract::{Client, Ctx, Json, Path, Query, SESSION_COOKIE, SessionCtx};
-use axum::Router;
-use axum::routing;
+use crate::http::openapi::shapes::{array, boolean, obj, of, string, timestamp};
+use crate::http::openapi::{Op, Routes};
+use schemars::JsonSchema;
 
-/// The account routes (merged into the API by `http::router_with`).
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/auth/register", routing::post(register))
-        .route("/api/v1/auth/login", routing::post(login))
-        .route("/api/v1/auth/logout", routing::post(logout))
-        .route("/api/v1/auth/me", routing::get(me))
-        .route("/api/v1/account/invitations", routing::get(list_invitations).post(create_invitation))
-        .route("/api/v1/account/members", routing::get(list_members))
-        .route("/api/v1/auth/registration", routing::get(registration))
-        .route("/api/v1/account/invitations/{id}", routing::delete(revoke_invitation))
-        .route("/api/v1/account/tokens", routing::get(list_tokens).post(create_token))
-        .route("/api/v1/account/tokens/{id}", routing::delete(revoke_token))
-        .route("/api/v1/workspaces", routing::get(list_workspaces).post(create_workspace))
-        .route("/api/v1/account/accounts", routing::post(create_account))
-        .route("/api/v1/workspaces/{id}", routing::get(get_workspace).patch(rename_workspace))
-        .route("/api/v1/service-credentials", routing::get(list_service_credentials).post(create_service_credential))
-        .route("/api/v1/service-credentials/{id}", routing::delete(revoke_service_credential))
-        .route("/api/v1/audit-events", routing::get(audit_events))
+/// The account routes (merged into the API by `http::routes`).
+pub fn routes() -> Routes {
+    use crate::audit::api::PageJson as AuditPage;
+    use crate::auth::api::MemberJson;
+    use crate::auth::tokens::TokenView;
+    use crate::auth::{Organization, Workspace};
+    let workspace = |g: &mut _| obj(json!({ "workspace": of::<Workspace>(g) }));
+    Routes::new("Accounts")
+        .post(
+            "/api/v1/auth/register",
+            register,
+            Op::new("Register (the first one creates the organization)")
+                .public()
+                .about("Email is trimmed and lowercased; password 8–256 characters. Sets the session cookie. Limited per client address (429).")
+                .body::<RegisterBody>()
+                .answers_with(201, "Registered and signed in", signed_in_schema)
+                .errors(&[403, 409, 429, 503]),
+        )
+        .post(
+            "/api/v1/auth/login",
+            login,
+            Op::new("Sign in")
+                .public()
+                .about("Sets the session cookie. Attempts are limited per email and per client address (429).")
+                .body::<LoginBody>()
+                .ok_with(signed_in_schema)
+                .errors(&[401, 429, 503]),
+        )
+        .post("/api/v1/auth/logout", logout, Op::new("Sign out (clears the cookie)").session().no_content())
+        .get("/api/v1/auth/me", me, Op::new("Who am I: user, organization, role, workspaces, permissions").ok::<MeJson>())
+        .get(
+            "/api/v1/account/invitations",
+            list_invitations,
+            Op::new("List invitations")
+                .perm("organization.members.manage")
+                .ok_with(|g| obj(json!({ "invitations": array(of::<InvitationJson>(g)) }))),
+        )
+        .post(
+            "/api/v1/account/invitations",
+            create_invitation,
+            Op::new("Invite someone (the token is shown once)")
+                .perm("organization.members.manage")
+                .body::<InvitationBody>()
+                .answers_with(201, "Created", |g| obj(json!({ "invitation": of::<InvitationJson>(g), "token": string() }))),
+        )
+        .get(
+            "/api/v1/account/members",
+            list_members,
+            Op::new("List the organization's members")
+                .perm("organization.members.manage")
+                .ok_with(|g| obj(json!({ "members": array(of::<MemberJson>(g)) }))),
+        )
+        .get(
+            "/api/v1/auth/registration",
+            registration,
+            Op::new("Whether first-run registration is open").public().ok_json(obj(json!({ "open": boolean() }))),
+        )
+        .delete(
+            "/api/v1/account/invitations/{id}",
+            revoke_invitation,
+            Op::new("Revoke an invitation").perm("organization.members.manage").no_content(),
+        )
+        .get(
+            "/api/v1/account/tokens",
+            list_tokens,
+            Op::new("List your personal access tokens").session().ok_with(|g| obj(json!({ "tokens": array(of::<TokenView>(g)) }))),
+        )
+        .post(
+            "/api/v1/account/tokens",
+            create_token,
+            Op::new("Create a personal access token (the secret is shown once)")
+                .session()
+                .body::<TokenBody>()
+                .answers_with(201, "Created", |g| obj(json!({ "token": of::<TokenView>(g), "secret": string() }))),
+        )
+        .delete("/api/v1/account/tokens/{id}", revoke_token, Op::new("Revoke a personal access token").session().no_content())
+        .get(
+            "/api/v1/workspaces",
+            list_workspaces,
+            Op::new("List the workspaces you can see").ok_with(|g| obj(json!({ "workspaces": array(of::<Workspace>(g)) }))),
+        )
+        .post(
+            "/api/v1/workspaces",
+            create_workspace,
+            Op::new("Create a workspace")
+                .perm("organization.workspaces.manage")
+                .body::<WorkspaceBody>()
+                .answers_with(201, "Created", workspace)
+                .errors(&[409]),
+        )
+        .post(
+            "/api/v1/account/accounts",
+            create_account,
+            Op::new("Create another organization (the creation cap applies)")
+                .session()
+                .body::<WorkspaceBody>()
+                .answers_with(201, "Created", |g| {
+                    obj(json!({ "organization": of::<Organization>(g), "workspace": of::<Workspace>(g) }))
+                })
+                .errors(&[429]),
+        )
+        .get("/api/v1/workspaces/{id}", get_workspace, Op::new("Get a workspace").ok_with(workspace))
+        .patch(
+            "/api/v1/workspaces/{id}",
+            rename_workspace,
+            Op::new("Rename a workspace")
+                .perm("organization.workspaces.manage")
+                .body::<WorkspaceBody>()
+                .ok_with(workspace)
+                .errors(&[409]),
+        )
+        .get(
+            "/api/v1/service-credentials",
+            list_service_credentials,
+            Op::new("List the workspace's service credentials")
+                .session()
+                .perm("organization.api_access.manage")
+                .ok_with(|g| obj(json!({ "credentials": array(of::<TokenView>(g)) }))),
+        )
+        .post(
+            "/api/v1/service-credentials",
+            create_service_credential,
+            Op::new("Create a service credential (the secret is shown once)")
+                .session()
+                .perm("organization.api_access.manage")
+                .body::<TokenBody>()
+                .answers_with(201, "Created", |g| obj(json!({ "credential": of::<TokenView>(g), "secret": string() }))),
+        )
+        .delete(
+            "/api/v1/service-credentials/{id}",
+            revoke_service_credential,
+            Op::new("Revoke a service credential").session().perm("organization.api_access.manage").no_content(),
+        )
+        .get(
+            "/api/v1/audit-events",
+            audit_events,
+            Op::new("Read the audit log, newest first").perm("organization.audit.read").query::<AuditQuery>().ok::<AuditPage>(),
+        )
+}
+
+/// `{user, organization, role, sessionExpiresAt}` of a sign-in or registration.
+fn signed_in_schema(g: &mut schemars::SchemaGenerator) -> serde_json::Value {
+    use crate::auth::{Organization, Role, User};
+    obj(json!({
+        "user": of::<User>(g),
+        "organization": of::<Organization>(g),
+        "role": of::<Role>(g),
+        "sessionExpiresAt": timestamp(),
+    }))
 }
 
 fn session_cookie(app: &App, value: &str, max_age_secs: u64) -> HeaderValue {
@@ -58,7 +189,7 @@ fn signed_in_response(app: &App, status: StatusCode, s: SignedIn) -> Response {
     resp
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RegisterBody {
     email: String,
@@ -84,7 +215,7 @@ pub async fn register(
     Ok(signed_in_response(&app, StatusCode::CREATED, signed))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct LoginBody {
     email: String,
@@ -111,7 +242,7 @@ pub async fn me(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoRespon
 
 // -- invitations
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InvitationBody {
     email: Option<String>,
@@ -162,7 +293,7 @@ pub async fn revoke_invitation(State(app): State<Arc<App>>, ctx: Ctx, Path(id): 
 
 // -- personal tokens and service credentials
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TokenBody {
     name: String,
@@ -233,7 +364,7 @@ pub async fn revoke_service_credential(
 
 // -- workspaces
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkspaceBody {
     name: String,
@@ -285,7 +416,7 @@ pub async fn rename_workspace(
 
 // -- audit
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AuditQuery {
     workspace_id: Option<String>,
@@ -300,7 +431,7 @@ pub struct AuditQuery {
 }
 
 /// `?limit=&cursor=` of a paged list.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PageQuery {
     pub limit: Option<usize>,

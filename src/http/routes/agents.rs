@@ -17,38 +17,172 @@ use crate::agents::{self, AgentBody, context, directives, revisions, skills};
 use crate::app::App;
 use crate::error::{Error, Result};
 use crate::http::extract::{Ctx, Json, OptionalJson, Path, Query};
-use axum::Router;
-use axum::routing;
+use crate::http::openapi::shapes::{obj, obj_some, string};
+use crate::http::openapi::{Op, Routes};
+use schemars::JsonSchema;
 
-/// The agents routes (merged into the API by `http::router_with`).
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/agents", routing::get(list).post(create))
-        .route("/api/v1/agents/{id}", routing::get(get).put(update))
-        .route("/api/v1/agents/{id}/assistant-logo", routing::get(get_logo).post(put_logo).delete(delete_logo))
-        .route("/api/v1/agents/{id}/default", routing::post(make_default))
-        .route("/api/v1/agents/{id}/revision-state", routing::get(revision_state))
-        .route("/api/v1/agents/{id}/revisions", routing::get(list_revisions))
-        .route("/api/v1/agents/{id}/revisions/candidates", routing::post(candidates))
-        .route("/api/v1/agents/{id}/revisions/{rid}", routing::get(get_revision))
-        .route("/api/v1/agents/{id}/revisions/{rid}/publish", routing::post(publish))
-        .route("/api/v1/agents/{id}/directives", routing::get(list_directives).post(create_directive))
-        .route("/api/v1/agents/{id}/directives/draft", routing::post(draft_directive))
-        .route("/api/v1/agents/{id}/directives/{did}", routing::patch(update_directive).delete(delete_directive))
-        .route("/api/v1/agents/{id}/skill-capabilities", routing::get(skill_capabilities))
-        .route("/api/v1/agents/{id}/skills", routing::get(list_skills).post(create_skill))
-        .route("/api/v1/agents/{id}/skills/{sid}", routing::patch(update_skill).delete(delete_skill))
-        .route("/api/v1/agents/{id}/skills/{sid}/mcp-tools", routing::get(mcp_tools))
-        .route("/api/v1/agents/{id}/context-variables", routing::get(list_enablements))
-        .route("/api/v1/agents/{id}/context-variables/{vid}", routing::put(put_enablement).delete(delete_enablement))
-        .route("/api/v1/context-variables", routing::get(list_variables).post(create_variable))
-        .route(
-            "/api/v1/context-variables/{id}",
-            routing::get(get_variable).patch(update_variable).delete(delete_variable),
+/// The agents routes (merged into the API by `http::routes`).
+pub fn routes() -> Routes {
+    let read = |summary| Op::new(summary).perm("workspace.agents.read");
+    let manage = |summary| Op::new(summary).perm("workspace.agents.manage");
+    Routes::new("Agents")
+        .get("/api/v1/agents", list, read("List agents").ok::<AgentList>())
+        .post(
+            "/api/v1/agents",
+            create,
+            manage("Create an agent").body::<AgentBody>().answers::<AgentView>(201, "Created").errors(&[409]),
         )
-        .route("/api/v1/context-variables/{id}/values", routing::get(list_values).put(put_value).delete(delete_value))
-        .route("/api/v1/skills", routing::get(skills_catalog))
-        .route("/api/v1/skills/{name}", routing::get(skills_catalog_entry))
+        .get("/api/v1/agents/{id}", get, read("Get an agent").ok::<AgentView>())
+        .put(
+            "/api/v1/agents/{id}",
+            update,
+            manage("Change an agent's draft (`expectedDraftGeneration` guards it)")
+                .body::<AgentBody>()
+                .ok::<AgentView>()
+                .errors(&[409]),
+        )
+        .get(
+            "/api/v1/agents/{id}/assistant-logo",
+            get_logo,
+            read("The agent's logo image").media(200, "image/*", "The image"),
+        )
+        .post(
+            "/api/v1/agents/{id}/assistant-logo",
+            put_logo,
+            manage("Upload the agent's logo (the body is the image, or a multipart form's `file`)")
+                .body_media("image/*", serde_json::json!({"type": "string", "contentMediaType": "image/*"}))
+                .answers::<LogoView>(201, "Stored")
+                .errors(&[413, 415]),
+        )
+        .delete("/api/v1/agents/{id}/assistant-logo", delete_logo, manage("Remove the agent's logo").no_content())
+        .post(
+            "/api/v1/agents/{id}/default",
+            make_default,
+            manage("Make this the workspace's default agent").ok::<AgentView>(),
+        )
+        .get("/api/v1/agents/{id}/revision-state", revision_state, read("Draft and published revision state").ok_any())
+        .get(
+            "/api/v1/agents/{id}/revisions",
+            list_revisions,
+            read("List the agent's revisions").query::<RevisionsQuery>().ok_any(),
+        )
+        .post(
+            "/api/v1/agents/{id}/revisions/candidates",
+            candidates,
+            manage("Freeze the draft as a candidate revision (201 new, 200 unchanged)")
+                .body_any()
+                .answers_any(201, "Created")
+                .ok_any()
+                .errors(&[409, 422]),
+        )
+        .get("/api/v1/agents/{id}/revisions/{rid}", get_revision, read("Get a revision").ok_any())
+        .post(
+            "/api/v1/agents/{id}/revisions/{rid}/publish",
+            publish,
+            manage("Publish a revision").body_any().ok_any().errors(&[409, 422]),
+        )
+        .get("/api/v1/agents/{id}/directives", list_directives, read("List directives").ok::<DirectiveList>())
+        .post(
+            "/api/v1/agents/{id}/directives",
+            create_directive,
+            manage("Create a directive").body::<directives::Input>().answers::<DirectiveView>(201, "Created"),
+        )
+        .post(
+            "/api/v1/agents/{id}/directives/draft",
+            draft_directive,
+            manage("Draft a directive from a description (a model call)")
+                .body::<directives::DraftInput>()
+                .ok::<DraftView>()
+                .errors(&[502]),
+        )
+        .patch(
+            "/api/v1/agents/{id}/directives/{did}",
+            update_directive,
+            manage("Change a directive").body::<directives::Input>().ok::<DirectiveView>(),
+        )
+        .delete("/api/v1/agents/{id}/directives/{did}", delete_directive, manage("Delete a directive").no_content())
+        .get(
+            "/api/v1/agents/{id}/skill-capabilities",
+            skill_capabilities,
+            read("The capabilities the agent's skills may use").ok_any(),
+        )
+        .get("/api/v1/agents/{id}/skills", list_skills, read("List the agent's skills").ok::<SkillList>())
+        .post(
+            "/api/v1/agents/{id}/skills",
+            create_skill,
+            manage("Add a skill").body::<skills::NewSkill>().answers::<SkillView>(201, "Created"),
+        )
+        .patch(
+            "/api/v1/agents/{id}/skills/{sid}",
+            update_skill,
+            manage("Change a skill").body::<skills::SkillPatch>().ok::<SkillView>(),
+        )
+        .delete("/api/v1/agents/{id}/skills/{sid}", delete_skill, manage("Remove a skill").no_content())
+        .get(
+            "/api/v1/agents/{id}/skills/{sid}/mcp-tools",
+            mcp_tools,
+            read("The tools the skill's MCP server offers (asked live)").ok_with(|_| {
+                obj(serde_json::json!({"tools": crate::http::openapi::shapes::array(obj_some(
+                    serde_json::json!({"name": string(), "description": {}, "inputSchema": {}}),
+                    &["name"],
+                ))}))
+            }),
+        )
+        .get(
+            "/api/v1/agents/{id}/context-variables",
+            list_enablements,
+            read("The context variables enabled for the agent").ok::<ContextVariableList<EnablementView>>(),
+        )
+        .put(
+            "/api/v1/agents/{id}/context-variables/{vid}",
+            put_enablement,
+            manage("Enable a context variable for the agent").body::<context::EnablementInput>().ok::<EnablementView>(),
+        )
+        .delete(
+            "/api/v1/agents/{id}/context-variables/{vid}",
+            delete_enablement,
+            manage("Disable a context variable for the agent").no_content(),
+        )
+        .get(
+            "/api/v1/context-variables",
+            list_variables,
+            read("List context variables").ok::<ContextVariableList<VariableView>>(),
+        )
+        .post(
+            "/api/v1/context-variables",
+            create_variable,
+            manage("Create a context variable")
+                .body::<context::VariableInput>()
+                .answers::<VariableView>(201, "Created")
+                .errors(&[409]),
+        )
+        .get("/api/v1/context-variables/{id}", get_variable, read("Get a context variable").ok::<VariableView>())
+        .patch(
+            "/api/v1/context-variables/{id}",
+            update_variable,
+            manage("Change a context variable").body::<context::VariableInput>().ok::<VariableView>().errors(&[409]),
+        )
+        .delete("/api/v1/context-variables/{id}", delete_variable, manage("Delete a context variable").no_content())
+        .get(
+            "/api/v1/context-variables/{id}/values",
+            list_values,
+            read("A context variable's values").ok::<ValueList>(),
+        )
+        .put(
+            "/api/v1/context-variables/{id}/values",
+            put_value,
+            manage("Set a context variable's value in a scope (sensitive values are sealed)")
+                .body::<context::ValueInput>()
+                .ok::<ValueView>()
+                .errors(&[503]),
+        )
+        .delete(
+            "/api/v1/context-variables/{id}/values",
+            delete_value,
+            manage("Remove a context variable's value in a scope").query::<context::ValueSelector>().no_content(),
+        )
+        .get("/api/v1/skills", skills_catalog, read("The built-in skill catalog").ok_any())
+        .get("/api/v1/skills/{name}", skills_catalog_entry, read("One built-in skill").ok_any())
 }
 
 fn agent_json(r: &agents::AgentRecord) -> Response {
@@ -149,7 +283,7 @@ pub async fn candidates(
     Ok((if created { StatusCode::CREATED } else { StatusCode::OK }, axum::Json(api::revision_detail(&d))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RevisionsQuery {
     include: Option<String>,

@@ -3,23 +3,42 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing;
 use serde_json::Value;
 
 use crate::app::App;
 use crate::bundles::{self, api::ImportView};
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, Path};
+use crate::http::openapi::{Op, Routes};
 
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/agents/{id}/bundle", routing::get(export))
-        .route("/api/v1/agents/bundle", routing::post(import))
-        .route("/api/v1/agents/bundle/imports/{iid}", routing::get(get_import))
+pub fn routes() -> Routes {
+    Routes::new("Bundles")
+        .get(
+            "/api/v1/agents/{id}/bundle",
+            export,
+            Op::new("Export an agent's draft as a bundle (a JSON download, secrets redacted)")
+                .perm("workspace.agents.read")
+                .ok_any(),
+        )
+        .post(
+            "/api/v1/agents/bundle",
+            import,
+            Op::new("Import a bundle as a new agent")
+                .about("201 with the import job; 200 when the `idempotencyKey` was already applied.")
+                .perm("workspace.agents.manage")
+                .body_any()
+                .answers::<ImportView>(201, "Imported")
+                .ok::<ImportView>()
+                .errors(&[409, 422]),
+        )
+        .get(
+            "/api/v1/agents/bundle/imports/{iid}",
+            get_import,
+            Op::new("Get a bundle import job").perm("workspace.agents.read").ok::<ImportView>(),
+        )
 }
 
 /// A file name for the download: the agent's name in lowercase letters, digits and dashes.

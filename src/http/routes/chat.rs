@@ -18,27 +18,87 @@ use crate::app::App;
 use crate::conversations::{self, ListQuery};
 use crate::error::Result;
 use crate::http::extract::{ChatCaller, Ctx, Json, Path, Query};
+use crate::http::openapi::{Auth, Op, Routes};
 use crate::turn::api::ChatBody;
 use crate::turn::test_exec::TestEvent;
 use crate::turn::{self, StreamEvent, TurnError, test_exec, trace};
-use axum::Router;
-use axum::routing;
+use schemars::JsonSchema;
 
-/// The chat routes (merged into the API by `http::router_with`).
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/agents/{id}/chat", routing::post(agent_chat))
-        .route("/api/v1/chat", routing::post(default_chat))
-        .route("/api/v1/retrieval/answer", routing::post(retrieval_answer))
-        .route("/api/v1/agents/{id}/test-executions", routing::get(list_tests).post(start_test))
-        .route("/api/v1/agents/{id}/test-executions/{eid}", routing::get(get_test))
-        .route("/api/v1/agents/{id}/test-executions/{eid}/messages", routing::post(test_message))
-        .route("/api/v1/history/chat", routing::get(history))
-        .route("/api/v1/history/chat/{id}", routing::get(conversation))
-        .route("/api/v1/history/chat/{id}/tail", routing::get(tail))
-        .route("/api/v1/traces/{id}", routing::get(get_trace))
-        .route("/api/v1/quality/turns", routing::get(quality_turns))
-        .route("/api/v1/quality/daily", routing::get(quality_daily))
+/// The chat routes (merged into the API by `http::routes`).
+pub fn routes() -> Routes {
+    let chat = |summary| {
+        Op::new(summary)
+            .perm("workspace.chat")
+            .about("With `stream: true` the answer is a `text/event-stream`: `conversation`, then `status` and `chunk` events, and one terminal event (`done` with this reply, `cancelled` or `error`).")
+            .body::<ChatBody>()
+            .ok_json(turn::api::rest_schema())
+            .events("With `stream: true`")
+            .errors(&[409, 429, 502])
+    };
+    let conversations = |summary| Op::new(summary).perm("workspace.conversations.read");
+    let tests = |summary| Op::new(summary).perm("workspace.agents.manage");
+    Routes::new("Chat")
+        .post("/api/v1/agents/{id}/chat", agent_chat, chat("Chat with an agent").auth(Auth::MemberOrChannel))
+        .post("/api/v1/chat", default_chat, chat("Chat with the workspace's default agent (or `agentId`)"))
+        .post(
+            "/api/v1/retrieval/answer",
+            retrieval_answer,
+            Op::new("A retrieval-only answer (no agent, no conversation)")
+                .perm("workspace.retrieval.query")
+                .body_any()
+                .ok_any()
+                .errors(&[429]),
+        )
+        .get(
+            "/api/v1/agents/{id}/test-executions",
+            list_tests,
+            tests("List the agent's test executions").query::<PageQuery>().ok_any(),
+        )
+        .post(
+            "/api/v1/agents/{id}/test-executions",
+            start_test,
+            tests("Start a test execution of a revision (201 new, 200 for a repeated key)")
+                .body_any()
+                .answers_any(201, "Started")
+                .ok_any()
+                .errors(&[409]),
+        )
+        .get("/api/v1/agents/{id}/test-executions/{eid}", get_test, tests("Get a test execution").ok_any())
+        .post(
+            "/api/v1/agents/{id}/test-executions/{eid}/messages",
+            test_message,
+            tests("Send messages in a test execution (JSON or an event stream)")
+                .body_any()
+                .ok_any()
+                .events("With `stream: true`")
+                .errors(&[409, 429]),
+        )
+        .get(
+            "/api/v1/history/chat",
+            history,
+            conversations("List conversations, newest first").query::<HistoryQuery>().ok_any(),
+        )
+        .get(
+            "/api/v1/history/chat/{id}",
+            conversation,
+            conversations("A conversation with its messages").query::<CursorQuery>().ok_any(),
+        )
+        .get(
+            "/api/v1/history/chat/{id}/tail",
+            tail,
+            conversations("A conversation's messages after a cursor").query::<CursorQuery>().ok_any(),
+        )
+        .get("/api/v1/traces/{id}", get_trace, conversations("A turn's trace").ok_any())
+        .get(
+            "/api/v1/quality/turns",
+            quality_turns,
+            conversations("Turns for the quality report").query::<QualityParams>().ok_any(),
+        )
+        .get(
+            "/api/v1/quality/daily",
+            quality_daily,
+            conversations("Daily quality figures").query::<DailyParams>().ok_any(),
+        )
 }
 
 /// `POST /agents/{agentId}/chat`: a dashboard session or API credential with the chat permission,
@@ -191,7 +251,7 @@ pub async fn retrieval_answer(
     Ok(axum::Json(turn::api::answer(&a)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HistoryQuery {
     limit: Option<usize>,
@@ -218,7 +278,7 @@ pub async fn history(
     Ok(axum::Json(conversations::api::page(&v)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CursorQuery {
     cursor: Option<String>,
@@ -248,7 +308,7 @@ pub async fn get_trace(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<Str
     Ok(axum::Json(turn::api::trace_row(&app.blocking(move |app| trace::get(app, &ctx.p, &id)).await?)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct QualityParams {
     limit: Option<usize>,
@@ -276,7 +336,7 @@ pub async fn quality_turns(
     Ok(axum::Json(turn::api::quality_page(&app.blocking(move |app| trace::quality_turns(app, &ctx.p, query)).await?)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DailyParams {
     days: Option<u32>,

@@ -1,16 +1,12 @@
 //! Connectors: the workspace's connectors (list, read, save, enable, disable, sync), WhatsApp's
-//! message log, and the public webhooks the outside systems call. Every route is in [`ROUTES`]
-//! with what it does (the one list to register elsewhere, such as an API description).
+//! message log, and the public webhooks the outside systems call.
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
-use axum::routing;
-use serde::Deserialize;
 use serde_json::json;
 
 use super::account::page_limit;
@@ -18,46 +14,114 @@ use crate::app::App;
 use crate::connectors::{self, api};
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, Path, Query, SessionCtx};
+use crate::http::openapi::shapes::{any_object, array, obj_some, string};
+use crate::http::openapi::{Op, Routes};
 
-/// Every connector route: method, path, what it does.
-#[allow(dead_code, reason = "the one list to register with the API description; `routes` below mounts the same")]
-pub const ROUTES: &[(&str, &str, &str)] = &[
-    ("GET", "/api/v1/connectors", "both built-in connectors with their config schema"),
-    ("GET", "/api/v1/connectors/{id}", "a connector with its config (no secrets) and sync state"),
-    ("PUT", "/api/v1/connectors/{id}", "save config; generated secrets are returned once"),
-    ("POST", "/api/v1/connectors/{id}/enable", "enable a configured connector"),
-    ("POST", "/api/v1/connectors/{id}/disable", "disable a connector"),
-    ("POST", "/api/v1/connectors/{id}/sync", "queue a full sync (202)"),
-    ("GET", "/api/v1/connectors/whatsapp/messages", "the WhatsApp message log, newest first"),
-    ("GET", "/api/connectors/whatsapp/{workspace_id}/webhook", "Meta's verify-token handshake"),
-    ("POST", "/api/connectors/whatsapp/{workspace_id}/webhook", "a signed WhatsApp delivery"),
-    ("POST", "/api/connectors/wordpress/{workspace_id}/webhook", "a push from the WordPress site"),
-];
-
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/connectors", routing::get(list))
-        .route("/api/v1/connectors/whatsapp/messages", routing::get(messages))
-        .route("/api/v1/connectors/{id}", routing::get(get).put(put))
-        .route("/api/v1/connectors/{id}/enable", routing::post(enable))
-        .route("/api/v1/connectors/{id}/disable", routing::post(disable))
-        .route("/api/v1/connectors/{id}/sync", routing::post(sync))
-        .route("/api/connectors/whatsapp/{workspace_id}/webhook", routing::get(whatsapp_verify).post(whatsapp_receive))
-        .route("/api/connectors/wordpress/{workspace_id}/webhook", routing::post(wordpress_push))
+/// The connector routes (merged into the API by `http::routes`).
+pub fn routes() -> Routes {
+    let read = |summary| Op::new(summary).perm("workspace.settings.read");
+    let manage = |summary| Op::new(summary).session().perm("workspace.settings.manage");
+    Routes::new("Connectors")
+        .get(
+            "/api/v1/connectors",
+            list,
+            read("Both built-in connectors with their config schema").ok::<api::ConnectorListJson>(),
+        )
+        .get(
+            "/api/v1/connectors/whatsapp/messages",
+            messages,
+            read("The WhatsApp message log, newest first").query::<api::LogQuery>().ok::<api::LogPageJson>(),
+        )
+        .get(
+            "/api/v1/connectors/{id}",
+            get,
+            read("A connector with its config (never a secret's value) and sync state").ok::<api::ConnectorEnvelope>(),
+        )
+        .put(
+            "/api/v1/connectors/{id}",
+            put,
+            manage("Save a connector's config")
+                .about(
+                    "Keys left out keep their value; secrets are sealed at rest and never returned; a \
+                     `generated_secret` made by this save is in `generatedSecrets`, shown this once. A 400 names \
+                     the key (`details.field` = `config.<key>`); 409 when another workspace has the same site or \
+                     business number; 503 when a secret is saved without `CONNECTOR_ENCRYPTION_KEY`.",
+                )
+                .body::<api::SaveBody>()
+                .ok::<api::SavedJson>()
+                .errors(&[409, 503]),
+        )
+        .post(
+            "/api/v1/connectors/{id}/enable",
+            enable,
+            manage("Enable a configured connector (400 names the first missing key)").ok::<api::ConnectorEnvelope>(),
+        )
+        .post(
+            "/api/v1/connectors/{id}/disable",
+            disable,
+            manage("Disable a connector (what it ingested stays)").ok::<api::ConnectorEnvelope>(),
+        )
+        .post(
+            "/api/v1/connectors/{id}/sync",
+            sync,
+            manage("Sync now: read everything again (202)")
+                .about(
+                    "409 when the connector does not sync (WhatsApp), is not enabled, or a sync is queued or running.",
+                )
+                .accepted::<api::AcceptedJson>()
+                .errors(&[409]),
+        )
+        .get(
+            "/api/connectors/whatsapp/{workspace_id}/webhook",
+            whatsapp_verify,
+            Op::new("WhatsApp: Meta's verify-token handshake")
+                .tag("Connector webhooks")
+                .public()
+                .query::<api::Handshake>()
+                .media(200, "text/plain", "`hub.challenge`, as text")
+                .errors(&[403]),
+        )
+        .post(
+            "/api/connectors/whatsapp/{workspace_id}/webhook",
+            whatsapp_receive,
+            Op::new("WhatsApp: a signed delivery from the Cloud API")
+                .about(
+                    "`X-Hub-Signature-256` is checked over the raw body with the app secret (401 when missing or \
+                     wrong). Every message is stored before the answer; the turn runs afterwards.",
+                )
+                .tag("Connector webhooks")
+                .public()
+                .header("x-hub-signature-256", true, "`sha256=` and the hex HMAC-SHA256 of the raw body")
+                .body_json(obj_some(json!({"object": string(), "entry": array(any_object())}), &["entry"]))
+                .ok::<api::ReceivedJson>()
+                .errors(&[401]),
+        )
+        .post(
+            "/api/connectors/wordpress/{workspace_id}/webhook",
+            wordpress_push,
+            Op::new("WordPress: a push from the site (queues an incremental sync)")
+                .about("The shared secret in `X-Webhook-Secret` or `?secret=`; any body, ignored.")
+                .tag("Connector webhooks")
+                .public()
+                .query::<api::PushQuery>()
+                .header("x-webhook-secret", false, "The connector's webhook shared secret")
+                .accepted::<api::AcceptedJson>()
+                .errors(&[401]),
+        )
 }
 
 pub async fn list(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
     let list = app.blocking(move |app| connectors::list(app, &ctx.p)).await?;
     let encryption = app.config.encryption_key.is_some();
-    Ok(axum::Json(json!({
-        "encryptionConfigured": encryption,
-        "connectors": list.iter().map(api::summary).collect::<Vec<_>>(),
-    })))
+    Ok(axum::Json(api::ConnectorListJson {
+        encryption_configured: encryption,
+        connectors: list.iter().map(api::summary).collect(),
+    }))
 }
 
 pub async fn get(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String>) -> Result<impl IntoResponse> {
     let d = app.blocking(move |app| connectors::get(app, &ctx.p, &id)).await?;
-    Ok(axum::Json(json!({"connector": api::detail(&d)})))
+    Ok(axum::Json(api::envelope(&d)))
 }
 
 pub async fn put(
@@ -77,7 +141,7 @@ pub async fn enable(
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse> {
     let d = app.blocking(move |app| connectors::enable(app, &ctx.p, &ctx.actor(), &id)).await?;
-    Ok(axum::Json(json!({"connector": api::detail(&d)})))
+    Ok(axum::Json(api::envelope(&d)))
 }
 
 pub async fn disable(
@@ -86,7 +150,7 @@ pub async fn disable(
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse> {
     let d = app.blocking(move |app| connectors::disable(app, &ctx.p, &ctx.actor(), &id)).await?;
-    Ok(axum::Json(json!({"connector": api::detail(&d)})))
+    Ok(axum::Json(api::envelope(&d)))
 }
 
 /// 202 `{accepted: true}`: the sync goes on after the response.
@@ -96,7 +160,7 @@ pub async fn sync(
     Path(id): Path<String>,
 ) -> Result<impl IntoResponse> {
     app.blocking(move |app| connectors::sync(app, &ctx.p, &ctx.actor(), &id)).await?;
-    Ok((StatusCode::ACCEPTED, axum::Json(json!({"accepted": true}))))
+    Ok((StatusCode::ACCEPTED, axum::Json(api::AcceptedJson { accepted: true })))
 }
 
 pub async fn messages(
@@ -111,21 +175,10 @@ pub async fn messages(
     Ok(axum::Json(api::log_page(&page)))
 }
 
-/// Meta's handshake query (`hub.mode`, `hub.verify_token`, `hub.challenge`).
-#[derive(Deserialize)]
-pub struct Handshake {
-    #[serde(rename = "hub.mode")]
-    mode: Option<String>,
-    #[serde(rename = "hub.verify_token")]
-    token: Option<String>,
-    #[serde(rename = "hub.challenge")]
-    challenge: Option<String>,
-}
-
 pub async fn whatsapp_verify(
     State(app): State<Arc<App>>,
     Path(ws): Path<String>,
-    Query(q): Query<Handshake>,
+    Query(q): Query<api::Handshake>,
 ) -> Result<impl IntoResponse> {
     let challenge = app
         .blocking(move |app| {
@@ -144,24 +197,17 @@ pub async fn whatsapp_receive(
 ) -> Result<impl IntoResponse> {
     let sig = headers.get("x-hub-signature-256").and_then(|v| v.to_str().ok()).map(str::to_string);
     let n = app.blocking(move |app| connectors::whatsapp::receive(app, &ws, sig.as_deref(), &body)).await?;
-    Ok(axum::Json(json!({"received": n})))
-}
-
-/// The secret may come as a query parameter (plugins that cannot set headers); other parameters
-/// a plugin adds are ignored.
-#[derive(Deserialize)]
-pub struct PushQuery {
-    secret: Option<String>,
+    Ok(axum::Json(api::ReceivedJson { received: n }))
 }
 
 pub async fn wordpress_push(
     State(app): State<Arc<App>>,
     Path(ws): Path<String>,
-    Query(q): Query<PushQuery>,
+    Query(q): Query<api::PushQuery>,
     headers: HeaderMap,
     _body: Bytes,
 ) -> Result<impl IntoResponse> {
     let secret = headers.get("x-webhook-secret").and_then(|v| v.to_str().ok()).map(str::to_string).or(q.secret);
     app.blocking(move |app| connectors::wordpress::push(app, &ws, secret.as_deref())).await?;
-    Ok((StatusCode::ACCEPTED, axum::Json(json!({"accepted": true}))))
+    Ok((StatusCode::ACCEPTED, axum::Json(api::AcceptedJson { accepted: true })))
 }

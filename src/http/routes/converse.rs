@@ -3,11 +3,9 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -17,16 +15,77 @@ use crate::converse::session::{self, ClientName, ConverseSession, Target};
 use crate::converse::{self, Credential, NewCredential, updates};
 use crate::error::{Error, ErrorCode, Result};
 use crate::http::extract::{Client, Json, Path, Query, RequestId, SessionCtx};
+use crate::http::openapi::shapes::{array, boolean, obj, string, string_or_null};
+use crate::http::openapi::{Auth, Op, Routes};
+use schemars::JsonSchema;
 
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/agents/{id}/channel-credentials", routing::get(list).post(create))
-        .route("/api/v1/agents/{id}/channel-credentials/{cid}/rotate", routing::post(rotate))
-        .route("/api/v1/agents/{id}/channel-credentials/{cid}/revoke", routing::post(revoke))
-        .route("/api/v1/mcp/converse/session", routing::post(exchange).get(validate))
-        .route("/api/v1/mcp/converse/ask", routing::post(ask))
-        .route("/api/v1/mcp/converse/tools", routing::get(tools))
-        .route("/api/v1/mcp/converse/messages", routing::get(messages))
+pub fn routes() -> Routes {
+    let manage = |summary| Op::new(summary).session().perm("workspace.agents.manage");
+    let converse = |summary| Op::new(summary).auth(Auth::Converse);
+    Routes::new("Converse")
+        .get(
+            "/api/v1/agents/{id}/channel-credentials",
+            list,
+            manage("List the agent's channel credentials")
+                .query::<ListQuery>()
+                .ok_json(obj(json!({"credentials": array(view_schema())}))),
+        )
+        .post(
+            "/api/v1/agents/{id}/channel-credentials",
+            create,
+            manage("Create a channel credential (the secret is shown once)")
+                .body::<CreateBody>()
+                .answers_any(201, "Created"),
+        )
+        .post(
+            "/api/v1/agents/{id}/channel-credentials/{cid}/rotate",
+            rotate,
+            manage("Rotate a channel credential's secret")
+                .ok_json(obj(json!({"credential": view_schema(), "secret": string()})))
+                .errors(&[409]),
+        )
+        .post(
+            "/api/v1/agents/{id}/channel-credentials/{cid}/revoke",
+            revoke,
+            manage("Revoke a channel credential").ok_json(obj(json!({"credential": view_schema()}))),
+        )
+        .post(
+            "/api/v1/mcp/converse/session",
+            exchange,
+            Op::new("Exchange an MCP credential (`launchToken`) for a converse session token")
+                .public()
+                .body::<ExchangeBody>()
+                .ok_json(obj(json!({
+                    "sessionToken": string(), "expiresAt": string(),
+                    "agent": obj(json!({"id": string(), "name": string()})), "conversationId": string_or_null(),
+                })))
+                .errors(&[401, 404, 429]),
+        )
+        .get(
+            "/api/v1/mcp/converse/session",
+            validate,
+            converse("Whether the session token still holds, and what it grants").ok_json(obj(json!({
+                "valid": boolean(), "workspaceId": string(), "agentId": string(), "conversationId": string_or_null(),
+                "expiresAt": string(), "permissions": array(string()),
+            }))),
+        )
+        .post(
+            "/api/v1/mcp/converse/ask",
+            ask,
+            converse("Ask the agent (a message or a routine tool call)")
+                .body::<AskBody>()
+                .ok_any()
+                .errors(&[400, 409, 429]),
+        )
+        .get("/api/v1/mcp/converse/tools", tools, converse("The agent's routine tools").ok_any())
+        .get(
+            "/api/v1/mcp/converse/messages",
+            messages,
+            converse("Conversation updates after a cursor (optionally waiting)")
+                .query::<MessagesQuery>()
+                .ok_any()
+                .errors(&[429]),
+        )
 }
 
 fn control_free(field: &str, v: &str, max: usize) -> Result<String> {
@@ -40,7 +99,7 @@ fn control_free(field: &str, v: &str, max: usize) -> Result<String> {
     Ok(t.to_string())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ClientBody {
     #[serde(default)]
@@ -49,7 +108,7 @@ pub struct ClientBody {
     version: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ExchangeBody {
     #[serde(default)]
@@ -108,7 +167,7 @@ async fn validate(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<imp
     })))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RoutineCall {
     tool_name: String,
@@ -116,7 +175,7 @@ pub struct RoutineCall {
     input: Value,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AskBody {
     #[serde(default)]
@@ -172,7 +231,7 @@ async fn tools(State(app): State<Arc<App>>, headers: HeaderMap) -> Result<impl I
     Ok(axum::Json(json!({"agent": {"name": name, "description": null}, "tools": tools})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MessagesQuery {
     #[serde(default)]
@@ -200,6 +259,16 @@ async fn messages(
     Ok(axum::Json(converse::api::page(&page)))
 }
 
+/// The schema of [`view`].
+fn view_schema() -> Value {
+    use crate::http::openapi::shapes::integer;
+    obj(json!({
+        "id": string(), "agentId": string(), "audience": string(), "label": string(), "prefix": string(),
+        "status": string(), "version": integer(), "expiresAt": string_or_null(), "revokedAt": string_or_null(),
+        "lastUsedAt": string_or_null(), "createdAt": string(), "updatedAt": string(),
+    }))
+}
+
 fn view(c: &Credential, now: &str) -> Value {
     json!({
         "id": c.id, "agentId": c.agent_id, "audience": c.audience, "label": c.label, "prefix": c.prefix,
@@ -212,7 +281,7 @@ fn now(app: &App) -> String {
     crate::clock::rfc3339(app.clock.now())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateBody {
     audience: String,
@@ -233,7 +302,7 @@ async fn create(
     Ok((StatusCode::CREATED, axum::Json(body)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListQuery {
     audience: Option<String>,

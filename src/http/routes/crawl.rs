@@ -2,11 +2,9 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -16,15 +14,69 @@ use crate::crawler::api::{CrawlBody, JobJson};
 use crate::crawler::{self, JobFilter, STATUSES};
 use crate::error::{Error, Result};
 use crate::http::extract::{Ctx, Json, Path, Query};
+use crate::http::openapi::shapes::{array, obj, of};
+use crate::http::openapi::{Op, Routes};
+use schemars::JsonSchema;
 
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/document/crawl", routing::post(start))
-        .route("/api/v1/document/crawl/jobs", routing::get(jobs))
-        .route("/api/v1/document/crawl/jobs/{id}", routing::get(job).delete(delete_job))
-        .route("/api/v1/document/sources/{id}/recrawl", routing::post(recrawl))
-        .route("/api/v1/document/sources/{id}/pause-crawl", routing::post(pause))
-        .route("/api/v1/document/sources/{id}/resume-crawl", routing::post(resume))
+pub fn routes() -> Routes {
+    let job_shape = |g: &mut _| obj(json!({"job": of::<JobJson>(g)}));
+    Routes::new("Crawls")
+        .post(
+            "/api/v1/document/crawl",
+            start,
+            Op::new("Start crawling a website (a website source and a queued crawl job)")
+                .perm("workspace.documents.manage")
+                .body::<CrawlBody>()
+                .answers_with(202, "Queued", |g| {
+                    obj(json!({"job": of::<JobJson>(g), "source": of::<crate::documents::SourceView>(g)}))
+                })
+                .errors(&[409, 429]),
+        )
+        .get(
+            "/api/v1/document/crawl/jobs",
+            jobs,
+            Op::new("List crawl jobs")
+                .perm("workspace.documents.read")
+                .query::<JobsQuery>()
+                .ok_with(|g| obj(json!({"jobs": array(of::<JobJson>(g))}))),
+        )
+        .get(
+            "/api/v1/document/crawl/jobs/{id}",
+            job,
+            Op::new("Get a crawl job (optionally wait until it ends)")
+                .perm("workspace.documents.read")
+                .query::<WaitQuery>()
+                .ok_with(job_shape),
+        )
+        .delete(
+            "/api/v1/document/crawl/jobs/{id}",
+            delete_job,
+            Op::new("Delete a finished crawl job").perm("workspace.documents.manage").no_content().errors(&[409]),
+        )
+        .post(
+            "/api/v1/document/sources/{id}/recrawl",
+            recrawl,
+            Op::new("Recrawl a website source")
+                .perm("workspace.documents.manage")
+                .answers_with(202, "Queued", job_shape)
+                .errors(&[409]),
+        )
+        .post(
+            "/api/v1/document/sources/{id}/pause-crawl",
+            pause,
+            Op::new("Pause a website source's crawl")
+                .perm("workspace.documents.manage")
+                .ok_with(job_shape)
+                .errors(&[409]),
+        )
+        .post(
+            "/api/v1/document/sources/{id}/resume-crawl",
+            resume,
+            Op::new("Resume a paused crawl")
+                .perm("workspace.documents.manage")
+                .answers_with(202, "Queued", job_shape)
+                .errors(&[409]),
+        )
 }
 
 /// 202 with the queued job and its website source.
@@ -34,7 +86,7 @@ pub async fn start(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<CrawlBod
     Ok((StatusCode::ACCEPTED, axum::Json(json!({"job": JobJson::from(&job), "source": source}))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct JobsQuery {
     status: Option<String>,
@@ -61,7 +113,7 @@ pub async fn jobs(State(app): State<Arc<App>>, ctx: Ctx, Query(q): Query<JobsQue
     Ok(axum::Json(json!({"jobs": list.iter().map(JobJson::from).collect::<Vec<_>>()})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WaitQuery {
     wait_ms: Option<u64>,

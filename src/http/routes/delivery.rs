@@ -3,10 +3,8 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::response::IntoResponse;
-use axum::routing;
 use serde::Deserialize;
 
 use super::account::page_limit;
@@ -15,18 +13,65 @@ use crate::auth::Perm;
 use crate::delivery::{self, api};
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, Path, Query};
+use crate::http::openapi::shapes::{obj, string};
+use crate::http::openapi::{Op, Routes};
+use schemars::JsonSchema;
+use serde_json::json;
 
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/deliveries", routing::get(list))
-        .route("/api/v1/deliveries/{id}", routing::get(get))
-        .route("/api/v1/settings/notifications", routing::get(notifications))
-        .route("/api/v1/settings/notifications/test-email", routing::post(test_email))
-        .route("/api/v1/agents/{id}/contact-requests", routing::post(contact))
-        .route("/api/v1/agents/{id}/skills/{sid}/test", routing::post(test_skill))
+pub fn routes() -> Routes {
+    Routes::new("Delivery")
+        .get(
+            "/api/v1/deliveries",
+            list,
+            Op::new("The delivery log (webhooks, email), newest first")
+                .perm("workspace.settings.read")
+                .query::<ListQuery>()
+                .ok_any(),
+        )
+        .get(
+            "/api/v1/deliveries/{id}",
+            get,
+            Op::new("A delivery with its attempts").perm("workspace.settings.read").ok_any(),
+        )
+        .get(
+            "/api/v1/settings/notifications",
+            notifications,
+            Op::new("Notification settings (SMTP, allow-list)")
+                .tag("Settings")
+                .perm("workspace.settings.read")
+                .ok_any(),
+        )
+        .post(
+            "/api/v1/settings/notifications/test-email",
+            test_email,
+            Op::new("Send a test email")
+                .tag("Settings")
+                .perm("workspace.settings.manage")
+                .body::<TestEmailBody>()
+                .ok_any()
+                .errors(&[502, 503]),
+        )
+        .post(
+            "/api/v1/agents/{id}/contact-requests",
+            contact,
+            Op::new("Send a contact request to the agent's destination")
+                .perm("workspace.chat")
+                .body::<ContactBody>()
+                .answers_json(202, "Queued", obj(json!({"status": string(), "destination": {}, "deliveries": {}})))
+                .errors(&[422, 429]),
+        )
+        .post(
+            "/api/v1/agents/{id}/skills/{sid}/test",
+            test_skill,
+            Op::new("Test a delivering skill with sample inputs")
+                .perm("workspace.agents.manage")
+                .body::<SkillTestBody>()
+                .answers_any(202, "Queued")
+                .errors(&[422]),
+        )
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListQuery {
     limit: Option<usize>,
@@ -57,7 +102,7 @@ async fn notifications(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl Int
     Ok(axum::Json(api::notifications(c.smtp.as_ref(), c.delivery.allow.len(), c.public_url.as_deref())))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TestEmailBody {
     to: String,
@@ -69,7 +114,7 @@ async fn test_email(State(app): State<Arc<App>>, ctx: Ctx, Json(b): Json<TestEma
     Ok(axum::Json(api::smtp_answer(&a)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ContactBody {
     message: String,
@@ -101,7 +146,7 @@ async fn contact(
     ))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SkillTestBody {
     #[serde(default)]

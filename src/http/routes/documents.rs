@@ -15,40 +15,264 @@ use crate::documents::api::{DocumentPageJson, ProgressJson, ReprocessOutcomeJson
 use crate::documents::{self, DocumentUpdate, ListFilter, NewDocument, Upload};
 use crate::error::{Error, Result};
 use crate::http::extract::{Ctx, Json, OptionalJson, Path, Query, SessionCtx};
+use crate::http::openapi::shapes::{any_object, array, integer, number, obj, obj_some, of, string, string_or_null};
+use crate::http::openapi::{Op, Routes};
 use crate::search::query::{self, SearchRequest};
 use crate::search::{self, Mode};
 use crate::settings::ingestion::IngestionPatch;
-use axum::Router;
-use axum::routing;
+use schemars::JsonSchema;
 
-/// The documents routes (merged into the API by `http::router_with`).
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/document", routing::get(list).post(create))
-        .route("/api/v1/document/", routing::get(list).post(create))
-        .route("/api/v1/document/progress", routing::get(progress))
-        .route("/api/v1/document/sources", routing::get(sources))
-        .route("/api/v1/document/sources/{id}", routing::patch(patch_source).delete(delete_source))
-        .route("/api/v1/document/sources/{id}/documents", routing::get(source_documents))
-        .route("/api/v1/document/sources/{id}/reprocess", routing::post(reprocess_source))
-        .route("/api/v1/document/search", routing::post(search))
-        .route("/api/v1/document/search/history", routing::get(search_history))
-        .route("/api/v1/document/search/history/{id}", routing::get(search_replay))
-        .route("/api/v1/document/{id}", routing::get(get).put(update).delete(delete))
-        .route("/api/v1/document/{id}/reprocess", routing::post(reprocess))
-        .route("/api/v1/settings/ingestion", routing::get(ingestion_settings).put(put_ingestion_settings))
-        .route("/api/v1/settings/ingestion/reprocess", routing::post(reprocess_all))
-        .route("/api/v1/settings/knowledge", routing::get(knowledge).put(put_knowledge))
-        .route("/api/v1/usage", routing::get(usage))
-        .route("/api/v1/usage/organization", routing::get(organization_usage))
+/// The documents routes (merged into the API by `http::routes`).
+pub fn routes() -> Routes {
+    use crate::documents::DocumentView;
+    let list_op = || {
+        Op::new("List documents, newest first")
+            .perm("workspace.documents.read")
+            .query::<ListQuery>()
+            .ok::<DocumentPageJson>()
+    };
+    let create_op = || {
+        Op::new("Create a document from text (processed in the background)")
+            .perm("workspace.documents.manage")
+            .body::<CreateBody>()
+            .accepted::<DocumentView>()
+            .errors(&[409, 429])
+    };
+    let reprocess_op = |summary| {
+        Op::new(summary).perm("workspace.documents.manage").optional_body::<OverrideBody>().ok::<ReprocessOutcomeJson>()
+    };
+    Routes::new("Documents")
+        .get("/api/v1/document", list, list_op())
+        .post("/api/v1/document", create, create_op())
+        .get("/api/v1/document/", list, list_op())
+        .post("/api/v1/document/", create, create_op())
+        .get(
+            "/api/v1/document/progress",
+            progress,
+            Op::new("Processing progress (optionally wait until idle)")
+                .perm("workspace.documents.read")
+                .query::<ProgressQuery>()
+                .ok::<ProgressJson>(),
+        )
+        .get(
+            "/api/v1/document/sources",
+            sources,
+            Op::new("List sources (a website source with its newest crawl, `lastCrawl`; connectors with their counts)")
+                .perm("workspace.documents.read")
+                .ok_with(|g| {
+                    let connectors = array(of::<crate::connectors::api::SourceConnectorJson>(g));
+                    obj(json!({ "sources": array(source_schema(g)), "connectors": connectors }))
+                }),
+        )
+        .patch(
+            "/api/v1/document/sources/{id}",
+            patch_source,
+            Op::new("Change a source")
+                .perm("workspace.documents.manage")
+                .body::<PatchSourceBody>()
+                .ok_with(|g| obj(json!({ "source": source_schema(g) })))
+                .errors(&[409]),
+        )
+        .delete(
+            "/api/v1/document/sources/{id}",
+            delete_source,
+            Op::new("Delete a source and its documents").perm("workspace.documents.manage").no_content().errors(&[409]),
+        )
+        .get(
+            "/api/v1/document/sources/{id}/documents",
+            source_documents,
+            Op::new("List a source's documents")
+                .perm("workspace.documents.read")
+                .query::<PageQuery>()
+                .ok::<DocumentPageJson>(),
+        )
+        .post(
+            "/api/v1/document/sources/{id}/reprocess",
+            reprocess_source,
+            reprocess_op("Reprocess a source's documents"),
+        )
+        .post(
+            "/api/v1/document/search",
+            search,
+            Op::new("Search the workspace's documents")
+                .tag("Search")
+                .perm("workspace.retrieval.query")
+                .body::<SearchBody>()
+                .ok_with(search_schema),
+        )
+        .get(
+            "/api/v1/document/search/history",
+            search_history,
+            Op::new("Search history, newest first")
+                .tag("Search")
+                .perm("workspace.documents.read")
+                .query::<PageQuery>()
+                .ok_any(),
+        )
+        .get(
+            "/api/v1/document/search/history/{id}",
+            search_replay,
+            Op::new("Replay a saved search with the current text")
+                .tag("Search")
+                .perm("workspace.documents.read")
+                .ok_json(replay_schema()),
+        )
+        .get(
+            "/api/v1/document/{id}",
+            get,
+            Op::new("Get a document (with its content, optionally its chunks)")
+                .perm("workspace.documents.read")
+                .query::<GetQuery>()
+                .ok::<DocumentView>(),
+        )
+        .put(
+            "/api/v1/document/{id}",
+            update,
+            Op::new("Update a document (a new revision is processed)")
+                .perm("workspace.documents.manage")
+                .body::<UpdateBody>()
+                .accepted::<DocumentView>()
+                .errors(&[409]),
+        )
+        .delete(
+            "/api/v1/document/{id}",
+            delete,
+            Op::new("Delete a document").perm("workspace.documents.manage").no_content(),
+        )
+        .post(
+            "/api/v1/document/{id}/reprocess",
+            reprocess,
+            Op::new("Reprocess a document")
+                .perm("workspace.documents.manage")
+                .optional_body::<OverrideBody>()
+                .accepted::<DocumentView>(),
+        )
+        .get(
+            "/api/v1/settings/ingestion",
+            ingestion_settings,
+            Op::new("Ingestion settings").tag("Settings").perm("workspace.settings.read").ok_any(),
+        )
+        .put(
+            "/api/v1/settings/ingestion",
+            put_ingestion_settings,
+            Op::new("Change ingestion settings").tag("Settings").perm("workspace.settings.manage").body_any().ok_any(),
+        )
+        .post(
+            "/api/v1/settings/ingestion/reprocess",
+            reprocess_all,
+            reprocess_op("Reprocess every document with the current settings").tag("Settings"),
+        )
+        .get(
+            "/api/v1/settings/knowledge",
+            knowledge,
+            Op::new("The knowledge index: language, embedding model, re-embedding progress")
+                .tag("Search")
+                .perm("workspace.settings.read")
+                .ok_any(),
+        )
+        .put(
+            "/api/v1/settings/knowledge",
+            put_knowledge,
+            Op::new("Change the workspace's language or embedding model (re-embeds in the background)")
+                .tag("Search")
+                .session()
+                .perm("workspace.settings.manage")
+                .body::<KnowledgeBody>()
+                .ok_any(),
+        )
+        .get("/api/v1/usage", usage, Op::new("The workspace's usage").tag("Usage").ok_any())
+        .get(
+            "/api/v1/usage/organization",
+            organization_usage,
+            Op::new("The organization's usage across its workspaces")
+                .tag("Usage")
+                .perm("organization.usage.read")
+                .ok_any(),
+        )
 }
 
-/// The upload route, which has its own body limit (`http::router_with` sets it).
-pub fn upload_routes() -> Router<Arc<App>> {
-    Router::new().route("/api/v1/document/import", routing::post(import))
+/// The upload route, which has its own body limit (`http::routes` sets it).
+pub fn upload_routes() -> Routes {
+    Routes::new("Documents").post(
+        "/api/v1/document/import",
+        import,
+        Op::new("Upload a file as a document (processed in the background)")
+            .perm("workspace.documents.manage")
+            .about("Multipart form: `file` and optional `title`, `metadata` (JSON), `externalDocumentId`, `sourceId`, `documentEnrichmentOverride`. Over `DOCUMENT_UPLOAD_MAX_BYTES` is 413.")
+            .body_media(
+                "multipart/form-data",
+                obj_some(
+                    json!({
+                        "file": {"type": "string", "contentMediaType": "application/octet-stream"},
+                        "title": string(), "metadata": string(), "externalDocumentId": string(),
+                        "sourceId": string(), "documentEnrichmentOverride": string(),
+                    }),
+                    &["file"],
+                ),
+            )
+            .accepted::<crate::documents::DocumentView>()
+            .errors(&[409, 413, 429]),
+    )
 }
 
-#[derive(Deserialize)]
+/// A source as `GET /document/sources` lists it: a `SourceView`, and a website source's newest
+/// crawl job (`lastCrawl`) or a connector's source its connector (`connector`).
+fn source_schema(g: &mut schemars::SchemaGenerator) -> Value {
+    obj_some(
+        json!({
+            "id": string(), "kind": string(), "name": string(), "externalId": string_or_null(),
+            "builtin": {"type": "boolean"}, "config": any_object(), "metadata": any_object(),
+            "documentEnrichmentOverride": string(), "documentCount": integer(), "createdAt": string(),
+            "updatedAt": string(), "lastCrawl": crate::http::openapi::shapes::nullable(of::<JobJson>(g)),
+            "connector": of::<crate::connectors::api::OnSourceJson>(g),
+        }),
+        &[
+            "id",
+            "kind",
+            "name",
+            "externalId",
+            "builtin",
+            "config",
+            "metadata",
+            "documentEnrichmentOverride",
+            "documentCount",
+            "createdAt",
+            "updatedAt",
+        ],
+    )
+}
+
+/// `POST /document/search`.
+fn search_schema(g: &mut schemars::SchemaGenerator) -> Value {
+    obj_some(
+        json!({
+            "searchId": string(), "query": string(), "mode": string(),
+            "metadataFilter": {}, "results": array(of::<crate::search::query::Hit>(g)),
+            "resultCount": integer(), "tookMs": number(), "createdAt": string(),
+            "debug": any_object(),
+        }),
+        &["searchId", "query", "mode", "results", "resultCount", "tookMs", "createdAt"],
+    )
+}
+
+/// `GET /document/search/history/{id}`: the saved hits with their current text.
+fn replay_schema() -> Value {
+    let hit = obj_some(
+        json!({
+            "documentId": string(), "chunkId": string(), "title": string_or_null(), "snippet": string(),
+            "score": {}, "metadata": any_object(), "sourceId": string_or_null(), "headingPath": string_or_null(),
+            "page": {"type": ["integer", "null"]}, "sheet": string_or_null(),
+            "note": {"type": "string", "enum": ["changed", "deleted"]},
+        }),
+        &["documentId", "chunkId", "snippet"],
+    );
+    obj(json!({
+        "searchId": string(), "query": string(), "mode": string(), "metadataFilter": {},
+        "results": array(hit), "resultCount": integer(), "tookMs": number(), "createdAt": string(),
+    }))
+}
+
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ListQuery {
     limit: Option<usize>,
@@ -79,7 +303,7 @@ pub async fn list(State(app): State<Arc<App>>, ctx: Ctx, Query(q): Query<ListQue
     Ok(axum::Json(DocumentPageJson::from(page)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateBody {
     title: String,
@@ -192,7 +416,7 @@ pub async fn import(State(app): State<Arc<App>>, ctx: Ctx, mut mp: Multipart) ->
     Ok((StatusCode::ACCEPTED, axum::Json(doc.view())))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GetQuery {
     include_content: Option<bool>,
@@ -213,7 +437,7 @@ pub async fn get(
     Ok(axum::Json(view))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct UpdateBody {
     title: Option<String>,
@@ -247,7 +471,7 @@ pub async fn update(
     Ok((StatusCode::ACCEPTED, axum::Json(doc.view())))
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OverrideBody {
     document_enrichment_override: Option<String>,
@@ -292,12 +516,12 @@ pub async fn sources(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoR
                 v["lastCrawl"] = json!(last);
             }
             if let Some(c) = conns.iter().find(|c| c.source_id.as_deref() == Some(s.id.as_str())) {
-                v["connector"] = crate::connectors::api::on_source(c);
+                v["connector"] = json!(crate::connectors::api::on_source(c));
             }
             v
         })
         .collect();
-    let connectors: Vec<Value> = conns
+    let connectors: Vec<_> = conns
         .iter()
         .map(|c| {
             let docs = c.source_id.as_ref().and_then(|id| list.iter().find(|s| &s.id == id)).map(|s| s.document_count);
@@ -318,7 +542,7 @@ pub async fn source_documents(
     Ok(axum::Json(DocumentPageJson::from(page)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PatchSourceBody {
     document_enrichment_override: Option<String>,
@@ -387,7 +611,7 @@ pub async fn reprocess_source(
 
 // -- search
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SearchBody {
     query: String,
@@ -474,7 +698,7 @@ pub async fn organization_usage(State(app): State<Arc<App>>, ctx: Ctx) -> Result
     Ok(axum::Json(crate::usage::api::AccountUsageJson::from(u)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProgressQuery {
     wait_ms: Option<u64>,
@@ -517,7 +741,7 @@ async fn knowledge(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoRes
     Ok(axum::Json(v))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KnowledgeBody {
     language: Option<String>,
@@ -527,7 +751,7 @@ pub struct KnowledgeBody {
     search_history: Option<HistoryRetentionBody>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HistoryRetentionBody {
     retention_days: Option<i64>,

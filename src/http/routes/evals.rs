@@ -4,11 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -17,39 +15,145 @@ use crate::error::{Error, Result};
 use crate::evals::api::{self, CaseBodyIn, CasePatchIn, ComparisonBodyIn, RunBodyIn, SnapshotBodyIn, SuiteBodyIn};
 use crate::evals::{self, suite};
 use crate::http::extract::{Ctx, Json, Path, Query};
+use crate::http::openapi::shapes::{any_object, array, obj};
+use crate::http::openapi::{Op, Routes};
+use schemars::JsonSchema;
 
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/evals/snapshots", routing::post(create_snapshot))
-        .route("/api/v1/evals/snapshots/{id}", routing::get(get_snapshot))
-        .route("/api/v1/evals/cases", routing::get(list_cases).post(create_case))
-        .route("/api/v1/evals/cases/run", routing::post(run_suite))
-        .route("/api/v1/evals/cases/by-source-message/{id}", routing::get(find_by_message).put(put_by_message))
-        .route("/api/v1/evals/cases/{id}", routing::get(get_case).patch(update_case).delete(delete_case))
-        .route("/api/v1/evals/cases/{id}/runs", routing::get(case_runs).post(run_case))
-        .route("/api/v1/evals/runs/{id}", routing::get(get_run))
-        .route("/api/v1/evals/suites", routing::get(list_suites))
-        .route("/api/v1/evals/suites/{id}", routing::get(get_suite))
-        .route("/api/v1/evals/suites/{id}/regressions", routing::get(suite_regressions))
-        .route("/api/v1/evals/summary", routing::get(summary))
-        .route("/api/v1/agents/{agentId}/eval-runs", routing::post(start_comparison))
-        .route("/api/v1/agents/{agentId}/eval-runs/{id}", routing::get(get_comparison))
+pub fn routes() -> Routes {
+    let case = |g: &mut _| api::case_schema(g);
+    let run = |summary| Op::new(summary).perm("workspace.agents.read").ok_any();
+    Routes::new("Evals")
+        .post(
+            "/api/v1/evals/snapshots",
+            create_snapshot,
+            Op::new("Snapshot a conversation turn for evals")
+                .perm("workspace.agents.manage")
+                .body_any()
+                .answers_any(201, "Created"),
+        )
+        .get("/api/v1/evals/snapshots/{id}", get_snapshot, run("Get a snapshot"))
+        .get(
+            "/api/v1/evals/cases",
+            list_cases,
+            Op::new("List eval cases with the workspace summary")
+                .perm("workspace.agents.read")
+                .query::<AgentQuery>()
+                .ok_with(|g| obj(json!({"cases": array(api::case_schema(g)), "summary": api::summary_schema()}))),
+        )
+        .post(
+            "/api/v1/evals/cases",
+            create_case,
+            Op::new("Create an eval case")
+                .perm("workspace.agents.manage")
+                .body_any()
+                .answers_with(201, "Created", case),
+        )
+        .post(
+            "/api/v1/evals/cases/run",
+            run_suite,
+            Op::new("Run cases as a suite (202 while it runs)")
+                .perm("workspace.agents.manage")
+                .body_any()
+                .answers_any(202, "Running")
+                .ok_any()
+                .errors(&[409, 429]),
+        )
+        .get(
+            "/api/v1/evals/cases/by-source-message/{id}",
+            find_by_message,
+            Op::new("Find the case made from a message")
+                .perm("workspace.agents.read")
+                .ok_with(|g| obj(json!({"case": api::case_schema(g), "snapshot": any_object()}))),
+        )
+        .put(
+            "/api/v1/evals/cases/by-source-message/{id}",
+            put_by_message,
+            Op::new("Create or update the case made from a message")
+                .perm("workspace.agents.manage")
+                .body_any()
+                .answers_with(201, "Created", by_message)
+                .ok_with(by_message),
+        )
+        .get(
+            "/api/v1/evals/cases/{id}",
+            get_case,
+            Op::new("Get an eval case").perm("workspace.agents.read").ok_with(case),
+        )
+        .patch(
+            "/api/v1/evals/cases/{id}",
+            update_case,
+            Op::new("Change an eval case").perm("workspace.agents.manage").body_any().ok_with(case),
+        )
+        .delete(
+            "/api/v1/evals/cases/{id}",
+            delete_case,
+            Op::new("Delete an eval case").perm("workspace.agents.manage").no_content(),
+        )
+        .get(
+            "/api/v1/evals/cases/{id}/runs",
+            case_runs,
+            Op::new("List a case's runs").perm("workspace.agents.read").query::<AgentQuery>().ok_any(),
+        )
+        .post(
+            "/api/v1/evals/cases/{id}/runs",
+            run_case,
+            Op::new("Run a case").perm("workspace.agents.manage").body_any().answers_any(201, "Run").errors(&[429]),
+        )
+        .get("/api/v1/evals/runs/{id}", get_run, run("Get a run"))
+        .get("/api/v1/evals/suites", list_suites, run("List suites").query::<AgentQuery>())
+        .get(
+            "/api/v1/evals/suites/{id}",
+            get_suite,
+            run("Get a suite (optionally wait until it ends)").query::<WaitQuery>(),
+        )
+        .get(
+            "/api/v1/evals/suites/{id}/regressions",
+            suite_regressions,
+            run("A suite's regressions against a baseline").query::<BaselineQuery>(),
+        )
+        .get(
+            "/api/v1/evals/summary",
+            summary,
+            Op::new("The eval summary")
+                .perm("workspace.agents.read")
+                .query::<AgentQuery>()
+                .ok_json(api::summary_schema()),
+        )
+        .post(
+            "/api/v1/agents/{agentId}/eval-runs",
+            start_comparison,
+            Op::new("Compare the candidate with the published revision")
+                .perm("workspace.agents.manage")
+                .body_any()
+                .answers_any(202, "Queued")
+                .ok_any()
+                .errors(&[429]),
+        )
+        .get(
+            "/api/v1/agents/{agentId}/eval-runs/{id}",
+            get_comparison,
+            run("Get a comparison (optionally wait until it ends)").query::<WaitQuery>(),
+        )
 }
 
-#[derive(Deserialize)]
+fn by_message(g: &mut schemars::SchemaGenerator) -> Value {
+    obj(json!({"created": {"type": "boolean"}, "case": api::case_schema(g), "snapshot": any_object()}))
+}
+
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentQuery {
     agent_id: Option<String>,
     limit: Option<usize>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WaitQuery {
     wait_ms: Option<u64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct BaselineQuery {
     baseline: Option<String>,

@@ -4,12 +4,10 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::routing;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -19,26 +17,92 @@ use crate::conversations::feedback::{self, HeldBy, InboxItem};
 use crate::conversations::{api, ownership};
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, OptionalJson, Path};
+use crate::http::openapi::shapes::{any_object, array, integer, obj, one_of, string, string_or_null};
+use crate::http::openapi::{Op, Routes};
+use schemars::JsonSchema;
 
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/conversations/{id}/takeover", routing::post(takeover))
-        .route("/api/v1/conversations/{id}/reply", routing::post(reply))
-        .route("/api/v1/conversations/{id}/transfer", routing::post(transfer))
-        .route("/api/v1/conversations/{id}/handback", routing::post(handback))
-        .route("/api/v1/history/chat/{id}/messages/{mid}/feedback", routing::put(rate).delete(clear))
-        .route("/api/v1/inbox", routing::get(inbox))
-        .route("/api/v1/inbox/feedback/{mid}/resolve", routing::post(resolve))
-        .route("/api/v1/events", routing::get(events))
+pub fn routes() -> Routes {
+    let takeover = |summary| Op::new(summary).perm("workspace.conversation.takeover");
+    let ownership = || obj(json!({"ownership": any_object()}));
+    Routes::new("Inbox")
+        .post(
+            "/api/v1/conversations/{id}/takeover",
+            takeover_conversation,
+            takeover("Take over a conversation").optional_body::<TakeoverBody>().ok_json(ownership()).errors(&[409]),
+        )
+        .post(
+            "/api/v1/conversations/{id}/reply",
+            reply,
+            takeover("Reply as the operator holding the conversation")
+                .body::<ReplyBody>()
+                .answers_json(201, "Sent", obj(json!({"message": any_object(), "ownership": any_object()})))
+                .errors(&[409]),
+        )
+        .post(
+            "/api/v1/conversations/{id}/transfer",
+            transfer,
+            takeover("Transfer a conversation to another operator")
+                .body::<TransferBody>()
+                .ok_json(ownership())
+                .errors(&[409]),
+        )
+        .post(
+            "/api/v1/conversations/{id}/handback",
+            handback,
+            takeover("Hand a conversation back to the agent")
+                .body::<HandbackBody>()
+                .ok_json(ownership())
+                .errors(&[409]),
+        )
+        .put(
+            "/api/v1/history/chat/{id}/messages/{mid}/feedback",
+            rate,
+            Op::new("Rate an answer")
+                .perm("workspace.conversations.read")
+                .body::<FeedbackBody>()
+                .ok_json(obj(json!({"feedback": feedback_schema()}))),
+        )
+        .delete(
+            "/api/v1/history/chat/{id}/messages/{mid}/feedback",
+            clear,
+            Op::new("Clear your rating of an answer").perm("workspace.conversations.read").no_content(),
+        )
+        .get(
+            "/api/v1/inbox",
+            inbox,
+            takeover("The operator inbox: handoffs, approvals, feedback").ok_json(obj(json!({
+                "items": array(any_object()), "handoffs": integer(), "approvals": integer(), "feedback": integer(),
+            }))),
+        )
+        .post(
+            "/api/v1/inbox/feedback/{mid}/resolve",
+            resolve,
+            takeover("Mark negative feedback as resolved").no_content(),
+        )
+        .get(
+            "/api/v1/events",
+            events,
+            Op::new("The operator event stream (conversation and inbox changes)")
+                .events("Server-sent events, ids only")
+                .errors(&[429]),
+        )
 }
 
-#[derive(Deserialize, Default)]
+fn feedback_schema() -> Value {
+    obj(json!({
+        "messageId": string(), "conversationId": string(), "rating": one_of(&["up", "down"]),
+        "comment": string_or_null(), "accountId": string_or_null(), "createdAt": string(), "updatedAt": string(),
+        "resolvedAt": string_or_null(),
+    }))
+}
+
+#[derive(Deserialize, Default, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TakeoverBody {
     reason: Option<String>,
 }
 
-async fn takeover(
+async fn takeover_conversation(
     State(app): State<Arc<App>>,
     ctx: Ctx,
     Path(id): Path<String>,
@@ -49,7 +113,7 @@ async fn takeover(
     Ok(axum::Json(json!({"ownership": api::ownership_record(&c)})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ReplyBody {
     message: String,
@@ -66,7 +130,7 @@ async fn reply(
     Ok((StatusCode::CREATED, axum::Json(json!({"message": api::message(&m), "ownership": api::ownership_record(&c)}))))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TransferBody {
     to_account_id: String,
@@ -84,7 +148,7 @@ async fn transfer(
     Ok(axum::Json(json!({"ownership": api::ownership_record(&c)})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HandbackBody {
     expected_version: i64,
@@ -100,7 +164,7 @@ async fn handback(
     Ok(axum::Json(json!({"ownership": api::ownership_record(&c)})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FeedbackBody {
     rating: String,

@@ -1,6 +1,7 @@
 //! The HTTP handlers by area; each area module registers its own routes (`routes()`).
 
 pub mod account;
+pub mod admin;
 pub mod agents;
 pub mod bundles;
 pub mod chat;

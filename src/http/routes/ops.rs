@@ -1,4 +1,4 @@
-//! Liveness, readiness and metrics.
+//! Liveness, readiness, metrics and the OpenAPI document.
 
 use std::sync::Arc;
 
@@ -9,15 +9,44 @@ use serde_json::json;
 
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
-use axum::Router;
-use axum::routing;
+use crate::http::openapi::shapes::{boolean, map_of, obj, one_of, string};
+use crate::http::openapi::{ApiDocument, Op, Routes};
 
-/// The ops routes (merged into the API by `http::router_with`).
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/healthz", routing::get(healthz))
-        .route("/readyz", routing::get(readyz))
-        .route("/metrics", routing::get(metrics))
+/// The ops routes (merged into the API by `http::routes`).
+pub fn routes() -> Routes {
+    Routes::new("Operations")
+        .get("/healthz", healthz, Op::new("Liveness").public().ok_json(obj(json!({"status": one_of(&["ok"])}))))
+        .get(
+            "/readyz",
+            readyz,
+            Op::new("Readiness")
+                .public()
+                .about("200 when the database answers, migrations are current, the workers run and the embedding model is available; otherwise 503 `service_unavailable` with the same checks in `details`.")
+                .ok_json(readiness_schema())
+                .errors(&[503]),
+        )
+        .get(
+            "/metrics",
+            metrics,
+            Op::new("Prometheus metrics").public().media(200, "text/plain", "The Prometheus text exposition format"),
+        )
+        .get(
+            "/api/v1/openapi.json",
+            openapi,
+            Op::new("This OpenAPI document").public().ok_json(json!({"type": "object", "required": ["openapi", "paths"]})),
+        )
+}
+
+fn readiness_schema() -> serde_json::Value {
+    obj(json!({
+        "status": one_of(&["ready", "not_ready"]),
+        "checks": map_of(obj(json!({"ok": boolean(), "message": string()}))),
+    }))
+}
+
+/// The document of the routes this router serves (built on first use).
+pub async fn openapi(axum::Extension(doc): axum::Extension<Arc<ApiDocument>>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], doc.bytes()).into_response()
 }
 
 pub async fn healthz() -> impl IntoResponse {
@@ -25,13 +54,26 @@ pub async fn healthz() -> impl IntoResponse {
 }
 
 /// 200 when the database answers, migrations are current, workers run and the embedding model is
-/// loaded; otherwise 503 with the checks that failed.
+/// loaded (`degraded` while the search indexes are rebuilt); otherwise 503 with the checks that
+/// failed.
 pub async fn readyz(State(app): State<Arc<App>>) -> Result<Response, Error> {
     let checks = app.blocking(|app| Ok(crate::readiness::check(app))).await?;
     let ready = checks.iter().all(|c| c.ok);
+    let degraded = checks.iter().any(|c| c.degraded);
+    let status = match (ready, degraded) {
+        (false, _) => "not_ready",
+        (true, true) => "degraded",
+        (true, false) => "ready",
+    };
     let body = json!({
-        "status": if ready { "ready" } else { "not_ready" },
-        "checks": checks.iter().map(|c| (c.name.to_string(), json!({"ok": c.ok, "message": c.message}))).collect::<serde_json::Map<_, _>>(),
+        "status": status,
+        "checks": checks.iter().map(|c| {
+            let mut v = json!({"ok": c.ok, "message": c.message});
+            if c.degraded {
+                v["degraded"] = json!(true);
+            }
+            (c.name.to_string(), v)
+        }).collect::<serde_json::Map<_, _>>(),
     });
     if ready {
         return Ok((StatusCode::OK, axum::Json(body)).into_response());

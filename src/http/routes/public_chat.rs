@@ -13,12 +13,10 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{self, MethodRouter};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -26,31 +24,107 @@ use super::chat::{event_stream, turn_event_as};
 use crate::app::App;
 use crate::error::{Error, ErrorCode, Result};
 use crate::http::extract::{Client, Json, Path, Query};
+use crate::http::openapi::shapes::{any_object, array, boolean, obj, string};
+use crate::http::openapi::{Auth, Op, Routes};
 use crate::public_chat::chat::{
     self as pchat, InputMetadata, InputMethod, Intent, MessageCommand, PageContext, Prepared,
 };
 use crate::public_chat::history;
 use crate::public_chat::session::{self, NewSession, Session};
 use crate::turn::{self, StreamEvent, TurnError};
+use schemars::JsonSchema;
 
 /// The request header that carries the session token.
 pub const SESSION_HEADER: &str = "x-service-public-session";
 const BASE: &str = "/api/v1/public/chat/{token}";
 
-pub fn routes() -> Router<Arc<App>> {
-    let r = |m: MethodRouter<Arc<App>>| m.options(preflight);
-    let api = Router::new()
-        .route(&format!("{BASE}/sessions"), r(routing::post(create_session)))
-        .route(BASE, r(routing::get(list).post(send)))
-        .route(&format!("{BASE}/history/{{cid}}"), r(routing::get(get_history)))
-        .route(&format!("{BASE}/tail/{{cid}}"), r(routing::get(get_tail)))
-        .route(&format!("{BASE}/events/{{cid}}"), r(routing::get(events)))
-        .route(&format!("{BASE}/embed-config"), r(routing::get(embed_config)))
-        .route("/api/v1/answer-feedback/public/chat/{token}/messages/{mid}", r(routing::put(rate).delete(clear_rating)))
+pub fn routes() -> Routes {
+    let visitor = |summary| Op::new(summary).auth(Auth::Visitor).errors(&[403, 404, 429]);
+    let api = Routes::new("Public chat")
+        .post(
+            &format!("{BASE}/sessions"),
+            create_session,
+            Op::new("Open (or resume) a visitor session")
+                .public()
+                .about("The launch token in the path is the anonymous link's or the website widget's; an origin the widget does not admit is a 403.")
+                .body::<SessionBody>()
+                .answers_json(201, "Opened", session_schema())
+                .errors(&[403, 404, 429]),
+        )
+        .get(
+            BASE,
+            list,
+            visitor("The session's conversations").ok_json(obj(json!({"conversations": array(any_object())}))),
+        )
+        .post(
+            BASE,
+            send,
+            visitor("Send a message (JSON or, with `stream: true`, an event stream)")
+                .body::<MessageBody>()
+                .ok_any()
+                .events("With `stream: true`")
+                .errors(&[409]),
+        )
+        .get(
+            &format!("{BASE}/history/{{cid}}"),
+            get_history,
+            visitor("A conversation's history").query::<CursorQuery>().ok_any(),
+        )
+        .get(
+            &format!("{BASE}/tail/{{cid}}"),
+            get_tail,
+            visitor("A conversation's messages after a cursor").query::<CursorQuery>().ok_any(),
+        )
+        .get(&format!("{BASE}/events/{{cid}}"), events, visitor("A conversation's event stream").events("Server-sent events"))
+        .get(
+            &format!("{BASE}/embed-config"),
+            embed_config,
+            Op::new("The widget's configuration").public().ok_any().errors(&[403, 404]),
+        )
+        .put(
+            "/api/v1/answer-feedback/public/chat/{token}/messages/{mid}",
+            rate,
+            visitor("Rate an answer in one of the session's conversations").body::<FeedbackBody>().ok_any(),
+        )
+        .delete(
+            "/api/v1/answer-feedback/public/chat/{token}/messages/{mid}",
+            clear_rating,
+            visitor("Clear the session's rating of an answer").no_content(),
+        );
+    // every route here answers a CORS preflight
+    let preflights = [
+        format!("{BASE}/sessions"),
+        BASE.to_string(),
+        format!("{BASE}/history/{{cid}}"),
+        format!("{BASE}/tail/{{cid}}"),
+        format!("{BASE}/events/{{cid}}"),
+        format!("{BASE}/embed-config"),
+        "/api/v1/answer-feedback/public/chat/{token}/messages/{mid}".to_string(),
+    ];
+    let preflight_op = || Op::new("CORS preflight").public().no_content();
+    let api = preflights
+        .iter()
+        .fold(api, |r, path| r.options(path, preflight, preflight_op()))
         // every answer, errors and extractor refusals included, carries the CORS answer
         .layer(axum::middleware::from_fn(with_cors));
     // the logo answers CORS itself: only to admitted origins
-    Router::new().route(&format!("{BASE}/assistant-logo"), r(routing::get(logo))).merge(api)
+    Routes::new("Public chat")
+        .get(
+            &format!("{BASE}/assistant-logo"),
+            logo,
+            Op::new("The assistant's logo").public().media(200, "image/*", "The image").errors(&[404]),
+        )
+        .options(&format!("{BASE}/assistant-logo"), preflight, preflight_op())
+        .merge(api)
+}
+
+/// The body of `POST …/sessions`.
+fn session_schema() -> Value {
+    obj(json!({
+        "publicChatToken": string(), "publicSessionId": string(), "publicSessionToken": string(),
+        "resumeToken": string(), "workspaceName": string(), "assistantBootstrapActive": boolean(),
+        "expiresAt": string(), "resumeExpiresAt": string(),
+    }))
 }
 
 async fn with_cors(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
@@ -91,23 +165,29 @@ async fn authenticate(app: &Arc<App>, token: String, headers: &HeaderMap) -> Res
 
 // ---- sessions ----
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[allow(dead_code, reason = "the hint fields are accepted (the reference sends them) and deliberately unused")]
 pub struct SessionBody {
     channel: String,
     resume_token: Option<String>,
     /// Hints the reference accepts and ignores (never resume credentials).
+    #[schemars(with = "Option<serde_json::Value>")]
     #[serde(default)]
     chat_session_id: Option<serde::de::IgnoredAny>,
+    #[schemars(with = "Option<serde_json::Value>")]
     #[serde(default)]
     anonymous_session_id: Option<serde::de::IgnoredAny>,
+    #[schemars(with = "Option<serde_json::Value>")]
     #[serde(default)]
     agent_id: Option<serde::de::IgnoredAny>,
+    #[schemars(with = "Option<serde_json::Value>")]
     #[serde(default)]
     visitor_key: Option<serde::de::IgnoredAny>,
+    #[schemars(with = "Option<serde_json::Value>")]
     #[serde(default)]
     page_context: Option<serde::de::IgnoredAny>,
+    #[schemars(with = "Option<serde_json::Value>")]
     #[serde(default)]
     client_context_capabilities: Option<serde::de::IgnoredAny>,
 }
@@ -152,7 +232,7 @@ async fn create_session(
 
 // ---- messages ----
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PageContextBody {
     page_url: Option<String>,
@@ -163,14 +243,14 @@ pub struct PageContextBody {
     referrer: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IntentBody {
     skill_name: String,
     intent_name: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InputMetadataBody {
     method: String,
@@ -178,7 +258,7 @@ pub struct InputMetadataBody {
     intent: Option<IntentBody>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 #[allow(dead_code, reason = "accepted as the reference defines them; not used by this edition")]
 pub struct MessageBody {
@@ -192,6 +272,7 @@ pub struct MessageBody {
     user_expected_locale: Option<String>,
     page_context: Option<PageContextBody>,
     input_metadata: Option<InputMetadataBody>,
+    #[schemars(with = "Option<serde_json::Value>")]
     #[serde(default)]
     client_context_capabilities: Option<serde::de::IgnoredAny>,
     signed_identity: Option<String>,
@@ -359,7 +440,7 @@ async fn list(State(app): State<Arc<App>>, Path(token): Path<String>, headers: H
     Ok(axum::Json(json!({"conversations": convs})).into_response())
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CursorQuery {
     cursor: Option<String>,
@@ -474,7 +555,7 @@ struct Watch {
 
 // ---- feedback ----
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FeedbackBody {
     rating: String,

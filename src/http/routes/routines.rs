@@ -3,41 +3,137 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
-use axum::routing;
 
 use crate::app::App;
 use crate::error::Result;
+use crate::http::openapi::shapes::{
+    any_object, array, boolean, integer, obj, obj_some, one_of, string, string_or_null,
+};
+use crate::http::openapi::{Op, Routes};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
 use crate::http::extract::{Ctx, Json, Path, SessionCtx};
 use crate::routines::{self, api, decisions, destinations};
 
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/agents/{id}/routines", routing::get(list).post(create))
-        .route("/api/v1/agents/{id}/routines/{rid}", routing::get(get).put(update).delete(delete))
-        .route("/api/v1/agents/{id}/routines/portable", routing::post(create_portable))
-        .route("/api/v1/agents/{id}/routines/{rid}/portable", routing::get(get_portable).put(put_portable))
-        .route("/api/v1/routines/portable/canonicalize", routing::post(canonicalize))
-        .route("/api/v1/decisions", routing::get(open_decisions))
-        .route("/api/v1/agents/{id}/decisions/{handle}/resolve", routing::post(resolve))
-        .route("/api/v1/settings/webhook-destinations", routing::get(list_destinations).post(create_destination))
-        .route(
-            "/api/v1/settings/webhook-destinations/{did}",
-            routing::get(get_destination).put(update_destination).delete(delete_destination),
+pub fn routes() -> Routes {
+    let read = |summary| Op::new(summary).perm("workspace.agents.read");
+    let manage = |summary| Op::new(summary).perm("workspace.agents.manage");
+    let portable = obj_some(
+        json!({"routineId": string(), "grammarVersion": integer(), "content": string()}),
+        &["grammarVersion", "content"],
+    );
+    let settings = |summary| Op::new(summary).tag("Settings").perm("workspace.settings.read");
+    let settings_manage = |summary| Op::new(summary).tag("Settings").session().perm("workspace.settings.manage");
+    let with_secret = obj(json!({"destination": destination_schema(), "secret": string()}));
+    Routes::new("Routines")
+        .get("/api/v1/agents/{id}/routines", list, read("List the agent's routines").ok_any())
+        .post(
+            "/api/v1/agents/{id}/routines",
+            create,
+            manage("Create a routine").body_any().answers_any(201, "Created").errors(&[409, 422]),
         )
-        .route("/api/v1/settings/webhook-destinations/{did}/rotate-secret", routing::post(rotate_destination))
+        .get("/api/v1/agents/{id}/routines/{rid}", get, read("Get a routine").ok_any())
+        .put("/api/v1/agents/{id}/routines/{rid}", update, manage("Replace a routine").body_any().ok_any().errors(&[409, 422]))
+        .delete("/api/v1/agents/{id}/routines/{rid}", delete, manage("Delete a routine").no_content())
+        .post(
+            "/api/v1/agents/{id}/routines/portable",
+            create_portable,
+            manage("Create a routine from portable markdown")
+                .body::<Envelope>()
+                .answers_json(201, "Created", portable.clone())
+                .errors(&[409, 422]),
+        )
+        .get(
+            "/api/v1/agents/{id}/routines/{rid}/portable",
+            get_portable,
+            read("A routine as portable markdown").ok_json(portable.clone()).errors(&[422]),
+        )
+        .put(
+            "/api/v1/agents/{id}/routines/{rid}/portable",
+            put_portable,
+            manage("Replace a routine from portable markdown").body::<Envelope>().ok_json(portable.clone()).errors(&[409, 422]),
+        )
+        .post(
+            "/api/v1/routines/portable/canonicalize",
+            canonicalize,
+            read("Canonicalize portable markdown").body::<Envelope>().ok_json(portable).errors(&[422]),
+        )
+        .get(
+            "/api/v1/decisions",
+            open_decisions,
+            Op::new("Open decisions (approvals) across agents")
+                .perm("workspace.conversation.takeover")
+                .ok_json(obj(json!({"decisions": array(any_object())}))),
+        )
+        .post(
+            "/api/v1/agents/{id}/decisions/{handle}/resolve",
+            resolve,
+            Op::new("Resolve a decision")
+                .perm("workspace.conversation.takeover")
+                .body::<ResolveBody>()
+                .ok_json(obj_some(
+                    json!({
+                        "status": one_of(&["resolved"]), "decision": obj(json!({"handle": string(), "optionId": string()})),
+                        "conversationId": string_or_null(), "resumed": boolean(), "messageId": string_or_null(),
+                    }),
+                    &["status", "decision"],
+                ))
+                .errors(&[409]),
+        )
+        .get(
+            "/api/v1/settings/webhook-destinations",
+            list_destinations,
+            settings("List webhook destinations").ok_json(obj(json!({"destinations": array(destination_schema())}))),
+        )
+        .post(
+            "/api/v1/settings/webhook-destinations",
+            create_destination,
+            settings_manage("Create a webhook destination (the signing secret is shown once)")
+                .body::<DestinationBody>()
+                .answers_json(201, "Created", with_secret.clone())
+                .errors(&[409]),
+        )
+        .get(
+            "/api/v1/settings/webhook-destinations/{did}",
+            get_destination,
+            settings("Get a webhook destination").ok_json(obj(json!({"destination": destination_schema()}))),
+        )
+        .put(
+            "/api/v1/settings/webhook-destinations/{did}",
+            update_destination,
+            settings_manage("Change a webhook destination")
+                .body::<DestinationBody>()
+                .ok_json(obj(json!({"destination": destination_schema()})))
+                .errors(&[409]),
+        )
+        .delete(
+            "/api/v1/settings/webhook-destinations/{did}",
+            delete_destination,
+            settings_manage("Delete a webhook destination").no_content(),
+        )
+        .post(
+            "/api/v1/settings/webhook-destinations/{did}/rotate-secret",
+            rotate_destination,
+            settings_manage("Rotate a webhook destination's signing secret").ok_json(with_secret),
+        )
+}
+
+fn destination_schema() -> serde_json::Value {
+    obj(json!({
+        "id": string(), "name": string(), "url": string(), "lastDeliveryStatus": string_or_null(),
+        "lastDeliveryAt": string_or_null(), "createdAt": string(), "updatedAt": string(),
+    }))
 }
 
 // ---- portable markdown ----
 
 /// The portable envelope `{grammarVersion, content}` (strict).
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Envelope {
     grammar_version: i64,
@@ -97,11 +193,12 @@ async fn open_decisions(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl In
     Ok(axum::Json(json!({"decisions": ds.iter().map(api::decision).collect::<Vec<_>>()})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ResolveBody {
     option_id: String,
     content_hash: String,
+    #[schemars(with = "Option<serde_json::Value>")]
     #[serde(default)]
     payload: Option<serde::de::IgnoredAny>,
 }
@@ -133,7 +230,7 @@ fn with_secret(c: &destinations::Created) -> serde_json::Value {
     json!({"destination": destination(&c.destination), "secret": c.secret})
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DestinationBody {
     name: Option<String>,

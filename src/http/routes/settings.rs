@@ -12,23 +12,72 @@ use serde_json::Value;
 use crate::app::App;
 use crate::error::Result;
 use crate::http::extract::{Ctx, Json, Path, SessionCtx};
+use crate::http::openapi::{Op, Routes};
 use crate::settings::api::{self, CredentialBody, DocumentTypesBody};
 use crate::settings::{credentials, document_types, general, llm_models, retrieval};
-use axum::Router;
-use axum::routing;
 
-/// The settings routes (merged into the API by `http::router_with`).
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/settings/credentials", routing::get(list_credentials))
-        .route("/api/v1/settings/credentials/{provider}", routing::put(put_credential).delete(delete_credential))
-        .route("/api/v1/settings/llm-models", routing::get(llm_models).put(put_llm_models))
-        .route("/api/v1/settings/document-types", routing::get(document_types).put(put_document_types))
-        .route("/api/v1/settings/retrieval-defaults", routing::get(retrieval_defaults))
-        .route("/api/v1/settings", routing::get(get_merged).put(put_merged))
-        .route("/api/v1/settings/general", routing::get(get_general).put(put_general))
-        .route("/api/v1/settings/general/anonymous-chat-token/rotate", routing::post(rotate_anonymous))
-        .route("/api/v1/settings/general/website-embed-token/rotate", routing::post(rotate_embed))
+/// The settings routes (merged into the API by `http::routes`).
+pub fn routes() -> Routes {
+    let read = |summary| Op::new(summary).perm("workspace.settings.read");
+    let manage = |summary| Op::new(summary).session().perm("workspace.settings.manage");
+    Routes::new("Settings")
+        .get(
+            "/api/v1/settings/credentials",
+            list_credentials,
+            Op::new("Which providers have a stored key (never the keys)")
+                .session()
+                .perm("workspace.settings.read")
+                .ok_any(),
+        )
+        .put(
+            "/api/v1/settings/credentials/{provider}",
+            put_credential,
+            manage("Store a provider's API key (encrypted)").body::<CredentialBody>().no_content().errors(&[503]),
+        )
+        .delete(
+            "/api/v1/settings/credentials/{provider}",
+            delete_credential,
+            manage("Remove a provider's key").no_content(),
+        )
+        .get("/api/v1/settings/llm-models", llm_models, read("Model preferences per slot").ok_any())
+        .put("/api/v1/settings/llm-models", put_llm_models, manage("Change model preferences").body_any().ok_any())
+        .get("/api/v1/settings/document-types", document_types, read("The document type catalog").ok_any())
+        .put(
+            "/api/v1/settings/document-types",
+            put_document_types,
+            manage("Replace the operator's document types").body_any().ok_any().errors(&[409]),
+        )
+        .get("/api/v1/settings/retrieval-defaults", retrieval_defaults, read("Retrieval defaults").ok_any())
+        .get(
+            "/api/v1/settings",
+            get_merged,
+            read("The merged settings resource (general settings, `llmModels`, `ingestion`)").ok_any(),
+        )
+        .put(
+            "/api/v1/settings",
+            put_merged,
+            manage("Change the general settings; answers the merged resource").body::<api::GeneralBody>().ok_any(),
+        )
+        .get(
+            "/api/v1/settings/general",
+            get_general,
+            read("General settings: public chat and the website widget").ok::<api::GeneralDoc>(),
+        )
+        .put(
+            "/api/v1/settings/general",
+            put_general,
+            manage("Change the general settings").body::<api::GeneralBody>().ok::<api::GeneralDoc>(),
+        )
+        .post(
+            "/api/v1/settings/general/anonymous-chat-token/rotate",
+            rotate_anonymous,
+            manage("Rotate the anonymous chat link's token").ok::<api::GeneralDoc>(),
+        )
+        .post(
+            "/api/v1/settings/general/website-embed-token/rotate",
+            rotate_embed,
+            manage("Rotate the website widget's token").ok::<api::GeneralDoc>(),
+        )
 }
 
 pub async fn list_credentials(State(app): State<Arc<App>>, SessionCtx(ctx): SessionCtx) -> Result<impl IntoResponse> {

@@ -3,36 +3,98 @@
 
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::IntoResponse;
-use axum::routing;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::app::App;
 use crate::error::{Error, ErrorCode, Result};
 use crate::http::extract::{Json, Path, Query, SessionCtx};
+use crate::http::openapi::{Auth, Op, Routes};
 use crate::usage::api::{self as wire, ProfileJson};
 use crate::usage::limits::Period;
 use crate::usage::limits::profiles::{self, ProfileInput};
+use schemars::JsonSchema;
 
 const BASE: &str = "/api/v1/ee/usage-limits";
 
-pub fn routes() -> Router<Arc<App>> {
-    Router::new()
-        .route("/api/v1/plans", routing::get(plans))
-        .route(&format!("{BASE}/me"), routing::get(me))
-        .route(&format!("{BASE}/profiles"), routing::get(list_profiles))
-        .route(&format!("{BASE}/profiles/{{key}}"), routing::put(put_profile))
-        .route(&format!("{BASE}/accounts/{{id}}"), routing::put(assign))
-        .route(&format!("{BASE}/accounts/{{id}}/usage"), routing::get(account_usage))
-        .route(&format!("{BASE}/accounts/{{id}}/credits"), routing::post(credits))
-        .route(
-            &format!("{BASE}/org-creation/users/{{id}}"),
-            routing::get(get_override).put(put_override).delete(delete_override),
+pub fn routes() -> Routes {
+    let admin = |summary| Op::new(summary).auth(Auth::UsageAdmin);
+    Routes::new("Usage")
+        .get("/api/v1/plans", plans, Op::new("The plan catalog").public().ok_any())
+        .get(
+            &format!("{BASE}/me"),
+            me,
+            Op::new("Your account's usage against its limits")
+                .session()
+                .query::<PeriodQuery>()
+                .ok_with(account_usage_schema),
         )
+        .get(&format!("{BASE}/profiles"), list_profiles, admin("List usage profiles").ok_any())
+        .put(
+            &format!("{BASE}/profiles/{{key}}"),
+            put_profile,
+            admin("Create or change a usage profile").body_any().ok_any(),
+        )
+        .put(
+            &format!("{BASE}/accounts/{{id}}"),
+            assign,
+            admin("Assign a profile to an account").body::<AssignBody>().ok_with(account_usage_schema),
+        )
+        .get(
+            &format!("{BASE}/accounts/{{id}}/usage"),
+            account_usage,
+            admin("An account's usage").query::<PeriodQuery>().ok_with(account_usage_schema),
+        )
+        .post(
+            &format!("{BASE}/accounts/{{id}}/credits"),
+            credits,
+            admin("Add conversation credits").body::<CreditsBody>().ok_any(),
+        )
+        .get(
+            &format!("{BASE}/org-creation/users/{{id}}"),
+            get_override,
+            admin("A person's organization creation limit").ok_any(),
+        )
+        .put(
+            &format!("{BASE}/org-creation/users/{{id}}"),
+            put_override,
+            admin("Override a person's organization creation limit").body::<OverrideBody>().ok_any(),
+        )
+        .delete(
+            &format!("{BASE}/org-creation/users/{{id}}"),
+            delete_override,
+            admin("Remove the override").no_content(),
+        )
+}
+
+/// The schema of `usage::api::account_usage` (the account usage response).
+fn account_usage_schema(_: &mut schemars::SchemaGenerator) -> Value {
+    use crate::http::openapi::shapes::{array, integer, map_of, nullable, number, obj, string};
+    let limit = json!({"type": ["number", "null"]});
+    let meter = obj(json!({"used": number(), "limit": limit}));
+    let period_meter = obj(json!({"used": number(), "limit": limit, "periodStart": string(), "resetAt": string()}));
+    let profile = obj(json!({
+        "key": string(), "displayName": string(), "monthlyAnswerLimit": limit, "storedDocumentLimit": limit,
+        "storedIndexedByteLimit": limit, "monthlyIndexedByteLimit": limit, "monthlyConversationLimit": limit,
+        "repliesPerConversation": integer(), "createdAt": string(), "updatedAt": string(),
+    }));
+    let conversations = obj(json!({
+        "used": number(), "limit": limit, "credits": number(), "periodStart": string(), "resetAt": string(),
+        "byKind": map_of(number()),
+    }));
+    obj(json!({
+        "accountId": string(), "profile": nullable(profile), "period": string(),
+        "storedIndexedBytes": meter, "monthlyIndexedBytes": period_meter, "monthlyAnswers": period_meter,
+        "storedDocuments": meter, "monthlyConversations": nullable(conversations),
+        "answersByDay": array(obj(json!({"day": string(), "answers": integer()}))),
+        "byAgent": array(obj(json!({
+            "workspaceId": string(), "agentId": crate::http::openapi::shapes::string_or_null(), "answers": integer(),
+            "inputTokens": integer(), "outputTokens": integer(),
+        }))),
+    }))
 }
 
 /// The admin bearer: 503 `service_unavailable` (`details.missingEnv`) when the deployment has no
@@ -52,7 +114,7 @@ fn admin(app: &App, headers: &HeaderMap) -> Result<()> {
     if same { Ok(()) } else { Err(Error::new(ErrorCode::Unauthorized, "the usage admin token is missing or wrong")) }
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 pub struct PeriodQuery {
     period: Option<String>,
 }
@@ -138,7 +200,7 @@ pub async fn put_profile(
     Ok(axum::Json(json!({"profile": ProfileJson::from(p)})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AssignBody {
     profile_key: Option<String>,
@@ -176,7 +238,7 @@ pub async fn account_usage(
     Ok(axum::Json(wire::account_usage(&u)))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreditsBody {
     conversations: i64,
@@ -217,7 +279,7 @@ pub async fn get_override(
     Ok(axum::Json(json!({"override": override_json(&id, o, app.config.usage.max_orgs_per_user_per_month)})))
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OverrideBody {
     monthly_limit: Option<i64>,

@@ -1,5 +1,5 @@
 -- Connectors (issue 35): the built-in WordPress and WhatsApp connectors of each workspace, and
--- WhatsApp's senders, batches and message log. (Numbered 0020: 0017-0019 belong to another branch.)
+-- WhatsApp's senders, batches and message log.
 
 CREATE TABLE connectors (
     workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
