@@ -204,6 +204,9 @@ pub enum BenchCommand {
         /// Messages each customer sends, one after another.
         #[arg(long, default_value_t = 20)]
         messages: usize,
+        /// The server's burst window (`STEWARD_WHATSAPP_BURST_MS`); 0 answers every message alone.
+        #[arg(long, default_value_t = 0)]
+        burst_ms: u64,
         /// Also write the results as JSON here.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -376,10 +379,10 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Connectors { cranfield, posts, senders, messages, out } => {
+        BenchCommand::Connectors { cranfield, posts, senders, messages, burst_ms, out } => {
             let c = bench::cranfield::Collection::load(&cranfield)?;
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report = rt.block_on(bench::connectors::run(&c, posts, senders, messages))?;
+            let report = rt.block_on(bench::connectors::run(&c, posts, senders, messages, burst_ms))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if let Some(path) = out {
                 std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;

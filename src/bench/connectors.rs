@@ -32,9 +32,15 @@ fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-pub async fn run(c: &Collection, posts: usize, senders: usize, messages: usize) -> anyhow::Result<Value> {
+pub async fn run(
+    c: &Collection,
+    posts: usize,
+    senders: usize,
+    messages: usize,
+    burst_ms: u64,
+) -> anyhow::Result<Value> {
     let wordpress = if posts > 0 { wordpress(c, posts).await? } else { Value::Null };
-    let whatsapp = if senders > 0 { whatsapp(c, senders, messages.max(1)).await? } else { Value::Null };
+    let whatsapp = if senders > 0 { whatsapp(c, senders, messages.max(1), burst_ms).await? } else { Value::Null };
     Ok(json!({"wordpress": wordpress, "whatsapp": whatsapp}))
 }
 
@@ -167,13 +173,13 @@ async fn sink() -> anyhow::Result<Sink> {
 
 /// Each customer writes, waits for the reply, writes again: acknowledgement latencies (the
 /// webhook's answer) and reply latencies (acknowledged → the reply at the Graph API).
-async fn whatsapp(c: &Collection, senders: usize, per: usize) -> anyhow::Result<Value> {
+async fn whatsapp(c: &Collection, senders: usize, per: usize, burst_ms: u64) -> anyhow::Result<Value> {
     let graph = Arc::new(sink().await?);
     let env = [
         ("CONNECTOR_ENCRYPTION_KEY", KEY.to_string()),
         ("STEWARD_DELIVERY_ALLOW", "127.0.0.1/32".to_string()),
         ("STEWARD_WHATSAPP_GRAPH_BASE_URL", graph.base.clone()),
-        ("STEWARD_WHATSAPP_BURST_MS", "0".to_string()),
+        ("STEWARD_WHATSAPP_BURST_MS", burst_ms.to_string()),
     ];
     let s = ChildServer::start(&env)?;
     for d in c.docs.iter().take(300) {
@@ -207,7 +213,7 @@ async fn whatsapp(c: &Collection, senders: usize, per: usize) -> anyhow::Result<
                     .send()
                     .await?;
                 anyhow::ensure!(r.status().is_success(), "webhook: {}", r.status());
-                acks.push(t.elapsed().as_secs_f64() * 1000.0);
+                acks.push((k, t.elapsed().as_secs_f64() * 1000.0));
                 let deadline = Instant::now() + Duration::from_secs(120);
                 while graph.replies_to(&from) <= k {
                     anyhow::ensure!(Instant::now() < deadline, "no reply to {from} within 120 s");
@@ -218,12 +224,19 @@ async fn whatsapp(c: &Collection, senders: usize, per: usize) -> anyhow::Result<
             Ok::<_, anyhow::Error>((acks, replies))
         }));
     }
-    let (mut acks, mut replies) = (Vec::new(), Vec::new());
+    let (mut by_round, mut replies): (Vec<(usize, f64)>, Vec<f64>) = (Vec::new(), Vec::new());
     for t in tasks {
         let (a, r) = t.await??;
-        acks.extend(a);
+        by_round.extend(a);
         replies.extend(r);
     }
+    let acks: Vec<f64> = by_round.iter().map(|(_, ms)| *ms).collect();
+    // every customer's first message arrives at the same instant (a cold herd); the rest are
+    // spread by the replies they wait for
+    let first: Vec<f64> = by_round.iter().filter(|(k, _)| *k == 0).map(|(_, ms)| *ms).collect();
+    let later: Vec<f64> = by_round.iter().filter(|(k, _)| *k > 0).map(|(_, ms)| *ms).collect();
+    by_round.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let slowest: Vec<Value> = by_round.iter().take(12).map(|(k, ms)| json!({"message": k, "ms": ms})).collect();
     let secs = started.elapsed().as_secs_f64();
     let total = senders * per;
     let (peak, _) = s.rss();
@@ -239,7 +252,10 @@ async fn whatsapp(c: &Collection, senders: usize, per: usize) -> anyhow::Result<
     s.stop();
     Ok(json!({
         "senders": senders, "messagesPerSender": per, "messages": total,
-        "ackMs": {"p50": super::median(&acks), "p99": super::percentile(&acks, 99.0), "max": acks.iter().cloned().fold(0.0, f64::max)},
+        "ackMs": {"p50": super::median(&acks), "p99": super::percentile(&acks, 99.0), "max": acks.iter().cloned().fold(0.0, f64::max),
+                  "firstMessages": {"p50": super::median(&first), "max": first.iter().cloned().fold(0.0, f64::max)},
+                  "laterMessages": {"p50": super::median(&later), "p99": super::percentile(&later, 99.0)},
+                  "slowest": slowest},
         "replyMs": {"p50": super::median(&replies), "p99": super::percentile(&replies, 99.0)},
         "seconds": secs, "repliesPerSecond": total as f64 / secs,
         "failed": m["failed"], "peakRssMiB": peak,

@@ -5,6 +5,7 @@
 //! API and a must-use plugin registering a custom post type (`product`). Everything goes when the
 //! value is dropped.
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,12 +30,16 @@ pub struct LocalWordPress {
     dir: tempfile::TempDir,
 }
 
+/// `php -S` with `PHP_CLI_SERVER_WORKERS` forks its workers, which outlive a killed parent: it
+/// runs in a process group of its own, and the whole group is killed.
 impl Drop for LocalWordPress {
     fn drop(&mut self) {
-        for c in self.php.iter_mut().chain([&mut self.db]) {
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(php) = &mut self.php {
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", php.id())]).status();
+            let _ = php.wait();
         }
+        let _ = self.db.kill();
+        let _ = self.db.wait();
     }
 }
 
@@ -157,6 +162,7 @@ impl LocalWordPress {
             Command::new(&php)
                 .args(["-S", &format!("127.0.0.1:{port}"), "-t", &d.join("site").to_string_lossy()])
                 .env("PHP_CLI_SERVER_WORKERS", "4")
+                .process_group(0)
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
                 .spawn()
