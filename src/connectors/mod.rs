@@ -211,6 +211,14 @@ pub fn parse_id(id: &str) -> Result<ConnectorId> {
     ConnectorId::parse(id).ok_or_else(|| Error::not_found("connector"))
 }
 
+/// What every change asks first: `workspace.settings.manage` from a dashboard session; the
+/// connector and the workspace it is changed in.
+fn changing(p: &Principal, id: &str) -> Result<(ConnectorId, WorkspaceId)> {
+    p.require(Perm::SettingsManage)?;
+    p.require_session()?;
+    Ok((parse_id(id)?, p.workspace_id.clone()))
+}
+
 fn conflict(code: &str, message: impl Into<String>) -> Error {
     Error::new(ErrorCode::Conflict, message).with_details(json!({ "code": code }))
 }
@@ -290,10 +298,7 @@ fn check_values(app: &App, ws: &WorkspaceId, id: ConnectorId, plain: &mut BTreeM
 
 /// `PUT /connectors/{id}`: validates per key, seals secrets, generates what is missing.
 pub fn save(app: &App, p: &Principal, actor: &Actor, id: &str, cmd: Save) -> Result<Saved> {
-    p.require(Perm::SettingsManage)?;
-    p.require_session()?;
-    let id = parse_id(id)?;
-    let ws = p.workspace_id.clone();
+    let (id, ws) = changing(p, id)?;
     let current = load(app, &ws, id)?;
     let ch = schema::changes(id.schema(), cmd.config, &cmd.rotate, &current.secrets_set())?;
     let mut plain = current.plain.clone();
@@ -388,10 +393,7 @@ pub fn save(app: &App, p: &Principal, actor: &Actor, id: &str, cmd: Save) -> Res
 
 /// `POST /connectors/{id}/enable`: 400 naming the first missing key when the config is incomplete.
 pub fn enable(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<Detail> {
-    p.require(Perm::SettingsManage)?;
-    p.require_session()?;
-    let id = parse_id(id)?;
-    let ws = p.workspace_id.clone();
+    let (id, ws) = changing(p, id)?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         let c = store::get(tx, &ws, id)?.unwrap_or_else(|| Connector::unsaved(&ws, id));
@@ -416,10 +418,7 @@ pub fn enable(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<Detai
 
 /// `POST /connectors/{id}/disable`: stops syncs, polling and deliveries; keeps what came in.
 pub fn disable(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<Detail> {
-    p.require(Perm::SettingsManage)?;
-    p.require_session()?;
-    let id = parse_id(id)?;
-    let ws = p.workspace_id.clone();
+    let (id, ws) = changing(p, id)?;
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         let Some(c) = store::get(tx, &ws, id)?.filter(|c| c.enabled) else { return Ok(()) };
@@ -435,16 +434,13 @@ pub fn disable(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<Deta
 /// `POST /connectors/{id}/sync`: queues a full sync (WordPress). 409 when the connector does not
 /// sync, is disabled, or a sync is queued or running.
 pub fn sync(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
-    p.require(Perm::SettingsManage)?;
-    p.require_session()?;
-    let id = parse_id(id)?;
+    let (id, ws) = changing(p, id)?;
     if !id.sync_supported() {
         return Err(conflict(
             "sync_unsupported",
             format!("the {} connector has no manual sync: messages arrive through its webhook", id.name()),
         ));
     }
-    let ws = p.workspace_id.clone();
     let now = rfc3339(app.clock.now());
     app.db.write(|tx| {
         let c = store::get(tx, &ws, id)?.filter(|c| c.enabled).ok_or_else(|| {

@@ -73,7 +73,7 @@ async fn the_owner_streams_a_backup_that_restores_verifies_and_answers() {
 /// pass), knows the messages already received (a redelivery is ignored) and shows the log.
 #[tokio::test(flavor = "multi_thread")]
 async fn connectors_and_their_sealed_secrets_survive_a_backup_and_restore() {
-    use crate::whatsapp::{APP_SECRET, PHONE, Wa};
+    use crate::whatsapp::{PHONE, Wa, say_to};
     let w = Wa::start().await;
     w.say("16505551234", "wamid.before-backup", Some("Are you open on Sunday?")).await.assert_status(200);
     w.settle().await;
@@ -101,20 +101,7 @@ async fn connectors_and_their_sealed_secrets_survive_a_backup_and_restore() {
     let hook = format!("/api/connectors/whatsapp/{}/webhook", w.ws);
     let q = format!("{hook}?hub.mode=subscribe&hub.verify_token={}&hub.challenge=42", w.verify_token);
     assert_eq!(copy.get(&q, &Auth::None).await.assert_status(200).text(), "42");
-    let again = steward::connectors::whatsapp::delivery_json(
-        PHONE,
-        &[("16505551234", "wamid.before-backup", Some("Are you open on Sunday?"))],
-    )
-    .to_string();
-    let sig = steward::connectors::whatsapp::sign(APP_SECRET, again.as_bytes());
-    let req = axum::http::Request::builder()
-        .method("POST")
-        .uri(&hook)
-        .header("content-type", "application/json")
-        .header("x-hub-signature-256", sig)
-        .body(axum::body::Body::from(again))
-        .unwrap();
-    let r = copy.raw(req).await;
+    let r = say_to(&copy, &w.ws, "16505551234", "wamid.before-backup", Some("Are you open on Sunday?")).await;
     r.assert_status(200);
     assert_eq!(r.json()["received"], 0, "the restored log knows the message");
 }

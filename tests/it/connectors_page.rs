@@ -4,7 +4,6 @@
 //! error. axe-core on every state, screenshots under `target/dashboard-shots/`.
 
 use serde_json::json;
-use steward::connectors::whatsapp::{delivery_json, sign};
 
 use crate::browser::{axe, check_page, click};
 use crate::e2e::{Server, bootstrap};
@@ -88,18 +87,8 @@ async fn the_connector_pages_set_up_whatsapp_and_wordpress_in_a_real_browser() {
 
     // a customer writes (a text, a picture): both in the log with the reply
     let ws = url.split('/').rev().nth(1).unwrap().to_string();
-    let http = reqwest::Client::new();
     for (id, text) in [("wamid.page1", Some("Hello! Are you open today? 👋")), ("wamid.page2", None)] {
-        let body = delivery_json(PHONE, &[("16505551234", id, text)]).to_string();
-        let r = http
-            .post(format!("{base}/api/connectors/whatsapp/{ws}/webhook"))
-            .header("content-type", "application/json")
-            .header("x-hub-signature-256", sign(APP_SECRET, body.as_bytes()))
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), 200);
+        crate::whatsapp_crash::deliver(&base, &ws, id, text).await;
     }
     graph.wait_for(1).await;
     b.until("document.querySelectorAll('[data-testid=message-row]').length >= 3").await;

@@ -44,6 +44,19 @@ pub async fn run_jobs(app: &Arc<App>) -> usize {
     tokio::task::spawn_blocking(move || steward::jobs::run_until_idle(&app).unwrap()).await.unwrap()
 }
 
+/// A signed delivery of one message from `from` to the webhook of workspace `ws` on `t`.
+pub async fn say_to(t: &TestApp, ws: &str, from: &str, id: &str, text: Option<&str>) -> Resp {
+    let body = delivery_json(PHONE, &[(from, id, text)]).to_string();
+    let req = Request::builder()
+        .method(Method::POST)
+        .uri(format!("/api/connectors/whatsapp/{ws}/webhook"))
+        .header(header::CONTENT_TYPE, "application/json")
+        .header("x-hub-signature-256", sign(APP_SECRET, body.as_bytes()))
+        .body(Body::from(body))
+        .unwrap();
+    t.raw(req).await
+}
+
 impl Wa {
     pub async fn start() -> Wa {
         Wa::start_with(|_| {}).await
@@ -93,9 +106,7 @@ impl Wa {
 
     /// A signed delivery of one message from `from` (`None` text: an image).
     pub async fn say(&self, from: &str, id: &str, text: Option<&str>) -> Resp {
-        let body = delivery_json(PHONE, &[(from, id, text)]).to_string().into_bytes();
-        let sig = sign(APP_SECRET, &body);
-        self.deliver(body, Some(sig)).await
+        say_to(&self.t, &self.ws, from, id, text).await
     }
 
     /// Lets the burst window pass and runs every job (turns, relays, sends).
@@ -138,6 +149,18 @@ impl Wa {
             .unwrap()
     }
 
+    /// The agent hands off what it cannot answer; `from` asks it something it cannot (message
+    /// `id`), and the conversation, now in the Inbox, is returned.
+    pub async fn handed_off(&self, from: &str, id: &str) -> String {
+        let agent = self.t.default_agent(&self.owner).await;
+        let body = json!({"handoffOnRetrievalMiss": true});
+        self.t.put(&format!("/api/v1/agents/{agent}"), &self.owner, body).await.assert_status(200);
+        self.t.publish(&self.owner, &agent).await;
+        self.say(from, id, Some("Do you repair vintage radios?")).await.assert_status(200);
+        self.settle().await;
+        self.conversation_of(from)
+    }
+
     /// Adds a document the built-in answerer can quote, ready for search.
     pub async fn knowledge(&self) {
         self.t
@@ -148,18 +171,7 @@ impl Wa {
                 json!({}),
             )
             .await;
-        let app = self.t.app.clone();
-        tokio::task::spawn_blocking(move || {
-            loop {
-                let jobs = steward::jobs::run_until_idle(&app).unwrap();
-                let steps = steward::documents::pipeline::run_until_idle(&app).unwrap();
-                if jobs == 0 && steps == 0 {
-                    break;
-                }
-            }
-        })
-        .await
-        .unwrap();
+        self.t.drain_blocking().await;
     }
 }
 
@@ -321,14 +333,7 @@ async fn a_send_that_fails_twice_is_delivered_exactly_once() {
 #[tokio::test(flavor = "multi_thread")]
 async fn takeover_replies_go_to_whatsapp_and_handback_returns_to_the_agent() {
     let w = Wa::start().await;
-    let agent = w.t.default_agent(&w.owner).await;
-    w.t.put(&format!("/api/v1/agents/{agent}"), &w.owner, json!({"handoffOnRetrievalMiss": true}))
-        .await
-        .assert_status(200);
-    w.t.publish(&w.owner, &agent).await;
-    w.say("16505550004", "wamid.h1", Some("Do you repair vintage radios?")).await.assert_status(200);
-    w.settle().await;
-    let cid = w.conversation_of("16505550004");
+    let cid = w.handed_off("16505550004", "wamid.h1").await;
     // the handed-off WhatsApp conversation is in the Inbox
     let inbox = w.t.get("/api/v1/inbox", &w.owner).await.json();
     let item = inbox["items"].as_array().unwrap().iter().find(|i| i["conversationId"] == cid.as_str()).cloned();
@@ -368,14 +373,7 @@ async fn takeover_replies_go_to_whatsapp_and_handback_returns_to_the_agent() {
 #[tokio::test(flavor = "multi_thread")]
 async fn outside_the_24_hour_window_a_reply_is_not_attempted_and_the_log_says_why() {
     let w = Wa::start().await;
-    let agent = w.t.default_agent(&w.owner).await;
-    w.t.put(&format!("/api/v1/agents/{agent}"), &w.owner, json!({"handoffOnRetrievalMiss": true}))
-        .await
-        .assert_status(200);
-    w.t.publish(&w.owner, &agent).await;
-    w.say("16505550005", "wamid.w1", Some("Do you repair vintage radios?")).await.assert_status(200);
-    w.settle().await;
-    let cid = w.conversation_of("16505550005");
+    let cid = w.handed_off("16505550005", "wamid.w1").await;
     let sent_before = w.sends().len();
     // 25 hours later an operator answers: too late for a free-form message
     w.t.clock.advance_ms(25 * 3_600_000);

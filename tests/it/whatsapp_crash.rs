@@ -48,8 +48,9 @@ impl Session {
     }
 }
 
-async fn deliver(base: &str, ws: &str, id: &str, text: &str) {
-    let body = delivery_json(PHONE, &[("16505551234", id, Some(text))]).to_string();
+/// A signed delivery of one message from 16505551234 to a running server (`None` text: an image).
+pub async fn deliver(base: &str, ws: &str, id: &str, text: Option<&str>) {
+    let body = delivery_json(PHONE, &[("16505551234", id, text)]).to_string();
     let r = reqwest::Client::new()
         .post(format!("{base}/api/connectors/whatsapp/{ws}/webhook"))
         .header("content-type", "application/json")
@@ -132,7 +133,7 @@ async fn crash_and_restart(failpoint: Option<&str>) {
         .await;
     session.call(Method::POST, "/api/v1/connectors/whatsapp/enable", json!({})).await;
 
-    deliver(&server.base, &ws, "wamid.crash", trigger).await;
+    deliver(&server.base, &ws, "wamid.crash", Some(trigger)).await;
     match failpoint {
         // the turn is in its model call: the reply is not saved, let alone sent
         None => {

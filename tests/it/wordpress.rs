@@ -3,30 +3,10 @@
 //! post type, drafts and private posts never indexed, the webhook secret, and the connector in the
 //! sources list.
 
-use std::sync::Arc;
-
 use serde_json::{Value, json};
-use steward::app::App;
 
 use crate::support::{Auth, TestApp};
 use crate::wordpress_site::{USER, WordPress};
-
-/// Runs jobs and the embedding pipeline until both are idle, off the async runtime (the sync
-/// reads the site over HTTP).
-async fn drain(app: &Arc<App>) {
-    let app = app.clone();
-    tokio::task::spawn_blocking(move || {
-        loop {
-            let jobs = steward::jobs::run_until_idle(&app).unwrap();
-            let steps = steward::documents::pipeline::run_until_idle(&app).unwrap();
-            if jobs == 0 && steps == 0 {
-                break;
-            }
-        }
-    })
-    .await
-    .unwrap();
-}
 
 async fn connector(t: &TestApp, a: &Auth) -> Value {
     t.get("/api/v1/connectors/wordpress", a).await.json()["connector"].clone()
@@ -87,7 +67,7 @@ async fn a_real_wordpress_site_is_kept_in_the_knowledge_base() {
     assert_eq!(v["connector"]["syncState"]["status"], "queued", "the backfill is queued on enable");
 
     // backfill: every published item of the three types, nothing unpublished
-    drain(&t.app).await;
+    t.drain_blocking().await;
     let c = connector(&t, &owner).await;
     let s = &c["syncState"];
     assert!(s["backfillCompletedAt"].is_string(), "{c}");
@@ -145,7 +125,7 @@ async fn a_real_wordpress_site_is_kept_in_the_knowledge_base() {
             .await;
         r.assert_status(202);
         assert_eq!(r.json(), json!({"accepted": true}));
-        drain(&t.app).await;
+        t.drain_blocking().await;
     };
 
     // a post published later is searchable after its push
@@ -167,7 +147,7 @@ async fn a_real_wordpress_site_is_kept_in_the_knowledge_base() {
     push().await;
     push().await;
     t.post("/api/v1/connectors/wordpress/sync", &owner, json!({})).await.assert_status(202);
-    drain(&t.app).await;
+    t.drain_blocking().await;
     let after = doc_titled(&t, &owner, "Croissant day").await.unwrap();
     assert_eq!(after["revision"], 2, "one new revision for one edit: {after}");
     let c = connector(&t, &owner).await;
@@ -197,7 +177,7 @@ async fn a_real_wordpress_site_is_kept_in_the_knowledge_base() {
     let r = t.post("/api/v1/connectors/wordpress/sync", &owner, json!({})).await;
     r.assert_status(409);
     assert_eq!(r.json()["error"]["details"]["code"], "sync_running");
-    drain(&t.app).await;
+    t.drain_blocking().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -216,7 +196,7 @@ async fn a_site_that_refuses_the_credentials_is_reported_not_retried_for_ever() 
     .await
     .assert_status(200);
     t.post("/api/v1/connectors/wordpress/enable", &owner, json!({})).await.assert_status(200);
-    drain(&t.app).await;
+    t.drain_blocking().await;
     let c = connector(&t, &owner).await;
     let err = c["syncState"]["lastError"].as_str().unwrap_or_default();
     assert!(err.contains("401") && err.contains("wp_application_password"), "{c}");
