@@ -161,6 +161,14 @@ impl Wa {
         self.conversation_of(from)
     }
 
+    /// An operator's Inbox reply in `cid`, at the conversation's current ownership version.
+    pub async fn operator_reply(&self, cid: &str, text: &str) -> Resp {
+        let tail = self.t.get(&format!("/api/v1/history/chat/{cid}/tail"), &self.owner).await.json();
+        let version = tail["ownership"]["version"].as_i64().unwrap();
+        let body = json!({"message": text, "expectedVersion": version});
+        self.t.post(&format!("/api/v1/conversations/{cid}/reply"), &self.owner, body).await
+    }
+
     /// Adds a document the built-in answerer can quote, ready for search.
     pub async fn knowledge(&self) {
         self.t
@@ -339,15 +347,8 @@ async fn takeover_replies_go_to_whatsapp_and_handback_returns_to_the_agent() {
     let item = inbox["items"].as_array().unwrap().iter().find(|i| i["conversationId"] == cid.as_str()).cloned();
     let item = item.unwrap_or_else(|| panic!("not in the inbox: {inbox}"));
     assert_eq!(item["kind"], "handoff");
-    let version = item["ownership"]["version"].as_i64().unwrap();
     let before = w.sends().len();
-    let r =
-        w.t.post(
-            &format!("/api/v1/conversations/{cid}/reply"),
-            &w.owner,
-            json!({"message": "Hi, Olive here — yes we do! 📻", "expectedVersion": version}),
-        )
-        .await;
+    let r = w.operator_reply(&cid, "Hi, Olive here — yes we do! 📻").await;
     r.assert_status(201);
     let version = r.json()["ownership"]["version"].as_i64().unwrap();
     run_jobs(&w.t.app).await;
@@ -377,16 +378,7 @@ async fn outside_the_24_hour_window_a_reply_is_not_attempted_and_the_log_says_wh
     let sent_before = w.sends().len();
     // 25 hours later an operator answers: too late for a free-form message
     w.t.clock.advance_ms(25 * 3_600_000);
-    let version = w.t.get(&format!("/api/v1/history/chat/{cid}/tail"), &w.owner).await.json()["ownership"]["version"]
-        .as_i64()
-        .unwrap();
-    w.t.post(
-        &format!("/api/v1/conversations/{cid}/reply"),
-        &w.owner,
-        json!({"message": "Sorry for the wait!", "expectedVersion": version}),
-    )
-    .await
-    .assert_status(201);
+    w.operator_reply(&cid, "Sorry for the wait!").await.assert_status(201);
     run_jobs(&w.t.app).await;
     assert_eq!(w.sends().len(), sent_before, "nothing attempted");
     let log = w.t.get("/api/v1/connectors/whatsapp/messages?direction=out", &w.owner).await.json();
@@ -398,16 +390,7 @@ async fn outside_the_24_hour_window_a_reply_is_not_attempted_and_the_log_says_wh
     // the customer writes again: the window reopens, and the next reply goes out
     w.say("16505550005", "wamid.w2", Some("Hello?")).await.assert_status(200);
     w.settle().await;
-    let version = w.t.get(&format!("/api/v1/history/chat/{cid}/tail"), &w.owner).await.json()["ownership"]["version"]
-        .as_i64()
-        .unwrap();
-    w.t.post(
-        &format!("/api/v1/conversations/{cid}/reply"),
-        &w.owner,
-        json!({"message": "Here now!", "expectedVersion": version}),
-    )
-    .await
-    .assert_status(201);
+    w.operator_reply(&cid, "Here now!").await.assert_status(201);
     run_jobs(&w.t.app).await;
     assert_eq!(w.sends().last().unwrap().body["text"]["body"], "Here now!");
 }
