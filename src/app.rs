@@ -114,6 +114,7 @@ fn handlers() -> HashMap<&'static str, Handler> {
         crate::crawler::jobs(),
         crate::evals::suite::jobs(),
         crate::bundles::jobs(),
+        crate::connectors::jobs(),
     ]
     .into_iter()
     .flatten()
@@ -229,6 +230,9 @@ impl App {
         }
         if let Err(e) = crate::search::history::schedule_today(self) {
             tracing::warn!(error = %e, "could not queue the search history cleanup");
+        }
+        if let Err(e) = crate::connectors::whatsapp::schedule_cleanup(self) {
+            tracing::warn!(error = %e, "could not queue the WhatsApp message log cleanup");
         }
         Pipeline::start(self);
         Jobs::start(self, self.config.workers);

@@ -150,6 +150,8 @@ pub struct Config {
     pub smtp: Option<crate::delivery::config::SmtpConfig>,
     /// The website crawler (`WEBSITE_CRAWLER_*`).
     pub crawler: crate::crawler::config::CrawlerConfig,
+    /// The connectors (`STEWARD_WHATSAPP_*`).
+    pub connectors: crate::connectors::config::ConnectorsConfig,
     /// `AGENT_BUNDLE_IMPORT_ORPHAN_AGE_MS`: an agent bundle import still active this long after it
     /// began is fenced and its agent removed.
     pub bundle_import_orphan_age: Duration,
@@ -250,6 +252,7 @@ impl Config {
             delivery: Default::default(),
             smtp: None,
             crawler: Default::default(),
+            connectors: Default::default(),
             bundle_import_orphan_age: Duration::from_millis(900_000),
             usage: Default::default(),
             public_session_secret: None,
@@ -376,6 +379,7 @@ pub fn load_with_env(cli: &CliOverrides, env: impl Fn(&str) -> Option<String>) -
     apply_env_llm(&mut c, &env)?;
     (c.delivery, c.smtp) = crate::delivery::config::load(&file.delivery, &file.smtp, &env)?;
     c.crawler = crate::crawler::config::load(&env)?;
+    c.connectors = crate::connectors::config::load(&env)?;
     c.usage = crate::usage::config::load(&env)?;
     if let Some(v) = env("STEWARD_PUBLIC_SESSION_SECRET").filter(|v| !v.is_empty()) {
         crate::public_chat::token::Secret::from_env_value(&v)

@@ -10,6 +10,7 @@ pub mod bus;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod connectors;
 pub mod conversations;
 pub mod converse;
 pub mod crawler;

@@ -43,6 +43,8 @@ export const pages = [
   { path: "/app/settings/channels", title: "Public chat & widget", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/channels.js") },
   { path: "/app/settings/notifications", title: "Notifications", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/notifications.js") },
   { path: "/app/settings/webhook-destinations", title: "Webhook destinations", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/webhook-destinations.js") },
+  { path: "/app/settings/connectors", title: "Connectors", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/connectors.js") },
+  { path: "/app/settings/connectors/:id", title: "Connector", permission: "workspace.settings.read", load: () => import("./pages/connectors.js") },
   { path: "/app/settings/deliveries", title: "Delivery log", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/deliveries.js") },
   { path: "/app/settings/usage", title: "Usage", section: "Settings", permission: "workspace.settings.read", load: () => import("./pages/usage.js") },
 

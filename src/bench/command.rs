@@ -188,6 +188,29 @@ pub enum BenchCommand {
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// The connectors through the real binary: a WordPress backfill from a real local WordPress
+    /// (time until searchable, peak memory, sync now of the unchanged site), then WhatsApp
+    /// deliveries from concurrent senders (acknowledgement latency p50/p99, replies/s with the
+    /// built-in answerer).
+    Connectors {
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Posts in the WordPress site (0 skips WordPress).
+        #[arg(long, default_value_t = 1000)]
+        posts: usize,
+        /// WhatsApp customers writing at once (0 skips WhatsApp).
+        #[arg(long, default_value_t = 50)]
+        senders: usize,
+        /// Messages each customer sends, one after another.
+        #[arg(long, default_value_t = 20)]
+        messages: usize,
+        /// The server's burst window (`STEWARD_WHATSAPP_BURST_MS`); 0 answers every message alone.
+        #[arg(long, default_value_t = 0)]
+        burst_ms: u64,
+        /// Also write the results as JSON here.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// What routines add to a turn with the built-in answerer: plain turns without routines,
     /// plain turns with a routine published, and routine turns (server time p50/p95).
     Routines {
@@ -350,6 +373,16 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
             let report =
                 rt.block_on(bench::crawl::run(&c, pages.max(10), fixtures.as_deref(), concurrency.clamp(1, 8)))?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if let Some(path) = out {
+                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Connectors { cranfield, posts, senders, messages, burst_ms, out } => {
+            let c = bench::cranfield::Collection::load(&cranfield)?;
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let report = rt.block_on(bench::connectors::run(&c, posts, senders, messages, burst_ms))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if let Some(path) = out {
                 std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;

@@ -8,6 +8,7 @@ pub mod bundle;
 pub mod chat;
 pub mod collection;
 pub mod command;
+pub mod connectors;
 pub mod converse;
 pub mod cranfield;
 pub mod crawl;
@@ -22,6 +23,7 @@ pub mod routines;
 pub mod server;
 pub mod tune;
 pub mod usage;
+pub mod wordpress;
 
 use std::path::PathBuf;
 

@@ -44,6 +44,8 @@ names! {
         Api = "api", Test = "test", AnonymousLink = "anonymous_link", WebsiteEmbed = "website_embed",
         /// Another AI agent over the converse surface (REST converse routes or `/mcp`).
         Mcp = "mcp",
+        /// A customer on WhatsApp (the `whatsapp` connector): replies are relayed there.
+        Whatsapp = "whatsapp",
     }
 }
 
@@ -171,9 +173,49 @@ pub fn of_public_session(c: &Conn, ws: &str, public_session_id: &str, limit: usi
     store::of_public_session(c, ws, public_session_id, limit)
 }
 
-/// Appends a message at the end of the conversation.
+/// The job that relays a conversation's replies to the outside channel it takes place on (a
+/// `whatsapp` conversation's agent and operator replies go to the customer). This module queues
+/// it with the reply; the channel's connector handles it (`connectors::whatsapp`).
+pub const RELAY_JOB: &str = "conversation.relay";
+
+impl Channel {
+    /// Whether replies in a conversation on this channel are relayed by [`RELAY_JOB`].
+    pub fn relayed(self) -> bool {
+        self == Channel::Whatsapp
+    }
+}
+
+/// Appends a message at the end of the conversation; a reply in a relayed conversation queues
+/// its relay in the same transaction.
 pub fn append_message(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
-    store::append(tx, ws, m, now)
+    let msg = store::append(tx, ws, m, now)?;
+    if m.role == Role::Assistant
+        && let Some(ch) = store::channel(tx, m.conversation_id)?.as_deref().and_then(Channel::parse)
+        && ch.relayed()
+    {
+        let job = crate::jobs::NewJob::new(
+            RELAY_JOB,
+            serde_json::json!({"workspaceId": ws, "conversationId": m.conversation_id, "messageId": msg.id}),
+        )
+        .dedupe(format!("relay:{}", msg.id))
+        .workspace(ws)
+        .priority(5)
+        .max_attempts(10);
+        let now_ms = crate::clock::parse_rfc3339(now).map(|t| t.timestamp_millis()).unwrap_or_default();
+        crate::jobs::enqueue_tx(tx, now_ms, 10, &job)?;
+    }
+    Ok(msg)
+}
+
+/// Whether the turn `turn_id` saved its user message in the conversation, and the reply it
+/// saved, if any (a job re-running a turn after a crash asks before answering twice).
+pub fn turn_messages(c: &Conn, conversation: &str, turn_id: &str) -> Result<(bool, Option<Message>)> {
+    store::turn_messages(c, conversation, turn_id)
+}
+
+/// A message of the workspace.
+pub fn message(c: &Conn, ws: &str, id: &str) -> Result<Option<Message>> {
+    store::message(c, ws, id)
 }
 
 /// Messages after position `after_seq`, oldest first, at most `limit`.

@@ -159,7 +159,7 @@ pub fn reply(
             operator_replied: true,
         };
         let v = store::write_ownership(tx, &conv.id, &ch, claims, now)?;
-        let m = store::append(
+        let m = super::append_message(
             tx,
             &ws,
             &NewMessage {
@@ -178,6 +178,8 @@ pub fn reply(
         audit(app, tx, p, conv, "replied", v, json!({"claimed": claims}))
     })?;
     app.bus.publish(&ws, Some(id), BusKind::MessageCreated);
+    // a reply in a relayed conversation (WhatsApp) queued its relay
+    app.jobs.wake();
     let m = saved.ok_or_else(|| Error::internal_msg("reply saved no message"))?;
     Ok((m, conv))
 }

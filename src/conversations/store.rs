@@ -389,3 +389,31 @@ pub fn message(c: &Connection, ws: &str, id: &str) -> Result<Option<Message>> {
     )
     .optional()?)
 }
+
+/// The channel of a conversation.
+pub fn channel(c: &Connection, id: &str) -> Result<Option<String>> {
+    Ok(c.query_row("SELECT channel FROM conversations WHERE id = ?1", params![id], |r| r.get(0)).optional()?)
+}
+
+/// Whether the turn `turn_id` saved its user message, and its reply (the assistant message it
+/// wrote, if any).
+pub fn turn_messages(c: &Connection, conversation: &str, turn_id: &str) -> Result<(bool, Option<Message>)> {
+    let user = c
+        .query_row(
+            "SELECT 1 FROM messages WHERE conversation_id = ?1 AND role = 'user' AND json_extract(metadata, '$.turnId') = ?2",
+            params![conversation, turn_id],
+            |_| Ok(()),
+        )
+        .optional()?
+        .is_some();
+    let reply = c
+        .query_row(
+            &format!(
+                "SELECT {MSG_COLS} FROM messages WHERE conversation_id = ?1 AND role = 'assistant' AND trace_id = ?2"
+            ),
+            params![conversation, turn_id],
+            msg_row,
+        )
+        .optional()?;
+    Ok((user, reply))
+}

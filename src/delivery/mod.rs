@@ -120,6 +120,9 @@ pub struct Webhook<'a> {
     /// Sign each attempt with this webhook destination's secret (`X-Service-Timestamp`,
     /// `X-Service-Signature`); the destination is read at send time.
     pub signed_by: Option<&'a str>,
+    /// Sent as `Authorization: Bearer …` (an API's access token, such as WhatsApp's): sealed in
+    /// the job, never logged.
+    pub bearer: Option<&'a str>,
 }
 
 /// An email to send.
@@ -195,6 +198,9 @@ pub fn enqueue_webhook(app: &App, tx: &Tx, now: &str, w: &Webhook) -> Result<Str
         let mut payload = json!({"deliveryId": id, "body": w.body, "key": w.key, "event": w.event});
         if let Some(d) = w.signed_by {
             payload["signedBy"] = json!({"destinationId": d, "workspaceId": w.workspace_id});
+        }
+        if let Some(token) = w.bearer {
+            payload["authSealed"] = crate::crypto::seal_text(url_key(app), token, &format!("delivery:{id}:auth"))?;
         }
         if w.secret_url {
             payload["urlSealed"] = crate::crypto::seal_text(url_key(app), w.url, &format!("delivery:{id}"))?;
@@ -361,6 +367,12 @@ fn webhook_job(app: &App, ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     let event = payload["event"].as_str().unwrap_or("webhook").to_string();
     let mut headers =
         vec![("Idempotency-Key", key.to_string()), ("X-Steward-Event", event), ("X-Steward-Delivery", id.to_string())];
+    if let Some(sealed) = payload.get("authSealed") {
+        match crate::crypto::open_text(url_key(app), sealed, &format!("delivery:{id}:auth")) {
+            Ok(token) => headers.push(("Authorization", format!("Bearer {token}"))),
+            Err(e) => return fail_unsent(app, id, e.message),
+        }
+    }
     let signed_by = payload["signedBy"]["destinationId"].as_str();
     let mut url = url;
     if let Some(dest) = signed_by {
@@ -456,6 +468,11 @@ pub fn get(app: &App, p: &Principal, id: &str) -> Result<(Delivery, Vec<Attempt>
         let d = store::get(c, id)?.filter(|d| d.workspace_id == ws).ok_or_else(|| Error::not_found("delivery"))?;
         Ok((d, store::attempts(c, id)?))
     })
+}
+
+/// A delivery's status and last error (for logs that point at their deliveries).
+pub fn status_of(c: &crate::storage::Conn, id: &str) -> Result<Option<(String, Option<String>)>> {
+    Ok(store::get(c, id)?.map(|d| (d.status, d.last_error)))
 }
 
 /// Deliveries by status, all workspaces (benchmarks).

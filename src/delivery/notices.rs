@@ -217,6 +217,7 @@ fn queue(app: &App, o: &Outgoing) -> Result<usize> {
                 key: o.key,
                 secret_url: false,
                 signed_by: None,
+                bearer: None,
             };
             super::enqueue_webhook(app, tx, &now, &w)?;
             n += 1;

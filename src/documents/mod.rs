@@ -12,6 +12,7 @@
 pub mod api;
 pub mod blobs;
 pub mod chunking;
+pub mod connector;
 pub mod embeddings;
 pub mod enrich;
 pub mod extract;

@@ -164,12 +164,7 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
         if let Some(ext) = &d.external
             && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)?
         {
-            let unchanged = existing.title == d.title
-                && existing.metadata == d.metadata
-                && existing.content_hash.as_deref() == Some(d.hash.as_str())
-                && existing.source_kind == "inline_text"
-                && existing.status != "failed";
-            if unchanged {
+            if d.same_as(&existing) {
                 return Ok((existing.id, false));
             }
             update_inline(tx, app, actor, &ws, &existing, &d, &now)?;
@@ -205,6 +200,15 @@ impl CleanDoc {
         let hash = content_hash(&content);
         let size = content.len() as i64;
         Ok(CleanDoc { title, content, metadata, external, over, hash, size, source_id: input.source_id })
+    }
+
+    /// Whether `existing` already holds exactly this (an upsert that would change nothing).
+    pub(super) fn same_as(&self, existing: &Document) -> bool {
+        existing.title == self.title
+            && existing.metadata == self.metadata
+            && existing.content_hash.as_deref() == Some(self.hash.as_str())
+            && existing.source_kind == "inline_text"
+            && existing.status != "failed"
     }
 }
 

@@ -55,6 +55,7 @@ pub fn routes(app: &Arc<App>) -> Routes {
         .merge(routines::routes())
         .merge(converse::routes())
         .merge(usage::routes())
+        .merge(connectors::routes())
         .merge(admin::routes())
         .layer(DefaultBodyLimit::max(BODY_LIMIT))
         .layer(RequestBodyLimitLayer::new(BODY_LIMIT));

@@ -309,6 +309,16 @@ impl Jobs {
     }
 }
 
+/// A test hook for crash safety: with `STEWARD_TEST_FAILPOINT` set to `name`, the process aborts
+/// here, as a `kill -9` would (the crash tests stop between a piece of work and its commit, or
+/// between two commits). Without the variable it does nothing.
+pub fn crash_point(name: &str) {
+    if std::env::var("STEWARD_TEST_FAILPOINT").is_ok_and(|v| v == name) {
+        tracing::error!(failpoint = name, "test failpoint: aborting");
+        std::process::abort();
+    }
+}
+
 /// Enqueues one job in its own transaction and wakes a worker.
 pub fn enqueue(app: &App, job: NewJob) -> Result<Enqueued> {
     let now = app.clock.now_ms();

@@ -165,6 +165,7 @@ fn commit(
             Channel::Test => Surface::Test,
             Channel::AnonymousLink | Channel::WebsiteEmbed => Surface::Public,
             Channel::Api | Channel::Mcp => Surface::Chat,
+            Channel::Whatsapp => Surface::Whatsapp,
         },
         turn_id: crate::ids::new_id(),
         include_debug: false,
@@ -174,7 +175,7 @@ fn commit(
         invocation: None,
     };
     let a = runtime::resume(app, &input, &snap, run, conv.state.clone())?;
-    crash_point("decision.before_commit");
+    crate::jobs::crash_point("decision.before_commit");
     let now = rfc3339(app.clock.now());
     let report = crate::turn::api::routine(&a.report);
     let mid = app.db.write(|tx| {
@@ -217,16 +218,6 @@ fn commit(
     app.bus.publish(&ws.0, Some(&conv.id), BusKind::MessageCreated);
     app.bus.publish(&ws.0, Some(&conv.id), BusKind::InboxChanged);
     Ok(Resolved { decision: d, option_id: r.option_id, resumed: true, message_id: mid })
-}
-
-/// A test hook for crash safety: with `STEWARD_TEST_FAILPOINT` set to `name`, the process aborts
-/// here, as a `kill -9` would (the crash tests use it to stop between a resolve's work and its
-/// commit). Without the variable it does nothing.
-fn crash_point(name: &str) {
-    if std::env::var("STEWARD_TEST_FAILPOINT").is_ok_and(|v| v == name) {
-        tracing::error!(failpoint = name, "test failpoint: aborting");
-        std::process::abort();
-    }
 }
 
 fn commit_flip_only(app: &App, by: Option<String>, d: Decision, option: &str) -> Result<Resolved> {

@@ -154,6 +154,7 @@ pub fn queue_export(
                     key,
                     secret_url: false,
                     signed_by: Some(&d.id),
+                    bearer: None,
                 },
             )?;
         }

@@ -64,6 +64,7 @@ pub(super) fn invoke(
                     key,
                     secret_url: event == "skill.slack_post",
                     signed_by: None,
+                    bearer: None,
                 },
             )
         })?;

@@ -40,6 +40,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(14, "0014_evals"),
     migration!(15, "0015_bundle_imports"),
     migration!(16, "0016_usage_limits"),
+    migration!(17, "0017_connectors"),
 ];
 
 fn checksum(sql: &str) -> String {

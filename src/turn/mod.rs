@@ -61,6 +61,8 @@ pub enum Surface {
     Test,
     /// An anonymous visitor through the public link or the website widget.
     Public,
+    /// A customer on WhatsApp (the `whatsapp` connector), the turn run by a queue job.
+    Whatsapp,
 }
 
 impl Surface {
@@ -69,6 +71,7 @@ impl Surface {
             Surface::Chat => "chat",
             Surface::Test => "test",
             Surface::Public => "public",
+            Surface::Whatsapp => "whatsapp",
         }
     }
 }
@@ -403,6 +406,15 @@ fn reserve<'a>(app: &'a App, input: &TurnInput) -> Result<crate::usage::limits::
 pub fn run_detached(app: &App, input: &TurnInput) -> Result<Reply, TurnError> {
     let slot = supersede::Slot::detached();
     stages::run(app, input, &slot, &mut Silent, false, false)
+}
+
+/// Runs a prepared turn here, on this (blocking) thread, metered like any turn: for a queue job
+/// that is the only writer of turns to its conversation (a WhatsApp batch; the connector runs one
+/// batch per customer at a time), so no per-conversation order is needed. The caller publishes
+/// on the bus.
+pub fn run_queued(app: &App, input: &TurnInput) -> Result<Reply, TurnError> {
+    let slot = supersede::Slot::detached();
+    stages::run(app, input, &slot, &mut Silent, false, true)
 }
 
 /// What retrieval alone finds for `question` after `history`, as `agent`'s turn would run it:

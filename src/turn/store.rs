@@ -104,7 +104,7 @@ pub(super) struct QualityFilter {
     pub agent_id: Option<String>,
 }
 
-const QUALITY_WHERE: &str = "workspace_id = ?1 AND surface IN ('chat', 'public', 'retrieval_answer')
+const QUALITY_WHERE: &str = "workspace_id = ?1 AND surface IN ('chat', 'public', 'whatsapp', 'retrieval_answer')
     AND (?2 IS NULL OR grounding_verdict = ?2)
     AND (?3 IS NULL OR (?3 = 1 AND unsourced_claim_count > 0) OR (?3 = 0 AND unsourced_claim_count = 0))
     AND (?4 IS NULL OR (?4 = 1 AND invalid_source_count > 0) OR (?4 = 0 AND invalid_source_count = 0))
@@ -156,7 +156,7 @@ pub(super) fn daily_coverage(
 ) -> Result<Vec<(String, Option<String>, i64)>> {
     let mut st = c.prepare(
         "SELECT substr(created_at, 1, 10) AS day, coverage, count(*) FROM turn_traces
-         WHERE workspace_id = ?1 AND surface IN ('chat', 'public', 'retrieval_answer') AND created_at >= ?2
+         WHERE workspace_id = ?1 AND surface IN ('chat', 'public', 'whatsapp', 'retrieval_answer') AND created_at >= ?2
            AND (?3 IS NULL OR agent_id = ?3)
          GROUP BY day, coverage ORDER BY day",
     )?;

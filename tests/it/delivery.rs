@@ -298,7 +298,7 @@ async fn webhooks_pending_at_a_crash_all_arrive_after_the_restart() {
     let r = Receiver::start().await;
     // a slow receiver: two workers deliver at most ~4 a second, so most are pending at the kill
     // however slowly the 200 chats go on a loaded machine; it answers at once after the restart
-    r.set_default(Reply { status: 200, headers: Vec::new(), delay_ms: 500 });
+    r.set_default(Reply { status: 200, headers: Vec::new(), delay_ms: 500, body: None });
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let token = crate::e2e::bootstrap(&data);
@@ -323,7 +323,7 @@ async fn webhooks_pending_at_a_crash_all_arrive_after_the_restart() {
     server.kill();
     let at_kill = r.hits().len();
     assert!(at_kill < 200, "the kill came while deliveries were pending ({at_kill} arrived)");
-    r.set_default(Reply { status: 200, headers: Vec::new(), delay_ms: 0 });
+    r.set_default(Reply { status: 200, headers: Vec::new(), delay_ms: 0, body: None });
     let server = crate::e2e::Server::start(&data, &env);
     let keys = |hits: &[crate::receiver::Hit]| {
         let mut by_key = std::collections::HashMap::<String, usize>::new();

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::support::{Auth, Resp, TestApp};
 
 /// Operations whose request and success bodies all have schemas, at least (docs/api.md).
-const MIN_SCHEMA_COMPLETE: usize = 147;
+const MIN_SCHEMA_COMPLETE: usize = 158;
 
 const METHODS: [&str; 6] = ["get", "post", "put", "patch", "delete", "options"];
 
@@ -358,6 +358,19 @@ async fn real_responses_validate_against_the_document() {
     c.check("GET", "/api/v1/decisions", t.get("/api/v1/decisions", &owner).await.assert_status(200));
     c.check("GET", "/api/v1/inbox", t.get("/api/v1/inbox", &owner).await.assert_status(200));
     c.check("GET", "/healthz", t.get("/healthz", &Auth::None).await.assert_status(200));
+
+    // connectors (the detail of each: WhatsApp's adds its message counts), the log, the webhooks
+    c.check("GET", "/api/v1/connectors", t.get("/api/v1/connectors", &owner).await.assert_status(200));
+    for id in ["wordpress", "whatsapp"] {
+        let r = t.get(&format!("/api/v1/connectors/{id}"), &owner).await;
+        c.check("GET", "/api/v1/connectors/{id}", r.assert_status(200));
+    }
+    let r = t.get("/api/v1/connectors/whatsapp/messages", &owner).await;
+    c.check("GET", "/api/v1/connectors/whatsapp/messages", r.assert_status(200));
+    let r = t.post("/api/v1/connectors/whatsapp/sync", &owner, json!({})).await;
+    c.check("POST", "/api/v1/connectors/{id}/sync", r.assert_status(409));
+    let r = t.post("/api/connectors/wordpress/probe/webhook?secret=nope", &Auth::None, json!({})).await;
+    c.check("POST", "/api/connectors/wordpress/{workspace_id}/webhook", &r);
 
     // error envelopes: 400, 401, 403, 404, 409, 415, 429
     let r = t.post("/api/v1/document", &owner, json!({"title": 5})).await;

@@ -32,11 +32,19 @@ pub struct Reply {
     pub headers: Vec<(&'static str, String)>,
     /// Hold the answer this long (a slow receiver).
     pub delay_ms: u64,
+    /// The answer's body (`ok` when none).
+    pub body: Option<String>,
 }
 
 impl Reply {
     pub fn status(status: u16) -> Reply {
-        Reply { status, headers: Vec::new(), delay_ms: 0 }
+        Reply { status, headers: Vec::new(), delay_ms: 0, body: None }
+    }
+    /// Answers `v` as JSON.
+    pub fn json(mut self, v: Value) -> Reply {
+        self.headers.push(("content-type", "application/json".into()));
+        self.body = Some(v.to_string());
+        self
     }
     pub fn header(mut self, k: &'static str, v: impl Into<String>) -> Reply {
         self.headers.push((k, v.into()));
@@ -173,5 +181,5 @@ async fn record(s: &Shared, uri: Uri, headers: HeaderMap, body: Bytes) -> impl I
     for (k, v) in &reply.headers {
         h.insert(*k, v.parse().unwrap());
     }
-    (StatusCode::from_u16(reply.status).unwrap(), h, "ok")
+    (StatusCode::from_u16(reply.status).unwrap(), h, reply.body.unwrap_or_else(|| "ok".into()))
 }

@@ -32,7 +32,7 @@ fn edge(from: &str, to: &str, kind: &str, ordinal: i64, extra: Value) -> Value {
 
 /// A return flow: order reference, email and purchase date; too old → a refusal terminal; a
 /// visitor who wants a person → handoff.
-fn returns_routine() -> Value {
+pub(crate) fn returns_routine() -> Value {
     json!({
         "name": "Returns",
         "activation": {"triggerDescription": "customer wants to return an item they bought and get a refund", "priority": 5},

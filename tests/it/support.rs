@@ -288,13 +288,14 @@ impl TestApp {
 
     /// Runs jobs and the embedding pipeline on this thread until both are idle.
     pub fn drain(&self) {
-        loop {
-            let jobs = steward::jobs::run_until_idle(&self.app).unwrap();
-            let steps = steward::documents::pipeline::run_until_idle(&self.app).unwrap();
-            if jobs == 0 && steps == 0 {
-                break;
-            }
-        }
+        drain_app(&self.app);
+    }
+
+    /// [`drain`](Self::drain) off the async runtime: for jobs that call servers the test runs on
+    /// it (a fake Graph API, a local WordPress read over HTTP).
+    pub async fn drain_blocking(&self) {
+        let app = self.app.clone();
+        tokio::task::spawn_blocking(move || drain_app(&app)).await.unwrap();
     }
 
     /// Creates an inline document; returns its id.
@@ -377,4 +378,15 @@ impl TestApp {
 /// True when `needle` occurs in `hay`.
 pub fn contains_bytes(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Runs jobs and the embedding pipeline until both are idle.
+fn drain_app(app: &App) {
+    loop {
+        let jobs = steward::jobs::run_until_idle(app).unwrap();
+        let steps = steward::documents::pipeline::run_until_idle(app).unwrap();
+        if jobs == 0 && steps == 0 {
+            break;
+        }
+    }
 }

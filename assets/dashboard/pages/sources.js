@@ -1,4 +1,4 @@
-// Sources: where documents come from (uploads, the API, crawled websites, later connectors), with
+// Sources: where documents come from (uploads, the API, crawled websites, connectors), with
 // their document counts, reprocessing, the enrichment override and deletion. A form starts a
 // website crawl; each website source shows its latest crawl job live (polled every 2 s while a job
 // is queued or processing, and not after the page is left): status, counters, failed and skipped
@@ -182,6 +182,7 @@ export default function Sources() {
         empty=${html`<${Empty} title="No sources yet">A source appears when you upload a file, send a document through the API or crawl a website. <a href="/app/documents">Upload documents</a>.</${Empty}>`} />`}
       <${Pager} pager=${pager} label="sources" />
     </${Card}>
+    <${ConnectorsCard} connectors=${(pager.data && pager.data.connectors) || []} />
     ${open && html`<${SourceDocs} id=${open} name=${(sources.find((s) => s.id === open) || {}).name} />`}
   </div>`;
 }
@@ -346,5 +347,19 @@ function SourceDocs({ id, name }) {
       { label: "Updated", render: (d) => fmtDate(d.updatedAt) },
     ]} empty=${html`<${Empty} title="No documents in this source" />`} />
     <${Pager} pager=${pager} label="documents" />
+  </${Card}>`;
+}
+
+/** The workspace's connectors: what they brought in (documents, messages) and where to manage them. */
+function ConnectorsCard({ connectors }) {
+  if (!connectors.length) return null;
+  return html`<${Card} title="Connectors" testid="source-connectors">
+    <${Table} caption="Connectors" rowTestId="source-connector" rows=${connectors} columns=${[
+      { label: "Connector", render: (c) => html`<a href=${`/app/settings/connectors/${c.id}`}>${c.name}</a>` },
+      { label: "Status", render: (c) => html`<${Badge} tone=${c.enabled ? "green" : "gray"}>${c.enabled ? "enabled" : "off"}</${Badge}>` },
+      { label: "Brought in", render: (c) => (c.messageCount !== null && c.messageCount !== undefined
+        ? plural(c.messageCount, "message", "messages") + " (90 days)"
+        : c.documentCount !== null && c.documentCount !== undefined ? plural(c.documentCount, "document", "documents") : "—") },
+    ]} />
   </${Card}>`;
 }

@@ -57,9 +57,12 @@ pub fn routes() -> Routes {
         .get(
             "/api/v1/document/sources",
             sources,
-            Op::new("List sources (a website source with its newest crawl, `lastCrawl`)")
+            Op::new("List sources (a website source with its newest crawl, `lastCrawl`; connectors with their counts)")
                 .perm("workspace.documents.read")
-                .ok_with(|g| obj(json!({ "sources": array(source_schema(g)) }))),
+                .ok_with(|g| {
+                    let connectors = array(of::<crate::connectors::api::SourceConnectorJson>(g));
+                    obj(json!({ "sources": array(source_schema(g)), "connectors": connectors }))
+                }),
         )
         .patch(
             "/api/v1/document/sources/{id}",
@@ -213,7 +216,7 @@ pub fn upload_routes() -> Routes {
 }
 
 /// A source as `GET /document/sources` lists it: a `SourceView`, and a website source's newest
-/// crawl job (`lastCrawl`).
+/// crawl job (`lastCrawl`) or a connector's source its connector (`connector`).
 fn source_schema(g: &mut schemars::SchemaGenerator) -> Value {
     obj_some(
         json!({
@@ -221,6 +224,7 @@ fn source_schema(g: &mut schemars::SchemaGenerator) -> Value {
             "builtin": {"type": "boolean"}, "config": any_object(), "metadata": any_object(),
             "documentEnrichmentOverride": string(), "documentCount": integer(), "createdAt": string(),
             "updatedAt": string(), "lastCrawl": crate::http::openapi::shapes::nullable(of::<JobJson>(g)),
+            "connector": of::<crate::connectors::api::OnSourceJson>(g),
         }),
         &[
             "id",
@@ -494,21 +498,37 @@ pub async fn delete(State(app): State<Arc<App>>, ctx: Ctx, Path(id): Path<String
 
 /// Sources, a website source with its newest crawl job (`lastCrawl`).
 pub async fn sources(State(app): State<Arc<App>>, ctx: Ctx) -> Result<impl IntoResponse> {
-    let (list, latest) = app
-        .blocking(move |app| Ok((documents::list_sources(app, &ctx.p)?, crate::crawler::latest_jobs(app, &ctx.p)?)))
+    let (list, latest, conns) = app
+        .blocking(move |app| {
+            Ok((
+                documents::list_sources(app, &ctx.p)?,
+                crate::crawler::latest_jobs(app, &ctx.p)?,
+                crate::connectors::source_summaries(app, &ctx.p)?,
+            ))
+        })
         .await?;
     let sources: Vec<Value> = list
-        .into_iter()
+        .iter()
         .map(|s| {
             let last = latest.get(&s.id).map(JobJson::from);
             let mut v = json!(s);
             if s.kind == crate::documents::website::WEBSITE_SOURCE {
                 v["lastCrawl"] = json!(last);
             }
+            if let Some(c) = conns.iter().find(|c| c.source_id.as_deref() == Some(s.id.as_str())) {
+                v["connector"] = json!(crate::connectors::api::on_source(c));
+            }
             v
         })
         .collect();
-    Ok(axum::Json(json!({ "sources": sources })))
+    let connectors: Vec<_> = conns
+        .iter()
+        .map(|c| {
+            let docs = c.source_id.as_ref().and_then(|id| list.iter().find(|s| &s.id == id)).map(|s| s.document_count);
+            crate::connectors::api::source_summary(c, docs)
+        })
+        .collect();
+    Ok(axum::Json(json!({ "sources": sources, "connectors": connectors })))
 }
 
 pub async fn source_documents(

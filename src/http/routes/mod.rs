@@ -5,6 +5,7 @@ pub mod admin;
 pub mod agents;
 pub mod bundles;
 pub mod chat;
+pub mod connectors;
 pub mod converse;
 pub mod crawl;
 pub mod delivery;
