@@ -265,10 +265,10 @@ pub fn model_grounded(
     }))
 }
 
-/// For a local model: the best few hits cut to the sentences that bear on the question, within
-/// the share of its context window sources may take, and the coverage the built-in answerer finds
-/// in them; `None` when it finds they do not cover the question (its own decision, taken before
-/// generation).
+/// For a local model, cite then write: the passages the built-in answerer cites for the question,
+/// each cut to its sentences that bear on it within the share of the context window sources may
+/// take, and the coverage it finds; `None` when it finds the passages do not cover the question
+/// (its own decision, taken before generation).
 fn local_sources(question: &str, hits: &[Hit], window: Option<usize>) -> Option<(Vec<Hit>, (String, String))> {
     let c = extractive::compose(question, &passages(hits, BUILTIN_PASSAGES));
     if !c.covered {
@@ -279,11 +279,16 @@ fn local_sources(question: &str, hits: &[Hit], window: Option<usize>) -> Option<
     } else {
         ("partial", "insufficient_evidence")
     };
-    let hits = &hits[..hits.len().min(LOCAL_SOURCES)];
+    let cited: Vec<&Hit> = c
+        .citations
+        .iter()
+        .filter_map(|ci| hits.iter().find(|h| h.chunk_id == ci.chunk_id))
+        .take(LOCAL_SOURCES)
+        .collect();
     let budget = window.map_or(LOCAL_SOURCE_TOKENS, |w| (w / 8).min(LOCAL_SOURCE_TOKENS)) * 4;
-    let cut = extractive::relevant(question, &passages(hits, hits.len()), budget);
-    let kept: Vec<Hit> =
-        hits.iter().zip(cut).filter_map(|(h, c)| c.map(|content| Hit { content, ..h.clone() })).collect();
+    let own: Vec<Hit> = cited.iter().map(|h| (*h).clone()).collect();
+    let cut = extractive::relevant(question, &passages(&own, own.len()), budget);
+    let kept: Vec<Hit> = own.into_iter().zip(cut).filter_map(|(h, c)| c.map(|content| Hit { content, ..h })).collect();
     (!kept.is_empty()).then(|| (kept, (coverage.0.to_string(), coverage.1.to_string())))
 }
 
