@@ -243,9 +243,10 @@ pub fn model_grounded(
     let Some(out) = stream_grounded(m, &req, sink, cancel)? else { return Ok(None) };
     let (head, body) = split_head(&out.text);
     let (mut citations, segments, grounding) = cite_claims(&body, hits);
-    if citations.is_empty() && known_coverage.is_some() {
+    if known_coverage.is_some() {
         // cite, then write: the local model was given only the sentences chosen as covering the
-        // question, and wrote from those; they are where a reader checks the answer
+        // question, and wrote from those; they are where a reader checks the answer (besides any
+        // source its own markers or claims point at)
         for h in hits {
             cite(&mut citations, h);
         }
