@@ -280,14 +280,13 @@ fn local_sources(question: &str, hits: &[Hit], window: Option<usize>) -> Option<
     } else {
         ("partial", "insufficient_evidence")
     };
-    let cited: Vec<&Hit> = c
+    let own: Vec<Hit> = c
         .citations
         .iter()
-        .filter_map(|ci| hits.iter().find(|h| h.chunk_id == ci.chunk_id))
+        .filter_map(|ci| hits.iter().find(|h| h.chunk_id == ci.chunk_id).cloned())
         .take(LOCAL_SOURCES)
         .collect();
     let budget = window.map_or(LOCAL_SOURCE_TOKENS, |w| (w / 8).min(LOCAL_SOURCE_TOKENS)) * 4;
-    let own: Vec<Hit> = cited.iter().map(|h| (*h).clone()).collect();
     let cut = extractive::relevant(question, &passages(&own, own.len()), budget);
     let kept: Vec<Hit> = own.into_iter().zip(cut).filter_map(|(h, c)| c.map(|content| Hit { content, ..h })).collect();
     (!kept.is_empty()).then(|| (kept, (coverage.0.to_string(), coverage.1.to_string())))
