@@ -221,7 +221,19 @@ impl El<'_> {
         self.b.cmd("POST", &format!("/element/{}/value", self.id), json!({"text": text})).await;
     }
 
+    /// The text a user sees: waits (up to five seconds) for the element to be rendered, so a dialog
+    /// between its render and its `showModal()` is not read as empty.
     pub async fn text(&self) -> String {
+        let el = json!({ (ELEMENT): self.id });
+        self.b
+            .js_async(
+                "const deadline = performance.now() + 5000;
+                 while (!args[0].checkVisibility() && performance.now() < deadline)
+                   await new Promise(r => requestAnimationFrame(r));
+                 return true;",
+                json!([el]),
+            )
+            .await;
         self.b.cmd("GET", &format!("/element/{}/text", self.id), Value::Null).await.as_str().unwrap_or("").to_string()
     }
 
