@@ -151,10 +151,19 @@ pub(crate) fn compose_answer(
     } else {
         match &models.chat {
             Resolved::Builtin => compose::builtin_grounded(query, hits, &mut NoSink),
-            Resolved::Model(m) => {
-                compose::model_grounded(m.as_ref(), cfg, &[], &[], "", query, &[], hits, &mut NoSink, cancel)
-                    .map_err(compose::llm_error)?
-            }
+            Resolved::Model(m) => compose::model_grounded(
+                m.as_ref(),
+                cfg,
+                &[],
+                &[],
+                "",
+                query,
+                compose::History::default(),
+                hits,
+                &mut NoSink,
+                cancel,
+            )
+            .map_err(compose::llm_error)?,
         }
     }
     .ok_or_else(|| Error::internal_msg("composition was cancelled"))

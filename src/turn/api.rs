@@ -69,7 +69,8 @@ pub fn answer(a: &Answered) -> Value {
         "results": a.hits.iter().map(|h| json!({"documentId": h.document_id, "chunkId": h.chunk_id, "title": h.title, "snippet": h.snippet, "score": h.score})).collect::<Vec<_>>(),
         "traceId": a.trace_id,
         "diagnostics": {"retrievalInvoked": true, "outcome": composed.outcome, "grounding": composed.grounding,
-                        "composer": {"provider": composed.provider, "model": composed.model}},
+                        "composer": {"provider": composed.provider, "model": composed.model,
+                                     "usage": composed.usage}},
     });
     if let Some(t) = &a.debug_trace {
         v["debug"] = json!({"turnTrace": t});

@@ -15,6 +15,7 @@ use super::kinds::Outcome;
 use super::markers::{MarkerStripper, claims, is_claim, parse_head, strip_markers};
 use super::steering::Matched;
 use super::trace::Grounding;
+use super::transcript;
 use crate::agents::config::AgentConfig;
 use crate::models::chat::{
     Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, LlmError, Message, OutputSchema, Usage, chat_json,
@@ -192,13 +193,50 @@ fn persona(
 }
 
 fn history_messages(history: &[(String, String)]) -> Vec<Message> {
-    history
-        .iter()
-        .rev()
-        .take(PROMPT_HISTORY)
-        .rev()
-        .map(|(role, text)| if role == "user" { Message::user(text.clone()) } else { Message::assistant(text.clone()) })
-        .collect()
+    recent(history).iter().map(message).collect()
+}
+
+/// The earlier messages a prompt carries.
+fn recent(history: &[(String, String)]) -> &[(String, String)] {
+    &history[history.len().saturating_sub(PROMPT_HISTORY)..]
+}
+
+fn message((role, text): &(String, String)) -> Message {
+    if role == "user" { Message::user(text.clone()) } else { Message::assistant(text.clone()) }
+}
+
+/// A conversation's earlier messages (role, text; oldest first) and the conversation they are from.
+#[derive(Clone, Copy, Default)]
+pub struct History<'a> {
+    pub conversation: Option<&'a str>,
+    pub messages: &'a [(String, String)],
+}
+
+/// The history as a local model is shown it: each earlier turn it answered as it read and wrote
+/// it (the transcript memory), so the prompt starts like the one it read last and the model's
+/// prompt cache restores that reading.
+fn local_history(h: History<'_>) -> Vec<Message> {
+    let msgs = recent(h.messages);
+    let mut out = Vec::with_capacity(msgs.len());
+    let mut i = 0;
+    while i < msgs.len() {
+        let shown = match (h.conversation, &msgs[i], msgs.get(i + 1)) {
+            (Some(c), (ru, q), Some((ra, a))) if ru == "user" && ra != "user" => transcript::recall(c, q, a),
+            _ => None,
+        };
+        match shown {
+            Some(s) => {
+                out.push(Message::user(s.user));
+                out.push(Message::assistant(s.assistant));
+                i += 2;
+            }
+            None => {
+                out.push(message(&msgs[i]));
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// A model's grounded answer over `hits`, streamed through `sink` after its head line.
@@ -210,7 +248,7 @@ pub fn model_grounded(
     gated: &[crate::agents::config::AuthoredDirective],
     context: &str,
     question: &str,
-    history: &[(String, String)],
+    history: History<'_>,
     hits: &[Hit],
     sink: &mut dyn Sink,
     cancel: &Cancel,
@@ -228,13 +266,13 @@ pub fn model_grounded(
             None => return Ok(decline(None, question, sink, cancel)),
         };
         let mut messages = vec![Message::system(grounded_system(&persona, &[], false))];
-        messages.extend(history_messages(history));
+        messages.extend(local_history(history));
         messages.push(Message::user(format!("Sources:\n{}Question: {question}", numbered_sources(&local_hits))));
         (local_hits.as_slice(), messages)
     } else {
         known_coverage = None;
         let mut messages = vec![Message::system(grounded_system(&persona, hits, true))];
-        messages.extend(history_messages(history));
+        messages.extend(history_messages(history.messages));
         messages.push(Message::user(question.to_string()));
         (hits, messages)
     };
@@ -253,8 +291,13 @@ pub fn model_grounded(
     }
     let head = head.or(known_coverage);
     let outcome = grounded_outcome(head.as_ref(), &grounding);
+    let text = strip_markers(&body).trim().to_string();
+    if let (true, Some(c), Some(Message { content: shown, .. })) = (local, history.conversation, req.messages.last()) {
+        let shown = transcript::Shown { user: shown.clone(), assistant: out.text.clone() };
+        transcript::remember(c, question, &text, shown);
+    }
     Ok(Some(Composed {
-        text: strip_markers(&body).trim().to_string(),
+        text,
         citations,
         segments,
         coverage: head,

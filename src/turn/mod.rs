@@ -26,6 +26,7 @@ mod store;
 pub mod supersede;
 pub mod test_exec;
 pub mod trace;
+mod transcript;
 
 use std::sync::Arc;
 

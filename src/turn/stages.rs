@@ -511,7 +511,7 @@ impl Turn<'_> {
                         gated,
                         block,
                         message,
-                        history,
+                        compose::History { conversation: Some(&g.conv.id), messages: history },
                         &ev.hits,
                         &mut sink,
                         &cancel,
@@ -697,7 +697,7 @@ fn diagnostics(input: &TurnInput, plan: &Plan, ev: &Evidence, composed: &Compose
     json!({
         "route": plan.route.kind, "routeReason": plan.route.reason, "retrievalInvoked": retrieval_invoked,
         "retrievalStrategy": strategy, "retrievedChunks": ev.hits.len(),
-        "composer": {"provider": composed.provider, "model": composed.model},
+        "composer": {"provider": composed.provider, "model": composed.model, "usage": composed.usage},
         "outcome": composed.outcome, "grounding": composed.grounding, "handoff": cover.handoff,
         "revision": {"id": input.agent.revision_id, "version": input.agent.version},
     })

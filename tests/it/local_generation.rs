@@ -317,3 +317,56 @@ async fn a_local_answer_the_sources_do_not_cover_is_declined_before_any_generati
     assert_ne!(v["diagnostics"]["composer"]["provider"], "local", "no generation ran: {v}");
     assert!(v["citations"].as_array().is_none_or(|c| c.is_empty()), "{v}");
 }
+
+#[tokio::test]
+async fn a_follow_up_restores_the_conversation_it_follows_from_the_prompt_cache() {
+    let path = gguf();
+    let t = TestApp::with_config(move |c| c.llm.local_model_path = Some(path.clone()));
+    let owner = t.owner().await;
+    t.doc(
+        &owner,
+        "Opening hours",
+        "The shop is open from nine to five on weekdays. On Saturdays it opens from ten to two.",
+        json!({}),
+    )
+    .await;
+    t.doc(
+        &owner,
+        "Deliveries",
+        "Books are delivered abroad within ten days. Delivery in the country takes two days.",
+        json!({}),
+    )
+    .await;
+    t.drain();
+    let usage = |v: &serde_json::Value| {
+        assert_eq!(v["diagnostics"]["composer"]["provider"], "local", "{v}");
+        let u = &v["diagnostics"]["composer"]["usage"];
+        (u["promptTokens"].as_u64().unwrap(), u["cachedPromptTokens"].as_u64().unwrap_or(0))
+    };
+    let first = t.post("/api/v1/chat", &owner, json!({"message": "When is the shop open on Saturdays?"})).await;
+    first.assert_status(200);
+    let first = first.json();
+    let (first_prompt, _) = usage(&first);
+    let cid = first["conversationId"].clone();
+    // another conversation in between: its own prompt is what the cache read last
+    let other = t.post("/api/v1/chat", &owner, json!({"message": "How long does delivery abroad take?"})).await;
+    other.assert_status(200);
+    let follow = t
+        .post(
+            "/api/v1/chat",
+            &owner,
+            json!({"message": "And how long does delivery in the country take?", "conversationId": cid}),
+        )
+        .await;
+    follow.assert_status(200);
+    let follow = follow.json();
+    let (prompt, cached) = usage(&follow);
+    assert!(prompt > first_prompt, "the follow-up's prompt holds the first turn: {prompt} vs {first_prompt}");
+    // the first turn's whole prompt (and the answer read after it) comes from the cache, down to
+    // the cache's 32-token granularity: only the new question and its sources are read
+    assert!(
+        cached + 32 > first_prompt,
+        "{cached} of {prompt} prompt tokens restored; the first turn had {first_prompt}"
+    );
+    assert!(!follow["answer"].as_str().unwrap().trim().is_empty(), "{follow}");
+}

@@ -99,6 +99,14 @@ impl ChatRequest {
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
+    /// Prompt tokens a local model restored from its prompt cache instead of reading (part of
+    /// `prompt_tokens`; 0 for providers that do not say).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -267,6 +275,7 @@ pub fn chat_json(
 fn add_usage(total: &mut Usage, u: Usage) {
     total.prompt_tokens += u.prompt_tokens;
     total.completion_tokens += u.completion_tokens;
+    total.cached_prompt_tokens += u.cached_prompt_tokens;
 }
 
 /// Where a JSON object starts.
@@ -431,7 +440,11 @@ mod tests {
         fn chat(&self, req: &ChatRequest, _: &mut dyn FnMut(&str), _: &Cancel) -> Result<ChatOutput, LlmError> {
             self.1.lock().push(req.clone());
             let text = self.0.lock().remove(0).to_string();
-            Ok(ChatOutput { text, usage: Usage { prompt_tokens: 10, completion_tokens: 5 }, finish: Finish::Stop })
+            Ok(ChatOutput {
+                text,
+                usage: Usage { prompt_tokens: 10, completion_tokens: 5, ..Usage::default() },
+                finish: Finish::Stop,
+            })
         }
     }
 

@@ -235,7 +235,11 @@ impl LocalModel {
             held.extend(g.decoded.iter().map(|t| t.0));
             self.keep(&ctx, held);
         }
-        let usage = Usage { prompt_tokens: n_prompt as u64, completion_tokens: g.generated as u64 };
+        let usage = Usage {
+            prompt_tokens: n_prompt as u64,
+            completion_tokens: g.generated as u64,
+            cached_prompt_tokens: reused as u64,
+        };
         Ok((ChatOutput { text: g.text, usage, finish: g.finish }, stats))
     }
 
