@@ -48,6 +48,9 @@ struct Tally {
     cited: usize,
     declined: usize,
     outcomes: HashMap<String, usize>,
+    /// A chat model's prompt tokens per turn, and those it restored from its prompt cache.
+    prompt_tokens: Vec<f64>,
+    cached_prompt_tokens: Vec<f64>,
 }
 
 impl Tally {
@@ -58,6 +61,11 @@ impl Tally {
             self.declined += 1;
         }
         *self.outcomes.entry(outcome).or_default() += 1;
+        let usage = &reply["diagnostics"]["composer"]["usage"];
+        if let Some(p) = usage["promptTokens"].as_f64().filter(|p| *p > 0.0) {
+            self.prompt_tokens.push(p);
+            self.cached_prompt_tokens.push(usage["cachedPromptTokens"].as_f64().unwrap_or(0.0));
+        }
         let cited: Vec<u32> = reply["citations"]
             .as_array()
             .into_iter()
@@ -90,6 +98,8 @@ impl Tally {
             "answersWithCitations": self.cited,
             "declined": self.declined,
             "outcomes": self.outcomes,
+            "promptTokensP50": if self.prompt_tokens.is_empty() { Value::Null } else { json!(median(&self.prompt_tokens)) },
+            "cachedPromptTokensP50": if self.prompt_tokens.is_empty() { Value::Null } else { json!(median(&self.cached_prompt_tokens)) },
         })
     }
 }
@@ -132,12 +142,48 @@ async fn streamed_in(
     Ok((serde_json::from_str(done.trim())?, first, total))
 }
 
-/// Runs the benchmark. `gguf_queries` queries (0 skips) are also asked with the local GGUF model.
+/// Threads that keep cores busy (a spinning loop each) until dropped: "one core busy elsewhere".
+struct Busy {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Busy {
+    fn start(cores: usize) -> Busy {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let threads = (0..cores)
+            .map(|_| {
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut x = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                    }
+                })
+            })
+            .collect();
+        Busy { stop, threads }
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Runs the benchmark. `gguf_queries` queries (0 skips) are also asked with the local GGUF model,
+/// with `busy_cores` cores kept busy by spinning threads meanwhile.
 pub async fn run(
     c: &Collection,
     concurrency: usize,
     gguf: Option<std::path::PathBuf>,
     gguf_queries: usize,
+    busy_cores: usize,
 ) -> anyhow::Result<Value> {
     let (ingest, s) = ingest_cranfield(c, &cranfield_ingestion(), concurrency).await?;
     eprintln!("ingested {} documents in {:.1} s", ingest.docs, ingest.seconds);
@@ -180,6 +226,7 @@ pub async fn run(
         let mut builtin_same = Tally::default();
         // warm-up: loads the model
         streamed(&s, &c.queries[0].text).await?;
+        let busy = Busy::start(busy_cores);
         // pairs of queries: the first asked in a new conversation, the second as its follow-up
         let asked: Vec<_> = c.queries.iter().skip(1).take(gguf_queries).collect();
         for pair in asked.chunks(2) {
@@ -223,6 +270,8 @@ pub async fn run(
         report["localGguf"] = local.report(gguf_queries);
         report["localGguf"]["model"] = json!(path.file_name().map(|f| f.to_string_lossy().to_string()));
         report["localGguf"]["peakRssMiB"] = json!(s.rss().0);
+        report["localGguf"]["busyCores"] = json!(busy_cores);
+        drop(busy);
         s.stop();
     } else {
         s.stop();

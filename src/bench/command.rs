@@ -114,6 +114,10 @@ pub enum BenchCommand {
         /// Queries also asked with the local GGUF model (0 skips it; ~5 s each on 2 cores).
         #[arg(long, default_value_t = 20)]
         gguf_queries: usize,
+        /// Cores kept busy by spinning threads while the local model answers ("one core busy
+        /// elsewhere": 1).
+        #[arg(long, default_value_t = 0)]
+        busy_cores: usize,
         /// Also write the results as JSON here.
         #[arg(long)]
         out: Option<PathBuf>,
@@ -324,11 +328,11 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Chat { cranfield, concurrency, gguf_queries, out } => {
+        BenchCommand::Chat { cranfield, concurrency, gguf_queries, busy_cores, out } => {
             let c = bench::cranfield::Collection::load(&cranfield)?;
             let gguf = crate::models::resolve::local_model_path(&config).filter(|p| p.is_file());
             let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
-            let report = rt.block_on(bench::chat::run(&c, concurrency.max(1), gguf, gguf_queries))?;
+            let report = rt.block_on(bench::chat::run(&c, concurrency.max(1), gguf, gguf_queries, busy_cores))?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             if let Some(path) = out {
                 if let Some(dir) = path.parent() {

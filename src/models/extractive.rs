@@ -213,9 +213,11 @@ pub fn compose_with(question: &str, passages: &[Passage], params: &Params) -> Co
     Composed { text, segments, citations, covered: true, coverage: union_cov.min(1.0) }
 }
 
-/// The sentences of `passages` (best first) that bear on `question`, chosen best first within
-/// `budget` bytes and given back per passage in reading order: what a small model needs to read to
-/// answer. A passage with no such sentence is `None`.
+/// The sentences of `passages` (best first) that bear on `question`, given back per passage in
+/// reading order: what a small model needs to read to answer. First each passage's best sentence
+/// (so every passage that bears on the question is seen), then, best first, only sentences that
+/// bring a question term the chosen ones lack; all within `budget` bytes, counting a passage's
+/// title (and its numbering) with its first sentence. A passage with no such sentence is `None`.
 pub fn relevant(question: &str, passages: &[Passage], budget: usize) -> Vec<Option<String>> {
     let mut out = vec![None; passages.len()];
     let mut a = analyzer();
@@ -225,15 +227,21 @@ pub fn relevant(question: &str, passages: &[Passage], budget: usize) -> Vec<Opti
         return out;
     }
     let w = Weights::of(&q, &cands);
-    let mut chosen = Vec::new();
-    let mut used = 0;
-    for (_, cov, i) in score(&cands, &w, &Params::default()) {
-        let len = cands[i].text.len() + 1;
-        if cov > 0.0 && used + len <= budget {
-            used += len;
-            chosen.push(i);
+    let scored: Vec<(f32, f32, usize)> =
+        score(&cands, &w, &Params::default()).into_iter().filter(|&(_, cov, _)| cov > 0.0).collect();
+    let mut pick = Picked { chosen: Vec::new(), seen: vec![false; passages.len()], covered: HashSet::new(), used: 0 };
+    for pi in 0..passages.len() {
+        if let Some(&(_, _, i)) = scored.iter().find(|&&(_, _, i)| cands[i].passage == pi) {
+            pick.take(i, &cands, passages, &q, budget);
         }
     }
+    for &(_, _, i) in &scored {
+        let adds = q.iter().any(|t| cands[i].terms.contains(t) && !pick.covered.contains(t.as_str()));
+        if adds && !pick.chosen.contains(&i) {
+            pick.take(i, &cands, passages, &q, budget);
+        }
+    }
+    let mut chosen = pick.chosen;
     chosen.sort_by_key(|&i| (cands[i].passage, cands[i].offset));
     for i in chosen {
         let slot: &mut Option<String> = &mut out[cands[i].passage];
@@ -246,6 +254,31 @@ pub fn relevant(question: &str, passages: &[Passage], budget: usize) -> Vec<Opti
         }
     }
     out
+}
+
+/// The sentences [`relevant`] has chosen so far, the passages they come from, the question terms
+/// they cover and the bytes they take.
+struct Picked<'q> {
+    chosen: Vec<usize>,
+    seen: Vec<bool>,
+    covered: HashSet<&'q str>,
+    used: usize,
+}
+
+impl<'q> Picked<'q> {
+    /// Chooses candidate `i` if it fits in `budget` with its passage's title when it is the first.
+    fn take(&mut self, i: usize, cands: &[Cand], passages: &[Passage], q: &'q [String], budget: usize) {
+        let c = &cands[i];
+        let title = if self.seen[c.passage] { 0 } else { passages[c.passage].title.len() + 6 };
+        let len = c.text.len() + 1 + title;
+        if self.used + len > budget {
+            return;
+        }
+        self.used += len;
+        self.seen[c.passage] = true;
+        self.chosen.push(i);
+        self.covered.extend(q.iter().filter(|t| c.terms.contains(*t)).map(String::as_str));
+    }
 }
 
 fn not_covered() -> Composed {
@@ -414,10 +447,25 @@ mod tests {
         assert_eq!(r[0].as_deref(), Some("Wing flutter grows with speed."));
         assert_eq!(r[1], None, "nothing in the menu bears on the question");
         assert_eq!(r[2].as_deref(), Some("Flutter of a wing is an aeroelastic instability."));
-        // a tight budget keeps the best sentence only
-        let tight = relevant("What causes wing flutter?", &ps, 35);
+        // a tight budget keeps the first passage's best sentence only (its title counted)
+        let tight = relevant("What causes wing flutter?", &ps, 45);
         assert_eq!(tight.iter().flatten().count(), 1);
+        assert_eq!(tight[0].as_deref(), Some("Wing flutter grows with speed."));
+        assert!(relevant("What causes wing flutter?", &ps, 35).iter().all(Option::is_none), "no room with the title");
         assert!(relevant("the of and", &ps, 10_000).iter().all(Option::is_none));
+    }
+
+    #[test]
+    fn relevant_adds_sentences_only_for_question_terms_still_missing() {
+        let ps = vec![p(
+            "1",
+            "Gliders",
+            "Glider wings are long. Glider wings are light. Wings are long on gliders too. Gliders land on skids.",
+        )];
+        // the first sentence covers "glider" and "wing"; the others repeat them, except the last
+        // one, which brings "land"
+        let r = relevant("How do glider wings land?", &ps, 10_000);
+        assert_eq!(r[0].as_deref(), Some("Glider wings are long. Gliders land on skids."));
     }
 
     proptest::proptest! {

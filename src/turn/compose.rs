@@ -29,9 +29,16 @@ pub const BUILTIN_PASSAGES: usize = 4;
 const SOURCE_CHARS: usize = 900;
 /// Sources a local (llama.cpp) model reads.
 const LOCAL_SOURCES: usize = 6;
-/// The most tokens of sources a local model reads per turn (an eighth of a smaller context): what
-/// keeps its first word within about two seconds on one core of a small CPU (~110 prompt tokens/s).
+/// The most tokens of sources a local model reads per turn (an eighth of a smaller context).
 const LOCAL_SOURCE_TOKENS: usize = 200;
+/// Within that, what the local model reads in this long on the cores it has now (its own recent
+/// speed: ~270 tokens/s on two idle cores of a small CPU, ~150 on one), so that a turn's first
+/// word comes within about a second whatever else the machine runs...
+const LOCAL_READ_SECONDS: f64 = 0.8;
+/// ...less what the turn reads besides its sources (the chat template's turn markers, the
+/// question), and never fewer than a sentence's worth.
+const LOCAL_QUESTION_TOKENS: usize = 30;
+const LOCAL_MIN_SOURCE_TOKENS: usize = 48;
 /// History messages in a model prompt.
 const PROMPT_HISTORY: usize = 4;
 const ANSWER_MAX_TOKENS: u32 = 1024;
@@ -261,7 +268,8 @@ pub fn model_grounded(
         // cached from the agent's earlier turns), then the history, then only the sentences of the
         // best sources that bear on the question, and the question last. Coverage is decided
         // before generation, so the small model is not asked to judge it.
-        (local_hits, known_coverage) = match local_sources(question, hits, m.context_window()) {
+        let budget = local_source_tokens(m.context_window(), m.prompt_tokens_within(LOCAL_READ_SECONDS));
+        (local_hits, known_coverage) = match local_sources(question, hits, budget) {
             Some((h, c)) => (h, Some(c)),
             None => return Ok(decline(None, question, sink, cancel)),
         };
@@ -313,7 +321,7 @@ pub fn model_grounded(
 /// each cut to its sentences that bear on it within the share of the context window sources may
 /// take, and the coverage it finds; `None` when it finds the passages do not cover the question
 /// (its own decision, taken before generation).
-fn local_sources(question: &str, hits: &[Hit], window: Option<usize>) -> Option<(Vec<Hit>, (String, String))> {
+fn local_sources(question: &str, hits: &[Hit], budget_tokens: usize) -> Option<(Vec<Hit>, (String, String))> {
     let c = extractive::compose(question, &passages(hits, BUILTIN_PASSAGES));
     if !c.covered {
         return None;
@@ -329,10 +337,18 @@ fn local_sources(question: &str, hits: &[Hit], window: Option<usize>) -> Option<
         .filter_map(|ci| hits.iter().find(|h| h.chunk_id == ci.chunk_id).cloned())
         .take(LOCAL_SOURCES)
         .collect();
-    let budget = window.map_or(LOCAL_SOURCE_TOKENS, |w| (w / 8).min(LOCAL_SOURCE_TOKENS)) * 4;
-    let cut = extractive::relevant(question, &passages(&own, own.len()), budget);
+    let cut = extractive::relevant(question, &passages(&own, own.len()), budget_tokens * 4);
     let kept: Vec<Hit> = own.into_iter().zip(cut).filter_map(|(h, c)| c.map(|content| Hit { content, ..h })).collect();
     (!kept.is_empty()).then(|| (kept, (coverage.0.to_string(), coverage.1.to_string())))
+}
+
+/// Tokens of sources a local turn carries: at most an eighth of the context window and
+/// [`LOCAL_SOURCE_TOKENS`], and what the model reads in [`LOCAL_READ_SECONDS`] now besides the
+/// question, but at least [`LOCAL_MIN_SOURCE_TOKENS`].
+fn local_source_tokens(window: Option<usize>, readable: Option<usize>) -> usize {
+    let cap = window.map_or(LOCAL_SOURCE_TOKENS, |w| (w / 8).min(LOCAL_SOURCE_TOKENS));
+    let timely = readable.map_or(cap, |n| n.saturating_sub(LOCAL_QUESTION_TOKENS));
+    cap.min(timely).max(LOCAL_MIN_SOURCE_TOKENS.min(cap))
 }
 
 /// The sources as the prompt numbers them.
@@ -722,4 +738,22 @@ pub fn llm_error(e: LlmError) -> crate::Error {
         return crate::Error::new(crate::ErrorCode::ChatTurnSuperseded, "the turn was cancelled");
     }
     e.into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_turn_carries_what_the_model_reads_in_time_within_its_context_share() {
+        // a hosted model (no window, no speed): the fixed cap
+        assert_eq!(local_source_tokens(None, None), LOCAL_SOURCE_TOKENS);
+        // a fast reader: the cap; a small context: an eighth of it
+        assert_eq!(local_source_tokens(Some(4096), Some(1000)), LOCAL_SOURCE_TOKENS);
+        assert_eq!(local_source_tokens(Some(800), Some(1000)), 100);
+        // a slow one (a busy machine): what it reads in time, less the question
+        assert_eq!(local_source_tokens(Some(4096), Some(120)), 90);
+        // never less than a sentence's worth
+        assert_eq!(local_source_tokens(Some(4096), Some(10)), LOCAL_MIN_SOURCE_TOKENS);
+    }
 }

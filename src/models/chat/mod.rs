@@ -216,6 +216,12 @@ pub trait ChatModel: Send + Sync {
     fn context_window(&self) -> Option<usize> {
         None
     }
+    /// How many prompt tokens the model reads in `seconds` on the cores it would get now, when it
+    /// reads slowly enough for a prompt to be planned around it (the local model, from its own
+    /// recent reading speed). Hosted models read fast enough: `None`.
+    fn prompt_tokens_within(&self, _seconds: f64) -> Option<usize> {
+        None
+    }
     /// [`ChatModel::chat`] for a model that serves one caller at a time (the local model): while
     /// the call waits its turn, `on_wait` hears how many are ahead of it. Hosted models never wait.
     fn chat_queued(

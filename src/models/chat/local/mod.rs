@@ -77,8 +77,18 @@ pub struct LocalModel {
     context: u32,
     queue: Queue,
     cache: Mutex<PrefixCache<SeqState>>,
+    /// Recent prompt reading speed (tokens/s) by thread count, 0 where not yet measured.
+    read_rates: Mutex<[f64; MAX_THREADS + 1]>,
     pub load_ms: u64,
 }
+
+/// The most threads one generation takes.
+const MAX_THREADS: usize = 8;
+/// Prompt tokens/s per thread assumed before the model has read a prompt (a ~135M model on one
+/// core of a small x86-64 CPU reads about 110).
+const ASSUMED_READ_RATE: f64 = 100.0;
+/// A reading shorter than this says little about the speed (fixed costs dominate).
+const RATE_MIN_TOKENS: usize = 32;
 
 /// Timings of the last generation, for the benchmark.
 #[derive(Debug, Clone, Copy, Default)]
@@ -124,6 +134,7 @@ impl LocalModel {
             context: settings.context.max(512),
             queue: Queue::default(),
             cache: Mutex::new(PrefixCache::new(settings.cache_bytes)),
+            read_rates: Mutex::new([0.0; MAX_THREADS + 1]),
             load_ms: started.elapsed().as_millis() as u64,
         })
     }
@@ -203,6 +214,7 @@ impl LocalModel {
             return Ok(cancelled());
         }
         let prompt_ms = started.elapsed().as_secs_f64() * 1000.0;
+        self.note_read_rate(threads, n_prompt - reused, prompt_ms);
         let gen_started = Instant::now();
         let mut sampler = match &req.grammar {
             Some(g) => {
@@ -247,9 +259,28 @@ impl LocalModel {
     /// (at most 8: more only add synchronisation on a model this size).
     fn max_threads(&self) -> usize {
         match self.settings.threads {
-            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(8),
-            n => n,
+            0 => std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(MAX_THREADS),
+            n => n.min(MAX_THREADS),
         }
+    }
+
+    /// Folds a prompt reading of `tokens` in `ms` on `threads` into the recent speed.
+    fn note_read_rate(&self, threads: usize, tokens: usize, ms: f64) {
+        if tokens < RATE_MIN_TOKENS || ms <= 0.0 {
+            return;
+        }
+        let rate = tokens as f64 * 1000.0 / ms;
+        let mut rates = self.read_rates.lock();
+        let r = &mut rates[threads.min(MAX_THREADS)];
+        *r = if *r == 0.0 { rate } else { 0.7 * *r + 0.3 * rate };
+    }
+
+    /// Prompt tokens/s expected on the threads a generation would get now: measured on that many
+    /// threads, else scaled from the nearest measured count, else assumed.
+    pub fn read_rate_now(&self) -> f64 {
+        let threads = threads_now(self.max_threads(), self.settings.threads > 0);
+        let rates = *self.read_rates.lock();
+        expected_rate(&rates, threads)
     }
 
     /// Puts the cached state of the longest prefix of `tokens` read before into the new context
@@ -290,6 +321,19 @@ impl LocalModel {
     pub fn cached(&self) -> (usize, usize) {
         let c = self.cache.lock();
         (c.bytes(), c.len())
+    }
+}
+
+/// The reading speed on `threads` from the speeds measured so far (see [`LocalModel::read_rate_now`]).
+fn expected_rate(rates: &[f64], threads: usize) -> f64 {
+    let threads = threads.clamp(1, rates.len() - 1);
+    if rates[threads] > 0.0 {
+        return rates[threads];
+    }
+    let nearest = (1..rates.len()).filter(|&t| rates[t] > 0.0).min_by_key(|&t| t.abs_diff(threads));
+    match nearest {
+        Some(t) => rates[t] * threads as f64 / t as f64,
+        None => ASSUMED_READ_RATE * threads as f64,
     }
 }
 
@@ -444,6 +488,10 @@ impl ChatModel for LocalModel {
     fn chat(&self, req: &ChatRequest, on_token: &mut dyn FnMut(&str), cancel: &Cancel) -> Result<ChatOutput, LlmError> {
         self.generate(req, on_token, cancel).map(|(o, _)| o)
     }
+    fn prompt_tokens_within(&self, seconds: f64) -> Option<usize> {
+        Some((self.read_rate_now() * seconds.max(0.0)) as usize)
+    }
+
     fn context_window(&self) -> Option<usize> {
         Some(self.context as usize)
     }
@@ -455,5 +503,24 @@ impl ChatModel for LocalModel {
         cancel: &Cancel,
     ) -> Result<ChatOutput, LlmError> {
         self.generate_queued(req, on_token, on_wait, cancel).map(|(o, _)| o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_expected_reading_speed_comes_from_what_was_measured_nearest() {
+        let mut rates = [0.0; MAX_THREADS + 1];
+        assert_eq!(expected_rate(&rates, 2), 2.0 * ASSUMED_READ_RATE, "nothing measured yet");
+        rates[1] = 150.0;
+        assert_eq!(expected_rate(&rates, 1), 150.0);
+        assert_eq!(expected_rate(&rates, 2), 300.0, "scaled from one thread");
+        rates[2] = 270.0;
+        assert_eq!(expected_rate(&rates, 2), 270.0);
+        assert_eq!(expected_rate(&rates, 4), 540.0, "scaled from the nearest, two threads");
+        assert_eq!(expected_rate(&rates, 0), 150.0, "at least one thread");
+        assert_eq!(expected_rate(&rates, 99), 270.0 * 4.0, "at most the most threads");
     }
 }
