@@ -215,10 +215,12 @@ pub fn compose_with(question: &str, passages: &[Passage], params: &Params) -> Co
 
 /// The sentences of `passages` (best first) that bear on `question`, given back per passage in
 /// reading order: what a small model needs to read to answer. First each passage's best sentence
-/// (so every passage that bears on the question is seen), then, best first, only sentences that
-/// bring a question term the chosen ones lack; all within `budget` bytes, counting a passage's
-/// title (and its numbering) with its first sentence. A passage with no such sentence is `None`.
-pub fn relevant(question: &str, passages: &[Passage], budget: usize) -> Vec<Option<String>> {
+/// (so every passage that bears on the question is seen) within `cap` bytes, then, best first,
+/// only sentences that bring a question term the chosen ones lack, while all fits in `more` bytes
+/// (at most `cap`). A long sentence is cut to the [`WINDOW_WORDS`] words around its question
+/// terms; a passage's title (and numbering) counts with its first sentence. A passage with no such
+/// sentence is `None`.
+pub fn relevant(question: &str, passages: &[Passage], cap: usize, more: usize) -> Vec<Option<String>> {
     let mut out = vec![None; passages.len()];
     let mut a = analyzer();
     let q = question_terms(&mut a, question);
@@ -232,34 +234,66 @@ pub fn relevant(question: &str, passages: &[Passage], budget: usize) -> Vec<Opti
     let mut pick = Picked { chosen: Vec::new(), seen: vec![false; passages.len()], covered: HashSet::new(), used: 0 };
     for pi in 0..passages.len() {
         if let Some(&(_, _, i)) = scored.iter().find(|&&(_, _, i)| cands[i].passage == pi) {
-            pick.take(i, &cands, passages, &q, budget);
+            pick.take(&mut a, i, &cands, passages, &q, cap);
         }
     }
     for &(_, _, i) in &scored {
         let adds = q.iter().any(|t| cands[i].terms.contains(t) && !pick.covered.contains(t.as_str()));
-        if adds && !pick.chosen.contains(&i) {
-            pick.take(i, &cands, passages, &q, budget);
+        if adds && !pick.chosen.iter().any(|(c, _)| *c == i) {
+            pick.take(&mut a, i, &cands, passages, &q, more.min(cap));
         }
     }
     let mut chosen = pick.chosen;
-    chosen.sort_by_key(|&i| (cands[i].passage, cands[i].offset));
-    for i in chosen {
+    chosen.sort_by_key(|(i, _)| (cands[*i].passage, cands[*i].offset));
+    for (i, text) in chosen {
         let slot: &mut Option<String> = &mut out[cands[i].passage];
         match slot {
-            Some(text) => {
-                text.push(' ');
-                text.push_str(cands[i].text.trim());
+            Some(t) => {
+                t.push(' ');
+                t.push_str(&text);
             }
-            None => *slot = Some(cands[i].text.trim().to_string()),
+            None => *slot = Some(text),
         }
     }
     out
 }
 
-/// The sentences [`relevant`] has chosen so far, the passages they come from, the question terms
-/// they cover and the bytes they take.
+/// The most words of one sentence a small model is given.
+pub const WINDOW_WORDS: usize = 28;
+
+/// `sentence` cut to the `max` words holding most of the question's terms (the earliest such
+/// window), marked `…` where it was cut.
+fn window(a: &mut Terms, sentence: &str, q: &[String], max: usize) -> String {
+    let words: Vec<&str> = sentence.split_whitespace().collect();
+    if words.len() <= max {
+        return words.join(" ");
+    }
+    let hit: Vec<usize> = words.iter().map(|w| usize::from(terms(a, w, false).iter().any(|t| q.contains(t)))).collect();
+    let mut counts = vec![hit[..max].iter().sum::<usize>()];
+    for start in 1..=words.len() - max {
+        counts.push(counts[start - 1] + hit[start + max - 1] - hit[start - 1]);
+    }
+    // the middle of the first run of windows holding the most: the terms centred in it
+    let most = counts.iter().copied().max().unwrap_or(0);
+    let first = counts.iter().position(|&n| n == most).unwrap_or(0);
+    let run = counts[first..].iter().take_while(|&&n| n == most).count();
+    let start = first + (run - 1) / 2;
+    let end = start + max;
+    let mut out = String::new();
+    if start > 0 {
+        out.push_str("… ");
+    }
+    out.push_str(&words[start..end].join(" "));
+    if end < words.len() {
+        out.push_str(" …");
+    }
+    out
+}
+
+/// The sentences [`relevant`] has chosen so far (as cut), the passages they come from, the
+/// question terms they cover and the bytes they take.
 struct Picked<'q> {
-    chosen: Vec<usize>,
+    chosen: Vec<(usize, String)>,
     seen: Vec<bool>,
     covered: HashSet<&'q str>,
     used: usize,
@@ -267,16 +301,17 @@ struct Picked<'q> {
 
 impl<'q> Picked<'q> {
     /// Chooses candidate `i` if it fits in `budget` with its passage's title when it is the first.
-    fn take(&mut self, i: usize, cands: &[Cand], passages: &[Passage], q: &'q [String], budget: usize) {
+    fn take(&mut self, a: &mut Terms, i: usize, cands: &[Cand], passages: &[Passage], q: &'q [String], budget: usize) {
         let c = &cands[i];
+        let text = window(a, c.text.trim(), q, WINDOW_WORDS);
         let title = if self.seen[c.passage] { 0 } else { passages[c.passage].title.len() + 6 };
-        let len = c.text.len() + 1 + title;
+        let len = text.len() + 1 + title;
         if self.used + len > budget {
             return;
         }
         self.used += len;
         self.seen[c.passage] = true;
-        self.chosen.push(i);
+        self.chosen.push((i, text));
         self.covered.extend(q.iter().filter(|t| c.terms.contains(*t)).map(String::as_str));
     }
 }
@@ -443,16 +478,19 @@ mod tests {
             p("2", "Menu", "Soup is served daily. Bread is baked fresh."),
             p("3", "Flutter", "Flutter of a wing is an aeroelastic instability."),
         ];
-        let r = relevant("What causes wing flutter?", &ps, 10_000);
+        let r = relevant("What causes wing flutter?", &ps, 10_000, 10_000);
         assert_eq!(r[0].as_deref(), Some("Wing flutter grows with speed."));
         assert_eq!(r[1], None, "nothing in the menu bears on the question");
         assert_eq!(r[2].as_deref(), Some("Flutter of a wing is an aeroelastic instability."));
         // a tight budget keeps the first passage's best sentence only (its title counted)
-        let tight = relevant("What causes wing flutter?", &ps, 45);
+        let tight = relevant("What causes wing flutter?", &ps, 45, 45);
         assert_eq!(tight.iter().flatten().count(), 1);
         assert_eq!(tight[0].as_deref(), Some("Wing flutter grows with speed."));
-        assert!(relevant("What causes wing flutter?", &ps, 35).iter().all(Option::is_none), "no room with the title");
-        assert!(relevant("the of and", &ps, 10_000).iter().all(Option::is_none));
+        assert!(
+            relevant("What causes wing flutter?", &ps, 35, 35).iter().all(Option::is_none),
+            "no room with the title"
+        );
+        assert!(relevant("the of and", &ps, 10_000, 10_000).iter().all(Option::is_none));
     }
 
     #[test]
@@ -464,8 +502,22 @@ mod tests {
         )];
         // the first sentence covers "glider" and "wing"; the others repeat them, except the last
         // one, which brings "land"
-        let r = relevant("How do glider wings land?", &ps, 10_000);
+        let r = relevant("How do glider wings land?", &ps, 10_000, 10_000);
         assert_eq!(r[0].as_deref(), Some("Glider wings are long. Gliders land on skids."));
+        // with no room for more, the best sentence only
+        let r = relevant("How do glider wings land?", &ps, 10_000, 20);
+        assert_eq!(r[0].as_deref(), Some("Gliders land on skids."));
+    }
+
+    #[test]
+    fn a_long_sentence_is_cut_to_the_words_around_the_question_terms() {
+        let mut a = analyzer();
+        let q = question_terms(&mut a, "wing flutter");
+        let s = "one two three four five six seven wing flutter eight nine ten eleven twelve";
+        assert_eq!(window(&mut a, s, &q, 4), "… seven wing flutter eight …");
+        assert_eq!(window(&mut a, "wing flutter grows", &q, 4), "wing flutter grows");
+        assert_eq!(window(&mut a, "a b c d e wing", &q, 3), "… d e wing");
+        assert_eq!(window(&mut a, "wing a b c d e", &q, 3), "wing a b …");
     }
 
     proptest::proptest! {
@@ -474,16 +526,17 @@ mod tests {
             texts in proptest::collection::vec("[a-zé .!?\n]{0,80}", 0..5),
             question in "[a-zé ?]{0,30}",
             budget in 0usize..200,
+            more in 0usize..200,
         ) {
             let ps: Vec<Passage> = texts.iter().enumerate().map(|(i, t)| p(&i.to_string(), "t", t)).collect();
-            let r = relevant(&question, &ps, budget);
+            let r = relevant(&question, &ps, budget, more);
             proptest::prop_assert_eq!(r.len(), ps.len());
             let total: usize = r.iter().flatten().map(|t| t.len()).sum();
             proptest::prop_assert!(total <= budget);
             for (piece, passage) in r.iter().zip(&ps) {
                 if let Some(piece) = piece {
                     proptest::prop_assert!(!piece.trim().is_empty());
-                    for word in piece.split_whitespace() {
+                    for word in piece.split_whitespace().filter(|w| *w != "…") {
                         proptest::prop_assert!(passage.content.contains(word));
                     }
                 }

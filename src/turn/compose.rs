@@ -321,7 +321,7 @@ pub fn model_grounded(
 /// each cut to its sentences that bear on it within the share of the context window sources may
 /// take, and the coverage it finds; `None` when it finds the passages do not cover the question
 /// (its own decision, taken before generation).
-fn local_sources(question: &str, hits: &[Hit], budget_tokens: usize) -> Option<(Vec<Hit>, (String, String))> {
+fn local_sources(question: &str, hits: &[Hit], (cap, timely): (usize, usize)) -> Option<(Vec<Hit>, (String, String))> {
     let c = extractive::compose(question, &passages(hits, BUILTIN_PASSAGES));
     if !c.covered {
         return None;
@@ -337,18 +337,19 @@ fn local_sources(question: &str, hits: &[Hit], budget_tokens: usize) -> Option<(
         .filter_map(|ci| hits.iter().find(|h| h.chunk_id == ci.chunk_id).cloned())
         .take(LOCAL_SOURCES)
         .collect();
-    let cut = extractive::relevant(question, &passages(&own, own.len()), budget_tokens * 4);
+    let cut = extractive::relevant(question, &passages(&own, own.len()), cap * 4, timely * 4);
     let kept: Vec<Hit> = own.into_iter().zip(cut).filter_map(|(h, c)| c.map(|content| Hit { content, ..h })).collect();
     (!kept.is_empty()).then(|| (kept, (coverage.0.to_string(), coverage.1.to_string())))
 }
 
-/// Tokens of sources a local turn carries: at most an eighth of the context window and
-/// [`LOCAL_SOURCE_TOKENS`], and what the model reads in [`LOCAL_READ_SECONDS`] now besides the
-/// question, but at least [`LOCAL_MIN_SOURCE_TOKENS`].
-fn local_source_tokens(window: Option<usize>, readable: Option<usize>) -> usize {
+/// Tokens of sources a local turn carries: each cited passage's best sentence within at most an
+/// eighth of the context window and [`LOCAL_SOURCE_TOKENS`] (the cap), and more of them only within
+/// what the model reads in [`LOCAL_READ_SECONDS`] now besides the question (but at least
+/// [`LOCAL_MIN_SOURCE_TOKENS`]): `(cap, timely)`.
+fn local_source_tokens(window: Option<usize>, readable: Option<usize>) -> (usize, usize) {
     let cap = window.map_or(LOCAL_SOURCE_TOKENS, |w| (w / 8).min(LOCAL_SOURCE_TOKENS));
     let timely = readable.map_or(cap, |n| n.saturating_sub(LOCAL_QUESTION_TOKENS));
-    cap.min(timely).max(LOCAL_MIN_SOURCE_TOKENS.min(cap))
+    (cap, cap.min(timely).max(LOCAL_MIN_SOURCE_TOKENS.min(cap)))
 }
 
 /// The sources as the prompt numbers them.
@@ -746,14 +747,15 @@ mod tests {
 
     #[test]
     fn a_local_turn_carries_what_the_model_reads_in_time_within_its_context_share() {
+        let cap = LOCAL_SOURCE_TOKENS;
         // a hosted model (no window, no speed): the fixed cap
-        assert_eq!(local_source_tokens(None, None), LOCAL_SOURCE_TOKENS);
+        assert_eq!(local_source_tokens(None, None), (cap, cap));
         // a fast reader: the cap; a small context: an eighth of it
-        assert_eq!(local_source_tokens(Some(4096), Some(1000)), LOCAL_SOURCE_TOKENS);
-        assert_eq!(local_source_tokens(Some(800), Some(1000)), 100);
-        // a slow one (a busy machine): what it reads in time, less the question
-        assert_eq!(local_source_tokens(Some(4096), Some(120)), 90);
+        assert_eq!(local_source_tokens(Some(4096), Some(1000)), (cap, cap));
+        assert_eq!(local_source_tokens(Some(800), Some(1000)), (100, 100));
+        // a slow one (a busy machine): more than the best sentences only as far as it reads in time
+        assert_eq!(local_source_tokens(Some(4096), Some(120)), (cap, 90));
         // never less than a sentence's worth
-        assert_eq!(local_source_tokens(Some(4096), Some(10)), LOCAL_MIN_SOURCE_TOKENS);
+        assert_eq!(local_source_tokens(Some(4096), Some(10)), (cap, LOCAL_MIN_SOURCE_TOKENS));
     }
 }
