@@ -38,7 +38,7 @@ fn local(config: &Config, c: &Collection, runs: usize) -> anyhow::Result<Value> 
     let mut report = json!({
         "model": path.display().to_string(),
         "contextTokens": config.llm.local_context,
-        "promptBatch": "32 tokens, batches at fixed positions (see models/chat/local)",
+        "promptBatch": "16 tokens, batches at fixed positions (see models/chat/local)",
     });
     // the prompt cache off: every run reads the whole prompt
     for threads in [1usize, 2] {

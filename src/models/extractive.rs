@@ -259,7 +259,7 @@ pub fn relevant(question: &str, passages: &[Passage], cap: usize, more: usize) -
 }
 
 /// The most words of one sentence a small model is given.
-pub const WINDOW_WORDS: usize = 28;
+pub const WINDOW_WORDS: usize = 20;
 
 /// `sentence` cut to the `max` words holding most of the question's terms (the earliest such
 /// window), marked `…` where it was cut.

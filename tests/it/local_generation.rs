@@ -40,8 +40,8 @@ fn the_prompt_cache_gives_the_tokens_a_full_read_gives_and_follows_prompt_change
     let (a, s) = cached.generate(&first, &mut |_| {}, &Cancel::new()).unwrap();
     assert_eq!(s.reused_tokens, 0, "nothing cached yet");
     let (again, s) = cached.generate(&first, &mut |_| {}, &Cancel::new()).unwrap();
-    // (the cache is used in whole batches of 32 tokens, and the last prompt token is always read)
-    assert!(s.reused_tokens + 32 >= s.prompt_tokens, "the prompt from the cache: {s:?}");
+    // (the cache is used in whole batches of 16 tokens, and the last prompt token is always read)
+    assert!(s.reused_tokens + 16 >= s.prompt_tokens, "the prompt from the cache: {s:?}");
     assert_eq!(again.text, a.text, "the same prompt from the cache");
     // the same agent, another question: the instructions are not read again
     let second = req(SYSTEM, "Do you deliver books abroad?");
@@ -363,9 +363,9 @@ async fn a_follow_up_restores_the_conversation_it_follows_from_the_prompt_cache(
     let (prompt, cached) = usage(&follow);
     assert!(prompt > first_prompt, "the follow-up's prompt holds the first turn: {prompt} vs {first_prompt}");
     // the first turn's whole prompt (and the answer read after it) comes from the cache, down to
-    // the cache's 32-token granularity: only the new question and its sources are read
+    // the cache's 16-token granularity: only the new question and its sources are read
     assert!(
-        cached + 32 > first_prompt,
+        cached + 16 > first_prompt,
         "{cached} of {prompt} prompt tokens restored; the first turn had {first_prompt}"
     );
     assert!(!follow["answer"].as_str().unwrap().trim().is_empty(), "{follow}");

@@ -32,7 +32,7 @@ pub use queue::threads_now;
 /// Tokens decoded per batch while reading the prompt. Batches start at multiples of it, and a
 /// cached prefix is used down to a multiple of it, so that every prompt token goes through the
 /// same arithmetic whether the prefix came from the cache or not.
-const PROMPT_BATCH: usize = 32;
+const PROMPT_BATCH: usize = 16;
 /// A cached prefix shorter than this is not worth restoring (the restore copies the whole state).
 const MIN_REUSE: usize = 16;
 
