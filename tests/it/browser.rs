@@ -189,8 +189,10 @@ async fn dashboard_first_run_flow_in_a_real_browser() {
     // test chat streams an answer through its stages; the citation opens the document
     b.tid("agent-test-chat").await.click().await;
     b.js(
-        "window.__stages = new Set(); new MutationObserver(() => document.querySelectorAll('[data-testid=chat-stage]')
-           .forEach(e => window.__stages.add(e.dataset.stage))).observe(document.body, {subtree: true, childList: true, attributes: true});",
+        "window.__stages = new Set(); window.__waited = false; new MutationObserver(() => {
+           document.querySelectorAll('[data-testid=chat-stage]').forEach(e => window.__stages.add(e.dataset.stage));
+           if (document.querySelector('[data-testid=chat-stage-waiting]')) window.__waited = true;
+         }).observe(document.body, {subtree: true, childList: true, attributes: true});",
         json!([]),
     )
     .await;
@@ -199,6 +201,9 @@ async fn dashboard_first_run_flow_in_a_real_browser() {
     b.tid("citation").await;
     let stages = b.js("return Array.from(window.__stages)", json!([])).await;
     assert!(stages.as_array().unwrap().len() >= 2, "streamed stages: {stages}");
+    // "waiting for the model" is for a turn queued behind another local generation, never a
+    // turn just sent (the built-in answerer has no model to wait for)
+    assert_eq!(b.js("return window.__waited", json!([])).await, json!(false));
     let answer = b.tid("chat-answer").await.text().await;
     assert!(answer.contains("30 days"), "answer: {answer}");
     b.tid("coverage-badge").await;

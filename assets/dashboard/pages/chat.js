@@ -65,7 +65,7 @@ function Conversation({ agentId, target }) {
     setText("");
     setError(null);
     setRunning(true);
-    setMessages((ms) => [...ms, { role: "user", text: msg }, { role: "assistant", text: "", stage: "waiting", streaming: true }]);
+    setMessages((ms) => [...ms, { role: "user", text: msg }, { role: "assistant", text: "", stage: "sent", streaming: true }]);
     try {
       const ctrl = new AbortController();
       abort.current = ctrl;
