@@ -311,8 +311,10 @@ impl<'q> Picked<'q> {
         }
         self.used += len;
         self.seen[c.passage] = true;
+        // what the kept words cover (a cut sentence may have lost some of its terms)
+        let kept: HashSet<String> = terms(a, &text, false).into_iter().collect();
+        self.covered.extend(q.iter().filter(|t| kept.contains(*t)).map(String::as_str));
         self.chosen.push((i, text));
-        self.covered.extend(q.iter().filter(|t| c.terms.contains(*t)).map(String::as_str));
     }
 }
 
@@ -507,6 +509,17 @@ mod tests {
         // with no room for more, the best sentence only
         let r = relevant("How do glider wings land?", &ps, 10_000, 20);
         assert_eq!(r[0].as_deref(), Some("Gliders land on skids."));
+    }
+
+    #[test]
+    fn a_term_cut_out_of_a_long_sentence_is_still_looked_for() {
+        let long = "Glider wings are long and thin and made of wood and cloth and they are carried \
+                    by hand to the hill by the crew and gliders land on grass.";
+        let ps = vec![p("1", "Gliders", &format!("{long} Gliders land on skids."))];
+        let r = relevant("How do glider wings land?", &ps, 10_000, 10_000);
+        let text = r[0].as_deref().unwrap();
+        assert!(text.starts_with("Glider wings are long"), "{text}");
+        assert!(text.ends_with("Gliders land on skids."), "the cut sentence lost 'land': {text}");
     }
 
     #[test]

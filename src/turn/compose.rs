@@ -285,7 +285,11 @@ pub fn model_grounded(
         (hits, messages)
     };
     let max_tokens = if local { LOCAL_ANSWER_MAX_TOKENS } else { ANSWER_MAX_TOKENS };
-    let req = ChatRequest { temperature: 0.2, ..ChatRequest::new(messages).max_tokens(max_tokens) };
+    let req = ChatRequest {
+        temperature: 0.2,
+        cache_scope: Some(agent.agent_id.clone()),
+        ..ChatRequest::new(messages).max_tokens(max_tokens)
+    };
     let Some(out) = stream_grounded(m, &req, sink, cancel)? else { return Ok(None) };
     let (head, body) = split_head(&out.text);
     let (mut citations, segments, grounding) = cite_claims(&body, hits);

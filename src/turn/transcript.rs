@@ -32,8 +32,9 @@ struct Memory {
     bound: usize,
 }
 
+/// Bytes an entry holds: its key twice (the map and the order), its texts.
 fn size(k: &Key, s: &Shown) -> usize {
-    k.0.len() + k.1.len() + k.2.len() + s.user.len() + s.assistant.len()
+    2 * (k.0.len() + k.1.len() + k.2.len()) + s.user.len() + s.assistant.len()
 }
 
 impl Memory {

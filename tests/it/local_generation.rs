@@ -68,6 +68,15 @@ fn the_prompt_cache_gives_the_tokens_a_full_read_gives_and_follows_prompt_change
     // another model (another load) has its own cache
     let (_, s) = model(64 << 20).generate(&second, &mut |_| {}, &Cancel::new()).unwrap();
     assert_eq!(s.reused_tokens, 0);
+    // the same prompt in another scope (another agent, another workspace) is read anew, and
+    // again in its own scope comes from the cache
+    let scoped = |agent: &str| ChatRequest { cache_scope: Some(agent.to_string()), ..second.clone() };
+    let (_, s) = cached.generate(&scoped("agent-a"), &mut |_| {}, &Cancel::new()).unwrap();
+    assert_eq!(s.reused_tokens, 0, "nothing shared with the unscoped prompts");
+    let (_, s) = cached.generate(&scoped("agent-b"), &mut |_| {}, &Cancel::new()).unwrap();
+    assert_eq!(s.reused_tokens, 0, "nothing shared with another agent's prompts");
+    let (_, s) = cached.generate(&scoped("agent-a"), &mut |_| {}, &Cancel::new()).unwrap();
+    assert!(s.reused_tokens + 16 >= s.prompt_tokens, "its own scope: {s:?}");
 }
 
 #[test]

@@ -82,11 +82,23 @@ pub struct ChatRequest {
     pub grammar: Option<String>,
     /// Ask the provider for JSON following this schema where it supports it natively.
     pub schema: Option<OutputSchema>,
+    /// Whose prompts may share the local model's prompt cache with this one (the agent): a
+    /// cached state is never reused across scopes, so one tenant's prompts cannot be probed
+    /// through another's cache hits. `None`: the unscoped cache.
+    pub cache_scope: Option<String>,
 }
 
 impl ChatRequest {
     pub fn new(messages: Vec<Message>) -> ChatRequest {
-        ChatRequest { messages, max_tokens: 512, temperature: 0.2, seed: None, grammar: None, schema: None }
+        ChatRequest {
+            messages,
+            max_tokens: 512,
+            temperature: 0.2,
+            seed: None,
+            grammar: None,
+            schema: None,
+            cache_scope: None,
+        }
     }
     pub fn max_tokens(mut self, n: u32) -> Self {
         self.max_tokens = n;

@@ -209,12 +209,14 @@ impl LocalModel {
         let mut ctx = self.model.new_context(backend, params).map_err(|e| local_err("creating a context", &e))?;
         let mut batch = LlamaBatch::new(PROMPT_BATCH, 1);
         let n_prompt = tokens.len();
-        let reused = self.restore(&mut ctx, &tokens);
+        let scope = scope_mark(req.cache_scope.as_deref());
+        let reused = self.restore(&mut ctx, scope, &tokens);
+        let reading = Instant::now();
         if !read_prompt(&mut ctx, &mut batch, &tokens, reused, cancel)? {
             return Ok(cancelled());
         }
+        self.note_read_rate(threads, n_prompt - reused, reading.elapsed().as_secs_f64() * 1000.0);
         let prompt_ms = started.elapsed().as_secs_f64() * 1000.0;
-        self.note_read_rate(threads, n_prompt - reused, prompt_ms);
         let gen_started = Instant::now();
         let mut sampler = match &req.grammar {
             Some(g) => {
@@ -243,7 +245,8 @@ impl LocalModel {
         };
         if g.finish != Finish::Cancelled {
             // what the context holds now: the prompt and every generated token read back
-            let mut held: Vec<i32> = tokens.iter().map(|t| t.0).collect();
+            let mut held: Vec<i32> = vec![scope];
+            held.extend(tokens.iter().map(|t| t.0));
             held.extend(g.decoded.iter().map(|t| t.0));
             self.keep(&ctx, held);
         }
@@ -286,10 +289,13 @@ impl LocalModel {
     /// Puts the cached state of the longest prefix of `tokens` read before into the new context
     /// and drops what follows that prefix; the number of prompt tokens that need no reading. At
     /// least the last prompt token is always read (its logits choose the first new token).
-    fn restore(&self, ctx: &mut LlamaContext<'_>, tokens: &[LlamaToken]) -> usize {
-        let ids: Vec<i32> = tokens.iter().map(|t| t.0).collect();
-        let Some((shared, state)) = self.cache.lock().best(&ids, MIN_REUSE) else { return 0 };
-        let reuse = shared.min(tokens.len() - 1) / PROMPT_BATCH * PROMPT_BATCH;
+    /// Entries are keyed by the scope's mark followed by the tokens, so only a prompt of the same
+    /// scope (the same agent) can share a cached state.
+    fn restore(&self, ctx: &mut LlamaContext<'_>, scope: i32, tokens: &[LlamaToken]) -> usize {
+        let mut key: Vec<i32> = vec![scope];
+        key.extend(tokens.iter().map(|t| t.0));
+        let Some((shared, state)) = self.cache.lock().best(&key, MIN_REUSE + 1) else { return 0 };
+        let reuse = (shared - 1).min(tokens.len() - 1) / PROMPT_BATCH * PROMPT_BATCH;
         if reuse < MIN_REUSE || ctx.state_seq_set(&state, 0).is_err() {
             ctx.clear_kv_cache();
             return 0;
@@ -303,7 +309,7 @@ impl LocalModel {
         }
     }
 
-    /// Keeps the context's state as the state after `held`.
+    /// Keeps the context's state as the state after `held` (the scope's mark, then the tokens).
     fn keep(&self, ctx: &LlamaContext<'_>, held: Vec<i32>) {
         if self.settings.cache_bytes == 0 {
             return;
@@ -322,6 +328,17 @@ impl LocalModel {
         let c = self.cache.lock();
         (c.bytes(), c.len())
     }
+}
+
+/// The mark that leads a cache key: a hash of the request's cache scope (0 without one). States
+/// are only reused for identical tokens, so a clash of two scopes' marks would let them share a
+/// state correctly, just not keep them apart.
+fn scope_mark(scope: Option<&str>) -> i32 {
+    use std::hash::{Hash, Hasher};
+    let Some(scope) = scope else { return 0 };
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    scope.hash(&mut h);
+    h.finish() as i32
 }
 
 /// The reading speed on `threads` from the speeds measured so far (see [`LocalModel::read_rate_now`]).
