@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::browser::{axe, check_page, click};
+use crate::browser::{axe, check_page, click, sign_in_as_root};
 use crate::e2e::{Server, bootstrap};
 use crate::webdriver::{Browser, Driver};
 
@@ -30,11 +30,7 @@ async fn the_api_page_renders_the_openapi_document_in_a_real_browser() {
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
 
     // the page is in the Organization section of the sidebar
     click(&b, "nav-api").await;

@@ -67,6 +67,15 @@ pub(crate) async fn click(b: &Browser, testid: &str) {
     click_at(b, &tid(testid)).await;
 }
 
+/// Signs in on the dashboard at `base` as the bootstrapped owner and waits for the home page.
+pub(crate) async fn sign_in_as_root(b: &Browser, base: &str) {
+    b.go(&format!("{base}/")).await;
+    b.tid("signin-email").await.send("root@example.com").await;
+    b.tid("signin-password").await.send("root-password").await;
+    click(b, "signin-submit").await;
+    b.tid("documents-card").await;
+}
+
 /// Checks the page that is showing: axe, console, screenshot.
 pub(crate) async fn check_page(b: &Browser, name: &str, problems: &mut Vec<String>) {
     b.until("document.getElementById('page-title') && !document.querySelector('[aria-busy=true]')").await;
@@ -362,11 +371,7 @@ async fn the_inbox_takes_over_a_handoff_live_in_a_real_browser() {
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    b.tid("signin-submit").await.click().await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
     b.tid("nav-inbox").await.click().await;
     b.until("document.querySelector('[data-testid=inbox-live]')?.textContent === 'Live'").await;
 

@@ -6,7 +6,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::browser::{check_page, click, shots};
+use crate::browser::{check_page, click, shots, sign_in_as_root};
 use crate::e2e::{Api, Server, bootstrap};
 use crate::webdriver::Driver;
 
@@ -51,11 +51,7 @@ async fn an_agent_is_exported_and_imported_through_the_pages_in_a_real_browser()
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
 
     // ---- export from the agent's page: the file is the API's bundle
     b.go(&format!("{base}/app/agents/{agent}")).await;

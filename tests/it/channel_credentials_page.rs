@@ -6,7 +6,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::browser::{check_page, click, click_at, shots};
+use crate::browser::{check_page, click, click_at, shots, sign_in_as_root};
 use crate::e2e::{Api, Server, bootstrap};
 use crate::webdriver::{Browser, Driver};
 
@@ -85,11 +85,7 @@ async fn channel_credentials_are_made_shown_once_rotated_and_revoked_in_a_real_b
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
 
     // ---- the tab: what the credentials are for, nothing yet
     b.go(&format!("{base}/app/agents/{agent}")).await;

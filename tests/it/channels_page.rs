@@ -3,7 +3,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::browser::{axe, check_page, click, click_at, tid};
+use crate::browser::{axe, check_page, click, click_at, sign_in_as_root, tid};
 use crate::e2e::{Api, Server, bootstrap};
 use crate::webdriver::{Browser, Driver};
 
@@ -37,11 +37,7 @@ async fn the_channels_page_edits_previews_saves_and_rotates_in_a_real_browser() 
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
 
     // the page is in the Settings section of the sidebar
     click(&b, "nav-channels").await;

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use crate::browser::{axe, check_page, click};
+use crate::browser::{axe, check_page, click, sign_in_as_root};
 use crate::e2e::{Server, bootstrap};
 use crate::receiver::Receiver;
 use crate::webdriver::{Browser, Driver};
@@ -43,11 +43,7 @@ async fn the_connector_pages_set_up_whatsapp_and_wordpress_in_a_real_browser() {
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
 
     // the list, in the Settings section
     click(&b, "nav-connectors").await;

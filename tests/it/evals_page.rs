@@ -8,7 +8,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::browser::{check_page, click, click_at, shots};
+use crate::browser::{check_page, click, click_at, shots, sign_in_as_root};
 use crate::e2e::{Api, Server, bootstrap};
 use crate::webdriver::{Browser, Driver};
 
@@ -89,11 +89,7 @@ async fn the_evals_page_saves_an_answer_edits_assertions_and_runs_it() {
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
 
     // no cases yet: the empty state says where cases come from
     click(&b, "nav-evals").await;

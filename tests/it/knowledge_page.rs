@@ -5,7 +5,7 @@
 use reqwest::Method;
 use serde_json::json;
 
-use crate::browser::{check_page, click};
+use crate::browser::{check_page, click, sign_in_as_root};
 use crate::e2e::{Api, Server, bootstrap};
 use crate::webdriver::Driver;
 
@@ -28,11 +28,7 @@ async fn the_knowledge_page_names_the_cost_of_a_model_switch_and_shows_the_reemb
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
     click(&b, "nav-knowledge").await;
     b.tid("knowledge-index").await;
     assert_eq!(b.tid("knowledge-state").await.text().await, "ready");

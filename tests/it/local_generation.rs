@@ -10,7 +10,7 @@ use serde_json::json;
 use steward::models::chat::local::{LocalModel, LocalSettings};
 use steward::models::chat::{Cancel, ChatRequest, Finish, Message};
 
-use crate::support::TestApp;
+use crate::support::{Auth, TestApp};
 
 fn gguf() -> PathBuf {
     steward::models::resolve::local_model_path(&crate::support::test_config(Path::new("/nonexistent")))
@@ -166,8 +166,8 @@ fn callers_share_the_model_in_turn_and_a_cancelled_caller_leaves_at_once() {
     assert!(stats.generated_tokens >= 1 && stats.waited_ms > 0.0, "{stats:?}");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn two_streamed_turns_on_the_local_model_both_finish_and_the_second_says_it_waits() {
+/// A server answering with the local model, and its owner, with two shop documents indexed.
+async fn shop_on_the_local_model() -> (TestApp, Auth) {
     let path = gguf();
     let t = TestApp::with_config(move |c| c.llm.local_model_path = Some(path.clone()));
     let owner = t.owner().await;
@@ -186,6 +186,12 @@ async fn two_streamed_turns_on_the_local_model_both_finish_and_the_second_says_i
     )
     .await;
     t.drain();
+    (t, owner)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_streamed_turns_on_the_local_model_both_finish_and_the_second_says_it_waits() {
+    let (t, owner) = shop_on_the_local_model().await;
     let ask = |q: &'static str| {
         let (t, owner) = (&t, &owner);
         async move { t.post("/api/v1/chat", owner, json!({"message": q, "stream": true})).await }
@@ -329,24 +335,7 @@ async fn a_local_answer_the_sources_do_not_cover_is_declined_before_any_generati
 
 #[tokio::test]
 async fn a_follow_up_restores_the_conversation_it_follows_from_the_prompt_cache() {
-    let path = gguf();
-    let t = TestApp::with_config(move |c| c.llm.local_model_path = Some(path.clone()));
-    let owner = t.owner().await;
-    t.doc(
-        &owner,
-        "Opening hours",
-        "The shop is open from nine to five on weekdays. On Saturdays it opens from ten to two.",
-        json!({}),
-    )
-    .await;
-    t.doc(
-        &owner,
-        "Deliveries",
-        "Books are delivered abroad within ten days. Delivery in the country takes two days.",
-        json!({}),
-    )
-    .await;
-    t.drain();
+    let (t, owner) = shop_on_the_local_model().await;
     let usage = |v: &serde_json::Value| {
         assert_eq!(v["diagnostics"]["composer"]["provider"], "local", "{v}");
         let u = &v["diagnostics"]["composer"]["usage"];

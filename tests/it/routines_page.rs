@@ -7,7 +7,7 @@
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::browser::{check_page, click, click_at, shots, tid};
+use crate::browser::{check_page, click, click_at, shots, sign_in_as_root, tid};
 use crate::e2e::{Api, Server, bootstrap};
 use crate::webdriver::{Browser, Driver};
 
@@ -186,11 +186,7 @@ async fn routines_destinations_and_approvals_in_a_real_browser() {
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
 
     // ---- the Routines tab: a new routine from markdown, with a typo
     b.go(&format!("{base}/app/agents/{agent}")).await;
@@ -462,11 +458,7 @@ async fn destinations_explain_a_missing_encryption_key() {
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
     b.go(&format!("{base}/app/settings/webhook-destinations")).await;
     b.tid("empty-state").await;
     click(&b, "destination-new").await;

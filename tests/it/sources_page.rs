@@ -13,7 +13,7 @@ use axum::response::{Html, IntoResponse, Response};
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::browser::{axe, check_page, click, click_at, shots};
+use crate::browser::{axe, check_page, click, click_at, shots, sign_in_as_root};
 use crate::e2e::{Api, Server, bootstrap};
 use crate::webdriver::{Browser, Driver};
 
@@ -229,11 +229,7 @@ async fn the_sources_page_crawls_a_website_and_controls_the_crawl() {
     let driver = Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
     click(&b, "nav-sources").await;
     b.tid("crawl-form").await;
     b.tid("sources-card").await;

@@ -448,7 +448,7 @@ async fn the_eighty_percent_notice_reaches_a_real_webhook_receiver_and_smtp_serv
 /// naming the kind that drives usage, answers by agent, axe clean; then the 100 % state.
 #[tokio::test(flavor = "multi_thread")]
 async fn the_usage_page_shows_the_plan_card_and_the_eighty_percent_banner() {
-    use crate::browser::{check_page, click};
+    use crate::browser::{check_page, sign_in_as_root};
     use crate::e2e::{Api, Server, bootstrap};
     use reqwest::Method;
     let dir = tempfile::tempdir().unwrap();
@@ -471,11 +471,7 @@ async fn the_usage_page_shows_the_plan_card_and_the_eighty_percent_banner() {
     let driver = crate::webdriver::Driver::start();
     let b = driver.session().await;
     let mut problems = Vec::new();
-    b.go(&format!("{base}/")).await;
-    b.tid("signin-email").await.send("root@example.com").await;
-    b.tid("signin-password").await.send("root-password").await;
-    click(&b, "signin-submit").await;
-    b.tid("documents-card").await;
+    sign_in_as_root(&b, &base).await;
     b.go(&format!("{base}/app/settings/usage")).await;
     let banner = b.tid("usage-banner").await.text().await;
     assert!(banner.contains("80 %") && banner.contains("conversations"), "{banner}");
