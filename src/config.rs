@@ -69,6 +69,8 @@ pub struct LlmConfig {
     pub local_context: u32,
     /// Bytes of KV states the local model keeps for prompts that start like earlier ones.
     pub local_cache_bytes: usize,
+    /// Local generations that run together, batched in one context.
+    pub local_sequences: usize,
     /// Timeout of one hosted-provider call.
     pub request_timeout: Duration,
 }
@@ -243,6 +245,7 @@ impl Config {
                 local_threads: 0,
                 local_context: 4096,
                 local_cache_bytes: 256 << 20,
+                local_sequences: 4,
                 request_timeout: Duration::from_secs(60),
                 ..Default::default()
             },
@@ -616,6 +619,9 @@ fn apply_env_llm(c: &mut Config, env: &impl Fn(&str) -> Option<String>) -> Resul
     }
     if let Some(v) = env_num(env, "STEWARD_LOCAL_CACHE_MB")? {
         c.llm.local_cache_bytes = (v as usize) << 20;
+    }
+    if let Some(v) = env_num(env, "STEWARD_LOCAL_SEQUENCES")? {
+        c.llm.local_sequences = (v as usize).max(1);
     }
     Ok(())
 }

@@ -42,8 +42,12 @@ fn local(config: &Config, c: &Collection, runs: usize) -> anyhow::Result<Value> 
     });
     // the prompt cache off: every run reads the whole prompt
     for threads in [1usize, 2] {
-        let settings =
-            crate::models::chat::local::LocalSettings { threads, context: config.llm.local_context, cache_bytes: 0 };
+        let settings = crate::models::chat::local::LocalSettings {
+            threads,
+            context: config.llm.local_context,
+            cache_bytes: 0,
+            sequences: 1,
+        };
         report[format!("threads{threads}")] = speeds(&path, settings, c, runs)?;
     }
     report["autoThreadsNow"] = json!(crate::models::chat::local::threads_now(8, false));

@@ -217,9 +217,10 @@ pub fn compose_with(question: &str, passages: &[Passage], params: &Params) -> Co
 /// reading order: what a small model needs to read to answer. First each passage's best sentence
 /// (so every passage that bears on the question is seen) within `cap` bytes, then, best first,
 /// only sentences that bring a question term the chosen ones lack, while all fits in `more` bytes
-/// (at most `cap`). A long sentence is cut to the [`WINDOW_WORDS`] words around its question
-/// terms; a passage's title (and numbering) counts with its first sentence. A passage with no such
-/// sentence is `None`.
+/// (at most `cap`). A long sentence is cut to the words around its question terms: [`WINDOW_WORDS`]
+/// when `more` has room for that many per passage, fewer (down to [`MIN_WINDOW_WORDS`]) when it has
+/// not; a passage's title (and numbering) counts with its first sentence unless the sentence says
+/// it. A passage with no such sentence is `None`.
 pub fn relevant(question: &str, passages: &[Passage], cap: usize, more: usize) -> Vec<Option<String>> {
     let mut out = vec![None; passages.len()];
     let mut a = analyzer();
@@ -231,7 +232,9 @@ pub fn relevant(question: &str, passages: &[Passage], cap: usize, more: usize) -
     let w = Weights::of(&q, &cands);
     let scored: Vec<(f32, f32, usize)> =
         score(&cands, &w, &Params::default()).into_iter().filter(|&(_, cov, _)| cov > 0.0).collect();
-    let mut pick = Picked { chosen: Vec::new(), seen: vec![false; passages.len()], covered: HashSet::new(), used: 0 };
+    let words = (more.min(cap) / passages.len() / BYTES_PER_WORD).clamp(MIN_WINDOW_WORDS, WINDOW_WORDS);
+    let mut pick =
+        Picked { chosen: Vec::new(), seen: vec![false; passages.len()], covered: HashSet::new(), used: 0, words };
     for pi in 0..passages.len() {
         if let Some(&(_, _, i)) = scored.iter().find(|&&(_, _, i)| cands[i].passage == pi) {
             pick.take(&mut a, i, &cands, passages, &q, cap);
@@ -258,8 +261,41 @@ pub fn relevant(question: &str, passages: &[Passage], cap: usize, more: usize) -
     out
 }
 
+/// Whether a passage's piece `text` already says its `title` (or all of the title says it): many
+/// documents open by repeating their title, and a small model's prompt need not carry it twice.
+pub fn title_repeated(title: &str, text: &str) -> bool {
+    fn plain(s: &str) -> String {
+        let words: Vec<String> = s
+            .split_whitespace()
+            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
+            .filter(|w| !w.is_empty())
+            .collect();
+        words.join(" ")
+    }
+    let (t, x) = (plain(title), plain(text));
+    !t.is_empty() && !x.is_empty() && (x.starts_with(&t) || t.contains(&x))
+}
+
+/// A passage's title as a small model is given it: at most [`TITLE_WORDS`] words, marked `…` where
+/// it was cut.
+pub fn short_title(title: &str) -> String {
+    let words: Vec<&str> = title.split_whitespace().collect();
+    if words.len() <= TITLE_WORDS {
+        return words.join(" ");
+    }
+    format!("{} …", words[..TITLE_WORDS].join(" "))
+}
+
+/// The most words of a title a small model is given (a long title costs reading time and says
+/// less about the question than the passage's own sentence).
+pub const TITLE_WORDS: usize = 10;
+
 /// The most words of one sentence a small model is given.
 pub const WINDOW_WORDS: usize = 20;
+/// The fewest words of one sentence a small model is given (when it has little time to read).
+pub const MIN_WINDOW_WORDS: usize = 12;
+/// Bytes a word takes in a prompt, its space included (English prose averages a little over 6).
+const BYTES_PER_WORD: usize = 7;
 
 /// `sentence` cut to the `max` words holding most of the question's terms (the earliest such
 /// window), marked `…` where it was cut.
@@ -297,14 +333,17 @@ struct Picked<'q> {
     seen: Vec<bool>,
     covered: HashSet<&'q str>,
     used: usize,
+    /// The most words a chosen sentence keeps.
+    words: usize,
 }
 
 impl<'q> Picked<'q> {
     /// Chooses candidate `i` if it fits in `budget` with its passage's title when it is the first.
     fn take(&mut self, a: &mut Terms, i: usize, cands: &[Cand], passages: &[Passage], q: &'q [String], budget: usize) {
         let c = &cands[i];
-        let text = window(a, c.text.trim(), q, WINDOW_WORDS);
-        let title = if self.seen[c.passage] { 0 } else { passages[c.passage].title.len() + 6 };
+        let text = window(a, c.text.trim(), q, self.words);
+        let title = &passages[c.passage].title;
+        let title = if self.seen[c.passage] || title_repeated(title, &text) { 0 } else { short_title(title).len() + 6 };
         let len = text.len() + 1 + title;
         if self.used + len > budget {
             return;
@@ -496,6 +535,25 @@ mod tests {
     }
 
     #[test]
+    fn a_long_title_is_cut_to_its_first_words() {
+        assert_eq!(short_title("Shipping  policy"), "Shipping policy");
+        let long = "a one-foot hypervelocity shock tunnel in which high-enthalpy real gas flows can be generated";
+        assert_eq!(short_title(long), "a one-foot hypervelocity shock tunnel in which high-enthalpy real gas …");
+        assert_eq!(short_title(""), "");
+    }
+
+    #[test]
+    fn a_title_the_text_already_says_is_recognised() {
+        let t = "conduction of heat in composite slabs .";
+        assert!(title_repeated(t, "conduction of heat in composite slabs ."));
+        assert!(title_repeated(t, "Conduction of heat in composite slabs: the linear case is solved."));
+        assert!(title_repeated(t, "composite slabs"), "the title says all the text does");
+        assert!(!title_repeated(t, "… solutions are presented for the transient heat conduction in composite slabs …"));
+        assert!(!title_repeated("", "anything"));
+        assert!(!title_repeated(t, " . "));
+    }
+
+    #[test]
     fn relevant_adds_sentences_only_for_question_terms_still_missing() {
         let ps = vec![p(
             "1",
@@ -509,6 +567,21 @@ mod tests {
         // with no room for more, the best sentence only
         let r = relevant("How do glider wings land?", &ps, 10_000, 20);
         assert_eq!(r[0].as_deref(), Some("Gliders land on skids."));
+    }
+
+    #[test]
+    fn a_long_sentence_keeps_fewer_words_when_there_is_little_time_to_read() {
+        let long = "In the tests the glider wings of the new design were long and thin and light and they \
+                    flexed in the gusts near the ridge while the crew watched from the hill below.";
+        let ps = vec![p("1", "Gliders", long), p("2", "Ridges", long)];
+        let words = |r: &[Option<String>]| r[0].as_deref().unwrap().split_whitespace().filter(|w| *w != "…").count();
+        let roomy = relevant("How do glider wings flex?", &ps, 10_000, 10_000);
+        assert_eq!(words(&roomy), WINDOW_WORDS);
+        let hurried = relevant("How do glider wings flex?", &ps, 10_000, 120);
+        assert_eq!(words(&hurried), MIN_WINDOW_WORDS);
+        assert!(hurried[0].as_deref().unwrap().contains("wings"), "the words kept are around the terms");
+        let between = relevant("How do glider wings flex?", &ps, 10_000, 2 * 16 * BYTES_PER_WORD);
+        assert_eq!(words(&between), 16, "room for 16 words a passage");
     }
 
     #[test]

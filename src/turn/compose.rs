@@ -35,9 +35,10 @@ const LOCAL_SOURCE_TOKENS: usize = 200;
 /// speed: ~270 tokens/s on two idle cores of a small CPU, ~150 on one), so that a turn's first
 /// word comes within about a second whatever else the machine runs...
 const LOCAL_READ_SECONDS: f64 = 0.8;
-/// ...less what the turn reads besides its sources (the chat template's turn markers, the
-/// question), and never fewer than a sentence's worth.
-const LOCAL_QUESTION_TOKENS: usize = 30;
+/// ...less what the turn reads besides its sources (the question, ~30; the chat template's turn
+/// markers, ~16; on average 8 tokens the prompt cache gives back for reading again, see its batch
+/// granularity), and never fewer than a sentence's worth.
+const LOCAL_OTHER_TOKENS: usize = 54;
 const LOCAL_MIN_SOURCE_TOKENS: usize = 48;
 /// History messages in a model prompt.
 const PROMPT_HISTORY: usize = 4;
@@ -208,7 +209,7 @@ fn recent(history: &[(String, String)]) -> &[(String, String)] {
     &history[history.len().saturating_sub(PROMPT_HISTORY)..]
 }
 
-fn message((role, text): &(String, String)) -> Message {
+pub(super) fn message((role, text): &(String, String)) -> Message {
     if role == "user" { Message::user(text.clone()) } else { Message::assistant(text.clone()) }
 }
 
@@ -217,33 +218,6 @@ fn message((role, text): &(String, String)) -> Message {
 pub struct History<'a> {
     pub conversation: Option<&'a str>,
     pub messages: &'a [(String, String)],
-}
-
-/// The history as a local model is shown it: each earlier turn it answered as it read and wrote
-/// it (the transcript memory), so the prompt starts like the one it read last and the model's
-/// prompt cache restores that reading.
-fn local_history(h: History<'_>) -> Vec<Message> {
-    let msgs = recent(h.messages);
-    let mut out = Vec::with_capacity(msgs.len());
-    let mut i = 0;
-    while i < msgs.len() {
-        let shown = match (h.conversation, &msgs[i], msgs.get(i + 1)) {
-            (Some(c), (ru, q), Some((ra, a))) if ru == "user" && ra != "user" => transcript::recall(c, q, a),
-            _ => None,
-        };
-        match shown {
-            Some(s) => {
-                out.push(Message::user(s.user));
-                out.push(Message::assistant(s.assistant));
-                i += 2;
-            }
-            None => {
-                out.push(message(&msgs[i]));
-                i += 1;
-            }
-        }
-    }
-    out
 }
 
 /// A model's grounded answer over `hits`, streamed through `sink` after its head line.
@@ -274,8 +248,8 @@ pub fn model_grounded(
             None => return Ok(decline(None, question, sink, cancel)),
         };
         let mut messages = vec![Message::system(grounded_system(&persona, &[], false))];
-        messages.extend(local_history(history));
-        messages.push(Message::user(format!("Sources:\n{}Question: {question}", numbered_sources(&local_hits))));
+        messages.extend(transcript::history(history.conversation, recent(history.messages)));
+        messages.push(Message::user(format!("Sources:\n{}Question: {question}", numbered_sources(&local_hits, true))));
         (local_hits.as_slice(), messages)
     } else {
         known_coverage = None;
@@ -305,7 +279,6 @@ pub fn model_grounded(
     let outcome = grounded_outcome(head.as_ref(), &grounding);
     let text = strip_markers(&body).trim().to_string();
     if let (true, Some(c), Some(Message { content: shown, .. })) = (local, history.conversation, req.messages.last()) {
-        let shown = transcript::Shown { user: shown.clone(), assistant: out.text.clone() };
         transcript::remember(c, question, &text, shown);
     }
     Ok(Some(Composed {
@@ -352,16 +325,25 @@ fn local_sources(question: &str, hits: &[Hit], (cap, timely): (usize, usize)) ->
 /// [`LOCAL_MIN_SOURCE_TOKENS`]): `(cap, timely)`.
 fn local_source_tokens(window: Option<usize>, readable: Option<usize>) -> (usize, usize) {
     let cap = window.map_or(LOCAL_SOURCE_TOKENS, |w| (w / 8).min(LOCAL_SOURCE_TOKENS));
-    let timely = readable.map_or(cap, |n| n.saturating_sub(LOCAL_QUESTION_TOKENS));
+    let timely = readable.map_or(cap, |n| n.saturating_sub(LOCAL_OTHER_TOKENS));
     (cap, cap.min(timely).max(LOCAL_MIN_SOURCE_TOKENS.min(cap)))
 }
 
-/// The sources as the prompt numbers them.
-fn numbered_sources(hits: &[Hit]) -> String {
+/// The sources as the prompt numbers them: each with its title (`short` for a small model: cut
+/// to its first words), unless its text says the title already (then the one that says more).
+fn numbered_sources(hits: &[Hit], short: bool) -> String {
     hits.iter()
         .enumerate()
         .map(|(i, h)| {
-            format!("[{}] {}\n{}\n\n", i + 1, h.title, h.content.chars().take(SOURCE_CHARS).collect::<String>())
+            let content: String = h.content.chars().take(SOURCE_CHARS).collect();
+            if !extractive::title_repeated(&h.title, &content) {
+                let title = if short { extractive::short_title(&h.title) } else { h.title.clone() };
+                format!("[{}] {title}\n{content}\n\n", i + 1)
+            } else if content.len() >= h.title.len() {
+                format!("[{}] {content}\n\n", i + 1)
+            } else {
+                format!("[{}] {}\n\n", i + 1, h.title)
+            }
         })
         .collect()
 }
@@ -370,7 +352,8 @@ fn numbered_sources(hits: &[Hit]) -> String {
 /// model is to judge coverage (`head`), and the numbered sources (none when they come with the
 /// question).
 fn grounded_system(persona: &str, hits: &[Hit], head: bool) -> String {
-    let sources = if hits.is_empty() { String::new() } else { format!("\n\nSources:\n{}", numbered_sources(hits)) };
+    let sources =
+        if hits.is_empty() { String::new() } else { format!("\n\nSources:\n{}", numbered_sources(hits, false)) };
     let head = if head {
         "\nBegin your reply with exactly one line: COVERAGE: <answered|partial|unanswered|unclear> <sufficient_evidence|insufficient_evidence|conflicting_evidence|ambiguous_request|intentional_scope_boundary>\n\
          Allowed pairs: answered sufficient_evidence; partial or unanswered with insufficient_evidence, conflicting_evidence or intentional_scope_boundary; unclear ambiguous_request. Then write the answer on the next lines."
@@ -758,7 +741,7 @@ mod tests {
         assert_eq!(local_source_tokens(Some(4096), Some(1000)), (cap, cap));
         assert_eq!(local_source_tokens(Some(800), Some(1000)), (100, 100));
         // a slow one (a busy machine): more than the best sentences only as far as it reads in time
-        assert_eq!(local_source_tokens(Some(4096), Some(120)), (cap, 90));
+        assert_eq!(local_source_tokens(Some(4096), Some(120)), (cap, 120 - LOCAL_OTHER_TOKENS));
         // never less than a sentence's worth
         assert_eq!(local_source_tokens(Some(4096), Some(10)), (cap, LOCAL_MIN_SOURCE_TOKENS));
     }

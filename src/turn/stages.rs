@@ -143,10 +143,15 @@ struct Cover {
     handoff: bool,
 }
 
+/// The conversation's messages as (role, text) for the prompt: "user", "assistant" (the agent's
+/// own answers) or "operator" (a person's reply, shown to a model as the assistant's).
 fn history_pairs(msgs: &[Message]) -> Vec<(String, String)> {
     msgs.iter()
         .filter(|m| !m.content.trim().is_empty())
-        .map(|m| (m.role.as_str().to_string(), m.content.clone()))
+        .map(|m| {
+            let role = if m.source == Source::HumanAgent { "operator" } else { m.role.as_str() };
+            (role.to_string(), m.content.clone())
+        })
         .collect()
 }
 

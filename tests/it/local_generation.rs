@@ -1,7 +1,9 @@
 //! Local generation with the real SmolLM2 GGUF (issue 36): the prompt cache gives the same tokens
-//! as reading the whole prompt and follows prompt changes, stays within its bytes, the model is
-//! shared first come first served (a waiting caller hears it and a cancelled one leaves at once),
-//! streamed turns waiting for the model say so, and a GGUF's own chat template formats its prompt.
+//! as reading the whole prompt and follows prompt changes, stays within its bytes; concurrent
+//! callers are decoded together, each getting the answer it gets alone, as long as there are free
+//! sequences and room in the context, and otherwise wait first come first served (a waiting caller
+//! hears it, a cancelled one leaves at once, a superseded generation frees its sequence at once);
+//! streamed turns waiting for the model say so; a GGUF's own chat template formats its prompt.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,7 +21,11 @@ fn gguf() -> PathBuf {
 
 /// One thread: the same arithmetic in every run, so greedy outputs compare exactly.
 fn model(cache_bytes: usize) -> LocalModel {
-    LocalModel::load(&gguf(), LocalSettings { threads: 1, context: 2048, cache_bytes }).unwrap()
+    model_with(cache_bytes, 2048, 4)
+}
+
+fn model_with(cache_bytes: usize, context: u32, sequences: usize) -> LocalModel {
+    LocalModel::load(&gguf(), LocalSettings { threads: 1, context, cache_bytes, sequences }).unwrap()
 }
 
 const SYSTEM: &str = "You are the help desk of Harbor Books, a bookshop by the sea. Answer briefly and politely. \
@@ -93,26 +99,47 @@ fn the_prompt_cache_never_holds_more_than_its_bound() {
     }
 }
 
+/// Runs `question` on `m` in a thread, with what `on_wait` heard.
+fn ask(m: &Arc<LocalModel>, question: &str, max_tokens: u32) -> std::thread::JoinHandle<(String, Vec<usize>)> {
+    let (m, q) = (m.clone(), question.to_string());
+    std::thread::spawn(move || {
+        let mut waited = vec![];
+        let mut r = req(SYSTEM, &q);
+        r.max_tokens = max_tokens;
+        let (out, _) = m.generate_queued(&r, &mut |_| {}, &mut |n| waited.push(n), &Cancel::new()).unwrap();
+        (out.text, waited)
+    })
+}
+
 #[test]
-fn callers_share_the_model_in_turn_and_a_cancelled_caller_leaves_at_once() {
+fn concurrent_callers_are_decoded_together_each_with_the_answer_it_gets_alone() {
     let m = Arc::new(model(0));
+    let questions = ["When do you open on Saturday?", "Do you deliver books abroad?", "Do you sell maps?"];
+    let alone: Vec<String> =
+        questions.iter().map(|q| m.generate(&req(SYSTEM, q), &mut |_| {}, &Cancel::new()).unwrap().0.text).collect();
+    let together: Vec<(String, Vec<usize>)> =
+        questions.iter().map(|q| ask(&m, q, 24)).collect::<Vec<_>>().into_iter().map(|h| h.join().unwrap()).collect();
+    for (i, (text, waited)) in together.iter().enumerate() {
+        assert_eq!(text, &alone[i], "batched with the others, the same greedy answer");
+        assert!(waited.is_empty(), "nobody waits while sequences are free: {together:?}");
+    }
+    // a context with room for one of these at a time: the second waits for the first
+    let small = Arc::new(model_with(0, 512, 4));
+    let runs: Vec<_> = questions[..2].iter().map(|q| ask(&small, q, 200)).collect();
+    let both: Vec<(String, Vec<usize>)> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(both.iter().filter(|(_, w)| w.first() == Some(&1)).count(), 1, "one waited for room: {both:?}");
+    assert!(both.iter().all(|(t, _)| !t.trim().is_empty()));
+}
+
+#[test]
+fn with_one_sequence_callers_take_turns_and_a_cancelled_caller_leaves_at_once() {
+    let m = Arc::new(model_with(0, 2048, 1));
     let questions = ["When do you open on Saturday?", "Do you deliver books abroad?"];
     let alone: Vec<String> =
         questions.iter().map(|q| m.generate(&req(SYSTEM, q), &mut |_| {}, &Cancel::new()).unwrap().0.text).collect();
     // together: both complete, each with its own answer; one of them waited
-    let runs: Vec<_> = questions
-        .iter()
-        .map(|q| {
-            let (m, q) = (m.clone(), q.to_string());
-            std::thread::spawn(move || {
-                let mut waited = vec![];
-                let (out, _) =
-                    m.generate_queued(&req(SYSTEM, &q), &mut |_| {}, &mut |n| waited.push(n), &Cancel::new()).unwrap();
-                (out.text, waited)
-            })
-        })
-        .collect();
-    let together: Vec<(String, Vec<usize>)> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+    let together: Vec<(String, Vec<usize>)> =
+        questions.iter().map(|q| ask(&m, q, 24)).collect::<Vec<_>>().into_iter().map(|h| h.join().unwrap()).collect();
     assert_eq!(together[0].0, alone[0]);
     assert_eq!(together[1].0, alone[1]);
     assert_eq!(together.iter().filter(|(_, w)| w.first() == Some(&1)).count(), 1, "one waited: {together:?}");
@@ -168,8 +195,16 @@ fn callers_share_the_model_in_turn_and_a_cancelled_caller_leaves_at_once() {
 
 /// A server answering with the local model, and its owner, with two shop documents indexed.
 async fn shop_on_the_local_model() -> (TestApp, Auth) {
+    shop_on_the_local_model_with(4).await
+}
+
+/// [`shop_on_the_local_model`] running at most `sequences` generations together.
+async fn shop_on_the_local_model_with(sequences: usize) -> (TestApp, Auth) {
     let path = gguf();
-    let t = TestApp::with_config(move |c| c.llm.local_model_path = Some(path.clone()));
+    let t = TestApp::with_config(move |c| {
+        c.llm.local_model_path = Some(path.clone());
+        c.llm.local_sequences = sequences;
+    });
     let owner = t.owner().await;
     t.doc(
         &owner,
@@ -191,7 +226,8 @@ async fn shop_on_the_local_model() -> (TestApp, Auth) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn two_streamed_turns_on_the_local_model_both_finish_and_the_second_says_it_waits() {
-    let (t, owner) = shop_on_the_local_model().await;
+    // one generation at a time (STEWARD_LOCAL_SEQUENCES=1): the second turn waits for the first
+    let (t, owner) = shop_on_the_local_model_with(1).await;
     let ask = |q: &'static str| {
         let (t, owner) = (&t, &owner);
         async move { t.post("/api/v1/chat", owner, json!({"message": q, "stream": true})).await }
@@ -299,7 +335,8 @@ fn with_template(src: &Path, dst: &Path, template: &str) {
 
 #[test]
 fn a_gguf_is_formatted_by_its_own_chat_template() {
-    let bundled = LocalModel::load(&gguf(), LocalSettings { threads: 1, context: 512, cache_bytes: 0 }).unwrap();
+    let bundled =
+        LocalModel::load(&gguf(), LocalSettings { threads: 1, context: 512, cache_bytes: 0, sequences: 1 }).unwrap();
     let r = req("Be brief.", "Hello there");
     let chatml = bundled.prompt(&r).unwrap();
     assert!(chatml.contains("<|im_start|>user\nHello there<|im_end|>"), "{chatml}");
@@ -308,7 +345,8 @@ fn a_gguf_is_formatted_by_its_own_chat_template() {
     let gemma_file = dir.path().join("gemma-template.gguf");
     let gemma = "{{ bos_token }}{% for message in messages %}<start_of_turn>{{ message['role'] }}\n{{ message['content'] }}<end_of_turn>\n{% endfor %}<start_of_turn>model\n";
     with_template(&gguf(), &gemma_file, gemma);
-    let other = LocalModel::load(&gemma_file, LocalSettings { threads: 1, context: 512, cache_bytes: 0 }).unwrap();
+    let other = LocalModel::load(&gemma_file, LocalSettings { threads: 1, context: 512, cache_bytes: 0, sequences: 1 })
+        .unwrap();
     let p = other.prompt(&r).unwrap();
     assert!(p.contains("<start_of_turn>user\n"), "{p}");
     assert!(p.trim_end().ends_with("<start_of_turn>model"), "{p}");
@@ -360,10 +398,11 @@ async fn a_follow_up_restores_the_conversation_it_follows_from_the_prompt_cache(
     let follow = follow.json();
     let (prompt, cached) = usage(&follow);
     assert!(prompt > first_prompt, "the follow-up's prompt holds the first turn: {prompt} vs {first_prompt}");
-    // the first turn's whole prompt (and the answer read after it) comes from the cache, down to
-    // the cache's 16-token granularity: only the new question and its sources are read
+    // the first turn's prompt comes from the cache, down to the cache's 16-token granularity and
+    // but for the tokens that opened the model's answer (the model is not shown its own earlier
+    // answers): only the new question and its sources are read
     assert!(
-        cached + 16 > first_prompt,
+        cached + 16 + 4 > first_prompt,
         "{cached} of {prompt} prompt tokens restored; the first turn had {first_prompt}"
     );
     assert!(!follow["answer"].as_str().unwrap().trim().is_empty(), "{follow}");

@@ -1,12 +1,17 @@
 //! `local`: a GGUF chat model run in-process by llama.cpp (llama-cpp-2). The model is loaded once
-//! and shared; generations run one at a time, first come first served (`queue.rs`), on the calling
-//! thread (a worker or blocking thread, never the async runtime), with as many threads as there
-//! are idle cores. Each call makes its own context and starts from the cached KV state of the
-//! longest prompt prefix it has read before (`cache.rs`), so a turn reads only what is new to it.
-//! The chat template comes from the GGUF file.
+//! and shared; concurrent generations are sequences of one context, decoded together in batches
+//! (`engine.rs`: at most `sequences` at once, the rest waiting in arrival order), on the callers'
+//! threads (workers or blocking threads, never the async runtime), with as many threads as there
+//! are idle cores (`threads.rs`). The context is kept from call to call (made anew when the
+//! thread count changed and nothing runs), and a call starts from the longest prompt prefix read
+//! before — what one of its sequences still holds, or a cached KV state (`cache.rs`) — so a turn
+//! reads only what is new to it. A generation that starts repeating itself is stopped where the
+//! repeat began (`guard.rs`). The chat template comes from the GGUF file.
 
 mod cache;
-mod queue;
+mod engine;
+mod guard;
+mod threads;
 
 use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
@@ -17,17 +22,16 @@ use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::session::{LlamaStateSeqFlags, SeqState};
 use llama_cpp_2::llama_backend::LlamaBackend;
-use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::{LlamaChatMessage, LlamaChatTemplate, LlamaModel};
 use llama_cpp_2::sampling::LlamaSampler;
 use llama_cpp_2::token::LlamaToken;
 use parking_lot::Mutex;
 
-use super::{Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, Finish, LlmError, Usage};
+use super::{Cancel, ChatModel, ChatOutput, ChatRequest, ErrorKind, LlmError, Usage};
 use cache::PrefixCache;
-use queue::Queue;
-pub use queue::threads_now;
+use engine::{Engine, Job};
+pub use threads::threads_now;
 
 /// Tokens decoded per batch while reading the prompt. Batches start at multiples of it, and a
 /// cached prefix is used down to a multiple of it, so that every prompt token goes through the
@@ -45,11 +49,18 @@ pub struct LocalSettings {
     pub context: u32,
     /// Bytes of cached KV states (0 turns the cache off).
     pub cache_bytes: usize,
+    /// Generations that run together, batched in one context (1: one after another).
+    pub sequences: usize,
 }
 
 impl LocalSettings {
     pub fn of(c: &crate::config::LlmConfig) -> LocalSettings {
-        LocalSettings { threads: c.local_threads, context: c.local_context, cache_bytes: c.local_cache_bytes }
+        LocalSettings {
+            threads: c.local_threads,
+            context: c.local_context,
+            cache_bytes: c.local_cache_bytes,
+            sequences: c.local_sequences,
+        }
     }
 }
 
@@ -69,13 +80,14 @@ fn backend() -> Result<&'static LlamaBackend, LlmError> {
 }
 
 pub struct LocalModel {
+    /// Declared before `model`, so that it is dropped first: its context points into the model.
+    engine: Engine,
     name: String,
     path: PathBuf,
     model: LlamaModel,
     template: Option<LlamaChatTemplate>,
     settings: LocalSettings,
     context: u32,
-    queue: Queue,
     cache: Mutex<PrefixCache<SeqState>>,
     /// Recent prompt reading speed (tokens/s) by thread count, 0 where not yet measured.
     read_rates: Mutex<[f64; MAX_THREADS + 1]>,
@@ -84,6 +96,8 @@ pub struct LocalModel {
 
 /// The most threads one generation takes.
 const MAX_THREADS: usize = 8;
+/// The most generations that run together.
+const MAX_SEQUENCES: usize = 16;
 /// Prompt tokens/s per thread assumed before the model has read a prompt (a ~135M model on one
 /// core of a small x86-64 CPU reads about 110).
 const ASSUMED_READ_RATE: f64 = 100.0;
@@ -126,13 +140,13 @@ impl LocalModel {
         let template = model.chat_template(None).ok();
         let name = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "local".into());
         Ok(LocalModel {
+            engine: Engine::default(),
             name,
             path: path.to_path_buf(),
             model,
             template,
             settings,
             context: settings.context.max(512),
-            queue: Queue::default(),
             cache: Mutex::new(PrefixCache::new(settings.cache_bytes)),
             read_rates: Mutex::new([0.0; MAX_THREADS + 1]),
             load_ms: started.elapsed().as_millis() as u64,
@@ -176,7 +190,7 @@ impl LocalModel {
     }
 
     /// [`LocalModel::generate`], telling `on_wait` how many generations are ahead while it waits
-    /// for the model.
+    /// for a sequence of the model's context.
     pub fn generate_queued(
         &self,
         req: &ChatRequest,
@@ -184,41 +198,17 @@ impl LocalModel {
         on_wait: &mut dyn FnMut(usize),
         cancel: &Cancel,
     ) -> Result<(ChatOutput, GenStats), LlmError> {
-        let queued = Instant::now();
-        let Some(_held) = self.queue.enter(on_wait, cancel) else { return Ok(cancelled()) };
-        let waited_ms = queued.elapsed().as_secs_f64() * 1000.0;
-        let backend = backend()?;
+        backend()?;
         let prompt = self.prompt(req)?;
-        let started = Instant::now();
-        let vocab = self.model.vocab();
         // the template already wrote the special tokens as text: parse them, add BOS if the model wants it
-        let tokens = vocab.tokenize(prompt.as_bytes(), true, true);
+        let tokens = self.model.vocab().tokenize(prompt.as_bytes(), true, true);
         if tokens.is_empty() {
             return Err(LlmError::new(ErrorKind::BadRequest, "local model: the prompt is empty"));
         }
         let budget = self.context as usize;
         let max_new = (req.max_tokens as usize).min(budget / 2).max(1);
         let tokens = fit_to_context(tokens, budget, max_new);
-        let threads = threads_now(self.max_threads(), self.settings.threads > 0);
-        let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(self.context))
-            .with_n_batch(PROMPT_BATCH as u32)
-            .with_n_ubatch(PROMPT_BATCH as u32)
-            .with_n_threads(threads as i32)
-            .with_n_threads_batch(threads as i32);
-        let mut ctx = self.model.new_context(backend, params).map_err(|e| local_err("creating a context", &e))?;
-        let mut batch = LlamaBatch::new(PROMPT_BATCH, 1);
-        let n_prompt = tokens.len();
-        let scope = scope_mark(req.cache_scope.as_deref());
-        let reused = self.restore(&mut ctx, scope, &tokens);
-        let reading = Instant::now();
-        if !read_prompt(&mut ctx, &mut batch, &tokens, reused, cancel)? {
-            return Ok(cancelled());
-        }
-        self.note_read_rate(threads, n_prompt - reused, reading.elapsed().as_secs_f64() * 1000.0);
-        let prompt_ms = started.elapsed().as_secs_f64() * 1000.0;
-        let gen_started = Instant::now();
-        let mut sampler = match &req.grammar {
+        let sampler = match &req.grammar {
             Some(g) => {
                 let grammar = LlamaSampler::grammar(&self.model, g, "root")
                     .map_err(|e| LlmError::new(ErrorKind::BadRequest, format!("local model: bad grammar: {e}")))?;
@@ -226,36 +216,29 @@ impl LocalModel {
             }
             None => sampler(req.temperature, req.seed),
         };
-        let g = Decoding { ctx: &mut ctx, batch: &mut batch, sampler: &mut sampler, started }.run(
-            self,
-            n_prompt as i32,
-            max_new,
-            on_token,
-            cancel,
-        )?;
-        let stats = GenStats {
-            prompt_tokens: n_prompt,
-            prompt_ms,
-            generated_tokens: g.generated,
-            generate_ms: gen_started.elapsed().as_secs_f64() * 1000.0,
-            first_token_ms: g.first_token_ms,
-            reused_tokens: reused,
-            threads,
-            waited_ms,
-        };
-        if g.finish != Finish::Cancelled {
-            // what the context holds now: the prompt and every generated token read back
-            let mut held: Vec<i32> = vec![scope];
-            held.extend(tokens.iter().map(|t| t.0));
-            held.extend(g.decoded.iter().map(|t| t.0));
-            self.keep(&ctx, held);
-        }
+        let job = Job::new(tokens, scope_mark(req.cache_scope.as_deref()), max_new, sampler, cancel);
+        let done = self.engine.run(self, job, on_token, on_wait)?;
+        let stats = done.stats;
+        tracing::debug!(
+            prompt_tokens = stats.prompt_tokens,
+            reused_tokens = stats.reused_tokens,
+            threads = stats.threads,
+            first_token_ms = stats.first_token_ms as u64,
+            generated = stats.generated_tokens,
+            waited_ms = stats.waited_ms as u64,
+            "local generation"
+        );
         let usage = Usage {
-            prompt_tokens: n_prompt as u64,
-            completion_tokens: g.generated as u64,
-            cached_prompt_tokens: reused as u64,
+            prompt_tokens: stats.prompt_tokens as u64,
+            completion_tokens: stats.generated_tokens as u64,
+            cached_prompt_tokens: stats.reused_tokens as u64,
         };
-        Ok((ChatOutput { text: g.text, usage, finish: g.finish }, stats))
+        Ok((ChatOutput { text: done.text, usage, finish: done.finish }, stats))
+    }
+
+    /// Sequences that run together (at least 1).
+    fn sequences(&self) -> usize {
+        self.settings.sequences.clamp(1, MAX_SEQUENCES)
     }
 
     /// The most threads a generation may take: the configured number, else the machine's cores
@@ -286,35 +269,67 @@ impl LocalModel {
         expected_rate(&rates, threads)
     }
 
-    /// Puts the cached state of the longest prefix of `tokens` read before into the new context
-    /// and drops what follows that prefix; the number of prompt tokens that need no reading. At
-    /// least the last prompt token is always read (its logits choose the first new token).
-    /// Entries are keyed by the scope's mark followed by the tokens, so only a prompt of the same
-    /// scope (the same agent) can share a cached state.
-    fn restore(&self, ctx: &mut LlamaContext<'_>, scope: i32, tokens: &[LlamaToken]) -> usize {
-        let mut key: Vec<i32> = vec![scope];
-        key.extend(tokens.iter().map(|t| t.0));
-        let Some((shared, state)) = self.cache.lock().best(&key, MIN_REUSE + 1) else { return 0 };
-        let reuse = (shared - 1).min(tokens.len() - 1) / PROMPT_BATCH * PROMPT_BATCH;
-        if reuse < MIN_REUSE || ctx.state_seq_set(&state, 0).is_err() {
-            ctx.clear_kv_cache();
-            return 0;
+    /// A context for `threads`, with room for the sequences that run together in its cells.
+    fn new_context(&self, threads: usize) -> Result<LlamaContext<'static>, LlmError> {
+        let batch = (PROMPT_BATCH * self.sequences()) as u32;
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(self.context))
+            .with_n_batch(batch)
+            .with_n_ubatch(batch)
+            .with_n_seq_max(self.sequences() as u32)
+            .with_kv_unified(true)
+            .with_n_threads(threads as i32)
+            .with_n_threads_batch(threads as i32);
+        let ctx = self.model.new_context(backend()?, params).map_err(|e| local_err("creating a context", &e))?;
+        // SAFETY: the context only borrows the model for as long as the model lives. It is kept in
+        // `self.engine`, which is declared before `self.model` and so dropped before it, and a
+        // generation uses it only while it borrows `self`; moving a `LocalModel` does not move
+        // the llama.cpp model the context points at.
+        Ok(unsafe { std::mem::transmute::<LlamaContext<'_>, LlamaContext<'static>>(ctx) })
+    }
+
+    /// Starts sequence `seq` of `ctx` (which holds `held`) at the longest prefix of `key` (the
+    /// scope's mark, then the prompt's tokens) read before — from what it holds already, else from
+    /// the cached state that shares most — and drops what follows; the number of prompt tokens that
+    /// need no reading. At least the last prompt token is always read (its logits choose the first
+    /// new token). Only a prompt of the same scope (the same agent) can share a state.
+    fn restore(&self, ctx: &mut LlamaContext<'_>, held: &[i32], seq: usize, key: &[i32]) -> usize {
+        let s = seq as u32;
+        let clear = |ctx: &mut LlamaContext<'_>| {
+            let _ = ctx.clear_kv_cache_seq(Some(s), None, None);
+            0
+        };
+        if self.settings.cache_bytes == 0 {
+            return clear(ctx);
         }
-        match ctx.clear_kv_cache_seq(Some(0), Some(reuse as u32), None) {
-            Ok(true) => reuse,
-            _ => {
-                ctx.clear_kv_cache();
-                0
+        let in_place = cache::shared_prefix(held, key);
+        let best = self.cache.lock().best(key, MIN_REUSE + 1);
+        let shared = match best {
+            Some((shared, state)) if shared > in_place => {
+                if ctx.state_seq_set(&state, s as i32).is_err() {
+                    return clear(ctx);
+                }
+                shared
             }
+            _ => in_place,
+        };
+        let reuse = shared.saturating_sub(1).min(key.len() - 2) / PROMPT_BATCH * PROMPT_BATCH;
+        if reuse < MIN_REUSE {
+            return clear(ctx);
+        }
+        match ctx.clear_kv_cache_seq(Some(s), Some(reuse as u32), None) {
+            Ok(true) => reuse,
+            _ => clear(ctx),
         }
     }
 
-    /// Keeps the context's state as the state after `held` (the scope's mark, then the tokens).
-    fn keep(&self, ctx: &LlamaContext<'_>, held: Vec<i32>) {
+    /// Keeps the state of sequence `seq` as the state after `held` (the scope's mark, then the
+    /// tokens).
+    fn keep(&self, ctx: &LlamaContext<'_>, seq: usize, held: Vec<i32>) {
         if self.settings.cache_bytes == 0 {
             return;
         }
-        match ctx.state_seq_get(0, LlamaStateSeqFlags::empty()) {
+        match ctx.state_seq_get(seq as i32, LlamaStateSeqFlags::empty()) {
             Ok(state) => {
                 let bytes = state.byte_len();
                 self.cache.lock().put(held, state, bytes);
@@ -354,10 +369,6 @@ fn expected_rate(rates: &[f64], threads: usize) -> f64 {
     }
 }
 
-fn cancelled() -> (ChatOutput, GenStats) {
-    (ChatOutput { text: String::new(), usage: Usage::default(), finish: Finish::Cancelled }, GenStats::default())
-}
-
 fn local_err(what: &str, e: &dyn std::fmt::Display) -> LlmError {
     LlmError::new(ErrorKind::Unavailable, format!("local model: {what}: {e}"))
 }
@@ -376,34 +387,6 @@ fn fit_to_context(tokens: Vec<LlamaToken>, budget: usize, max_new: usize) -> Vec
     cut
 }
 
-/// Decodes the prompt from position `from` on (what comes before is in the context already);
-/// `false` when cancelled. Batches end at multiples of `PROMPT_BATCH` and the last token is read
-/// alone (its logits choose the first new token), so a prompt read partly from the cache goes
-/// through the same arithmetic as one read whole: greedy answers do not depend on the cache.
-fn read_prompt(
-    ctx: &mut LlamaContext<'_>,
-    batch: &mut LlamaBatch<'_>,
-    tokens: &[LlamaToken],
-    from: usize,
-    cancel: &Cancel,
-) -> Result<bool, LlmError> {
-    let last = tokens.len() - 1;
-    let mut start = from;
-    while start <= last {
-        if cancel.is_cancelled() {
-            return Ok(false);
-        }
-        let end = if start == last { last + 1 } else { ((start / PROMPT_BATCH + 1) * PROMPT_BATCH).min(last) };
-        batch.clear();
-        for (pos, t) in tokens.iter().enumerate().take(end).skip(start) {
-            batch.add(*t, pos as i32, &[0], pos == last).map_err(|e| local_err("batching", &e))?;
-        }
-        ctx.decode(batch).map_err(|e| local_err("reading the prompt", &e))?;
-        start = end;
-    }
-    Ok(true)
-}
-
 /// Greedy at temperature 0, else top-k, top-p and temperature with a fixed seed (the request's,
 /// else ours).
 fn sampler(temperature: f32, seed: Option<u64>) -> LlamaSampler {
@@ -416,79 +399,6 @@ fn sampler(temperature: f32, seed: Option<u64>) -> LlamaSampler {
             LlamaSampler::temp(temperature),
             LlamaSampler::dist(seed.map(|s| s as u32).unwrap_or(0x5eed)),
         ])
-    }
-}
-
-/// The generation loop's state, after the prompt is read.
-struct Decoding<'a, 'c, 'b> {
-    ctx: &'a mut LlamaContext<'c>,
-    batch: &'a mut LlamaBatch<'b>,
-    sampler: &'a mut LlamaSampler,
-    /// When the generation started (prompt included), for the first token's latency.
-    started: Instant,
-}
-
-/// What the generation loop produced.
-struct Generated {
-    text: String,
-    finish: Finish,
-    generated: usize,
-    first_token_ms: f64,
-    /// The generated tokens read back into the context.
-    decoded: Vec<LlamaToken>,
-}
-
-impl Decoding<'_, '_, '_> {
-    /// Samples up to `max_new` tokens from position `pos`, streaming each piece to `on_token`.
-    fn run(
-        self,
-        m: &LocalModel,
-        mut pos: i32,
-        max_new: usize,
-        on_token: &mut dyn FnMut(&str),
-        cancel: &Cancel,
-    ) -> Result<Generated, LlmError> {
-        let Decoding { ctx, batch, sampler, started } = self;
-        let vocab = m.model.vocab();
-        let mut decoder = encoding_rs::UTF_8.new_decoder();
-        let mut g = Generated {
-            text: String::new(),
-            finish: Finish::Length,
-            generated: 0,
-            first_token_ms: 0.0,
-            decoded: Vec::new(),
-        };
-        let mut piece_buf = Vec::new();
-        while g.generated < max_new {
-            if cancel.is_cancelled() {
-                g.finish = Finish::Cancelled;
-                break;
-            }
-            // `sample` also accepts the token (a grammar advances once per token)
-            let token = sampler.sample(ctx, batch.n_tokens() - 1);
-            if vocab.is_eog(token) {
-                g.finish = Finish::Stop;
-                break;
-            }
-            g.generated += 1;
-            piece_buf.clear();
-            vocab.token_to_piece_into(token, &mut piece_buf, false, None);
-            let mut piece = String::with_capacity(piece_buf.len() + 4);
-            let _ = decoder.decode_to_string(&piece_buf, &mut piece, false);
-            if g.generated == 1 {
-                g.first_token_ms = started.elapsed().as_secs_f64() * 1000.0;
-            }
-            if !piece.is_empty() {
-                g.text.push_str(&piece);
-                on_token(&piece);
-            }
-            batch.clear();
-            batch.add(token, pos, &[0], true).map_err(|e| local_err("batching", &e))?;
-            pos += 1;
-            ctx.decode(batch).map_err(|e| local_err("generating", &e))?;
-            g.decoded.push(token);
-        }
-        Ok(g)
     }
 }
 
