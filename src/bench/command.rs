@@ -106,6 +106,7 @@ pub enum BenchCommand {
     /// The answer turn on Cranfield through the REST chat route: turn latency (server and end to
     /// end), how often answers cite a judged-relevant document, and the same with the local GGUF.
     Chat {
+        /// The collection: Cranfield, or a BEIR export such as `../shared/bench/nfcorpus`.
         #[arg(long, default_value = "../shared/bench/cranfield")]
         cranfield: PathBuf,
         /// Concurrent document uploads while ingesting.

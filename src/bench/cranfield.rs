@@ -1,4 +1,6 @@
-//! The Cranfield collection: 1,400 aerodynamics abstracts, 225 queries, graded judgments.
+//! The Cranfield collection: 1,400 aerodynamics abstracts, 225 queries, graded judgments; or any
+//! BEIR-shaped collection (such as NFCorpus) with its string ids numbered in file order, for the
+//! benchmarks written against Cranfield's numeric ids.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -37,6 +39,9 @@ pub struct Collection {
 
 impl Collection {
     pub fn load(dir: &Path) -> anyhow::Result<Collection> {
+        if !dir.join("cranfield-docs.json").exists() {
+            return Ok(Collection::numbered(&super::collection::Collection::load(dir)?));
+        }
         let read = |name: &str| -> anyhow::Result<String> {
             std::fs::read_to_string(dir.join(name))
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.join(name).display()))
@@ -49,6 +54,29 @@ impl Collection {
             qrels.entry(r.query_id).or_default().insert(r.doc_id, r.relevance);
         }
         Ok(Collection { docs, queries, qrels })
+    }
+}
+
+impl Collection {
+    /// `c` with its documents and queries numbered from 1 in file order (judgments follow them).
+    pub fn numbered(c: &super::collection::Collection) -> Collection {
+        let doc_ids: HashMap<&str, u32> = c.docs.iter().zip(1..).map(|(d, n)| (d.id.as_str(), n)).collect();
+        let docs = c
+            .docs
+            .iter()
+            .zip(1..)
+            .map(|(d, id)| Doc { id, title: d.title.clone(), author: String::new(), body: d.text.clone() })
+            .collect();
+        let queries: Vec<Query> = c.queries.iter().zip(1..).map(|(q, id)| Query { id, text: q.text.clone() }).collect();
+        let mut qrels: HashMap<u32, HashMap<u32, u32>> = HashMap::new();
+        for (q, id) in c.queries.iter().zip(1..) {
+            for (d, rel) in c.qrels.get(&q.id).into_iter().flatten() {
+                if let Some(&doc) = doc_ids.get(d.as_str()) {
+                    qrels.entry(id).or_default().insert(doc, *rel);
+                }
+            }
+        }
+        Collection { docs, queries, qrels }
     }
 }
 
@@ -79,6 +107,24 @@ pub fn recall_at(ranked: &[u32], judged: &HashMap<u32, u32>, k: usize) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_beir_collection_is_numbered_in_file_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let write = |n: &str, v: serde_json::Value| std::fs::write(dir.path().join(n), v.to_string()).unwrap();
+        write(
+            "docs.json",
+            serde_json::json!([{"id": "MED-1", "title": "Statins", "text": "Statins lower cholesterol."},
+                               {"id": "MED-2", "title": "Fibre", "text": "Fibre helps digestion."}]),
+        );
+        write("queries.json", serde_json::json!([{"id": "PLAIN-9", "text": "do statins work"}]));
+        write("qrels.json", serde_json::json!([{"queryId": "PLAIN-9", "docId": "MED-2", "rel": 2}]));
+        let c = Collection::load(dir.path()).unwrap();
+        assert_eq!(c.docs.iter().map(|d| (d.id, d.title.as_str())).collect::<Vec<_>>(), [(1, "Statins"), (2, "Fibre")]);
+        assert_eq!(c.docs[1].body, "Fibre helps digestion.");
+        assert_eq!(c.queries[0].id, 1);
+        assert_eq!(c.qrels[&1][&2], 2);
+    }
 
     #[test]
     fn ndcg_of_the_ideal_ranking_is_one() {
