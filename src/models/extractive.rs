@@ -232,7 +232,10 @@ pub fn relevant(question: &str, passages: &[Passage], cap: usize, more: usize) -
     let w = Weights::of(&q, &cands);
     let scored: Vec<(f32, f32, usize)> =
         score(&cands, &w, &Params::default()).into_iter().filter(|&(_, cov, _)| cov > 0.0).collect();
-    let words = (more.min(cap) / passages.len() / BYTES_PER_WORD).clamp(MIN_WINDOW_WORDS, WINDOW_WORDS);
+    // the words each passage's sentence may keep: what the budget leaves after the titles
+    let titles: usize = passages.iter().map(|p| short_title(&p.title).len() + 6).sum();
+    let room = more.min(cap).saturating_sub(titles);
+    let words = (room / passages.len() / BYTES_PER_WORD).clamp(MIN_WINDOW_WORDS, WINDOW_WORDS);
     let mut pick =
         Picked { chosen: Vec::new(), seen: vec![false; passages.len()], covered: HashSet::new(), used: 0, words };
     for pi in 0..passages.len() {
@@ -273,7 +276,9 @@ pub fn title_repeated(title: &str, text: &str) -> bool {
         words.join(" ")
     }
     let (t, x) = (plain(title), plain(text));
-    !t.is_empty() && !x.is_empty() && (x.starts_with(&t) || t.contains(&x))
+    // whole words only: "art" is not said by "artists", nor "30 days" by "130 days"
+    let (t, x) = (format!(" {t} "), format!(" {x} "));
+    !t.trim().is_empty() && !x.trim().is_empty() && (x.starts_with(&t) || t.contains(&x))
 }
 
 /// A passage's title as a small model is given it: at most [`TITLE_WORDS`] words, marked `…` where
@@ -339,15 +344,23 @@ struct Picked<'q> {
 
 impl<'q> Picked<'q> {
     /// Chooses candidate `i` if it fits in `budget` with its passage's title when it is the first.
+    /// A passage's first sentence that does not fit with its words is tried with the fewest
+    /// ([`MIN_WINDOW_WORDS`]) before it is left out.
     fn take(&mut self, a: &mut Terms, i: usize, cands: &[Cand], passages: &[Passage], q: &'q [String], budget: usize) {
         let c = &cands[i];
-        let text = window(a, c.text.trim(), q, self.words);
         let title = &passages[c.passage].title;
-        let title = if self.seen[c.passage] || title_repeated(title, &text) { 0 } else { short_title(title).len() + 6 };
-        let len = text.len() + 1 + title;
-        if self.used + len > budget {
+        let fit = |a: &mut Terms, words: usize| {
+            let text = window(a, c.text.trim(), q, words);
+            let title =
+                if self.seen[c.passage] || title_repeated(title, &text) { 0 } else { short_title(title).len() + 6 };
+            let len = text.len() + 1 + title;
+            (self.used + len <= budget).then_some((text, len))
+        };
+        let first = !self.seen[c.passage];
+        let Some((text, len)) = fit(a, self.words).or_else(|| if first { fit(a, MIN_WINDOW_WORDS) } else { None })
+        else {
             return;
-        }
+        };
         self.used += len;
         self.seen[c.passage] = true;
         // what the kept words cover (a cut sentence may have lost some of its terms)
@@ -551,6 +564,9 @@ mod tests {
         assert!(!title_repeated(t, "… solutions are presented for the transient heat conduction in composite slabs …"));
         assert!(!title_repeated("", "anything"));
         assert!(!title_repeated(t, " . "));
+        assert!(!title_repeated("Art", "Artists may apply for a stall."), "whole words");
+        assert!(!title_repeated("Refunds within 130 days", "30 days."), "whole words");
+        assert!(title_repeated("Refunds within 30 days", "30 days."));
     }
 
     #[test]
@@ -580,8 +596,23 @@ mod tests {
         let hurried = relevant("How do glider wings flex?", &ps, 10_000, 120);
         assert_eq!(words(&hurried), MIN_WINDOW_WORDS);
         assert!(hurried[0].as_deref().unwrap().contains("wings"), "the words kept are around the terms");
-        let between = relevant("How do glider wings flex?", &ps, 10_000, 2 * 16 * BYTES_PER_WORD);
-        assert_eq!(words(&between), 16, "room for 16 words a passage");
+        let titles = ("Gliders".len() + 6) + ("Ridges".len() + 6);
+        let between = relevant("How do glider wings flex?", &ps, 10_000, titles + 2 * 16 * BYTES_PER_WORD);
+        assert_eq!(words(&between), 16, "room for 16 words a passage besides the titles");
+    }
+
+    #[test]
+    fn every_passage_keeps_its_best_sentence_cut_shorter_when_the_cap_is_tight() {
+        // words of 15 letters: twice what the budget assumes a word takes
+        let long =
+            format!("{} gliderwingsflex {}.", ["abcdefghijklmno"; 12].join(" "), ["abcdefghijklmno"; 17].join(" "));
+        let ps: Vec<Passage> =
+            (1..=4).map(|i| p(&i.to_string(), "A rather long title about gliders and ridges", &long)).collect();
+        // three passages with 20-word windows (378 bytes each with the title and the cut marks)
+        // and the fourth only with a 12-word one (250)
+        let r = relevant("gliderwingsflex", &ps, 1400, 10_000);
+        assert!(r.iter().all(Option::is_some), "a passage was left out: {r:?}");
+        assert_eq!(r[3].as_deref().unwrap().split_whitespace().filter(|w| *w != "…").count(), MIN_WINDOW_WORDS);
     }
 
     #[test]

@@ -341,6 +341,8 @@ fn numbered_sources(hits: &[Hit], short: bool) -> String {
                 format!("[{}] {title}\n{content}\n\n", i + 1)
             } else if content.len() >= h.title.len() {
                 format!("[{}] {content}\n\n", i + 1)
+            } else if short {
+                format!("[{}] {}\n\n", i + 1, extractive::short_title(&h.title))
             } else {
                 format!("[{}] {}\n\n", i + 1, h.title)
             }
@@ -554,7 +556,12 @@ pub fn direct(
                 persona(agent, directives, &[], context)
             );
             let mut messages = vec![Message::system(system)];
-            messages.extend(history_messages(history));
+            if m.provider() == "local" {
+                // as in a grounded local turn: not the small model's own earlier answers
+                messages.extend(transcript::history(None, recent(history)));
+            } else {
+                messages.extend(history_messages(history));
+            }
             messages.push(Message::user(question.to_string()));
             let mut streamed_ok = true;
             let local = cancel.clone();

@@ -63,6 +63,8 @@ pub(super) struct Job {
     decoded: Vec<LlamaToken>,
     generated: usize,
     text: String,
+    /// Bytes of `text` its caller has been given.
+    sent: usize,
     decoder: encoding_rs::Decoder,
     /// What its caller has yet to hear.
     out: Vec<Out>,
@@ -111,6 +113,7 @@ impl Job {
             decoded: Vec::new(),
             generated: 0,
             text: String::new(),
+            sent: 0,
             decoder: encoding_rs::UTF_8.new_decoder(),
             out: Vec::new(),
             told: None,
@@ -171,6 +174,7 @@ impl Engine {
         let ticket = st.next;
         st.next += 1;
         st.jobs.insert(ticket, job);
+        let _leave = Leave { engine: self, ticket };
         loop {
             let Some(job) = st.jobs.get_mut(&ticket) else {
                 return Err(local_err("generating", &"the request was lost"));
@@ -204,13 +208,16 @@ impl Engine {
                 return Ok(job.done());
             }
             if let Err(e) = step(m, &mut st) {
-                // the context is in an unknown state: every running request fails with it
+                // the context is in an unknown state: every running request fails with it; when
+                // none ran (no context could be made) the caller fails, the others try again
                 st.warm = None;
+                let mut failed = 0;
                 for j in st.jobs.values_mut().filter(|j| j.running()) {
                     j.finish = Some(Finish::Cancelled);
                     j.failed = Some(e.message.clone());
+                    failed += 1;
                 }
-                if st.jobs.get(&ticket).is_some_and(|j| j.seq.is_none()) {
+                if failed == 0 {
                     st.jobs.remove(&ticket);
                     return Err(e);
                 }
@@ -218,6 +225,29 @@ impl Engine {
             // hand the engine to a caller waiting for it (to hear its pieces, or step)
             MutexGuard::unlock_fair(st);
             st = self.state.lock();
+        }
+    }
+}
+
+/// Takes a request out of the engine if its caller unwinds (a callback panicked), freeing its
+/// sequence; on every other way out the caller has taken it out already.
+struct Leave<'e> {
+    engine: &'e Engine,
+    ticket: u64,
+}
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut st = self.engine.state.lock();
+        let State { warm, jobs, .. } = &mut *st;
+        if let Some(j) = jobs.remove(&self.ticket)
+            && let (true, Some(seq), Some(w)) = (j.running(), j.seq, warm.as_mut())
+        {
+            let _ = w.ctx.clear_kv_cache_seq(Some(seq as u32), None, None);
+            w.held[seq].clear();
         }
     }
 }
@@ -362,11 +392,12 @@ fn write(m: &LocalModel, w: &mut Warm, j: &mut Job, idx: i32) {
         let _ = j.decoder.decode_to_string(&bytes, &mut piece, false);
         if !piece.is_empty() {
             j.text.push_str(&piece);
-            let repeats = piece.contains(['.', '!', '?', '\n', ']']).then(|| guard::loop_cut(&j.text)).flatten();
-            j.out.push(Out::Piece(piece));
-            if let Some(cut) = repeats {
-                // the model is repeating itself: the answer ends before the repeat
-                j.text.truncate(cut);
+            if piece.contains(['.', '!', '?', '\n', ']'])
+                && let Some(cut) = guard::loop_cut(&j.text)
+            {
+                // the model is repeating itself: the answer ends before the repeat (which was held
+                // back from the stream, see `stream`)
+                j.text.truncate(cut.max(j.sent));
                 finish = Some(Finish::Stop);
             }
         }
@@ -380,6 +411,7 @@ fn write(m: &LocalModel, w: &mut Warm, j: &mut Job, idx: i32) {
             }
         }
     }
+    stream(j, finish.is_some());
     let Some(finish) = finish else { return };
     j.finish = Some(finish);
     let Some(seq) = j.seq else { return };
@@ -390,4 +422,14 @@ fn write(m: &LocalModel, w: &mut Warm, j: &mut Job, idx: i32) {
     let held = j.held();
     m.keep(&w.ctx, seq, held.clone());
     w.held[seq] = held;
+}
+
+/// Hands the caller what is new of the answer: all of it when the generation has ended, else all
+/// but a last sentence that may be a repeat (held back until it differs, or is cut).
+fn stream(j: &mut Job, ended: bool) {
+    let upto = if ended { j.text.len() } else { guard::streamable(&j.text) };
+    if upto > j.sent && j.text.is_char_boundary(j.sent) {
+        j.out.push(Out::Piece(j.text[j.sent..upto].to_string()));
+        j.sent = upto;
+    }
 }

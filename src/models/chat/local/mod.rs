@@ -33,9 +33,12 @@ use cache::PrefixCache;
 use engine::{Engine, Job};
 pub use threads::threads_now;
 
-/// Tokens decoded per batch while reading the prompt. Batches start at multiples of it, and a
-/// cached prefix is used down to a multiple of it, so that every prompt token goes through the
-/// same arithmetic whether the prefix came from the cache or not.
+/// Prompt tokens a sequence reads per step. Its batches start at multiples of it, and a cached
+/// prefix is used down to a multiple of it, so that a prompt read alone groups its tokens the same
+/// whether a prefix came from the cache or not. (Read beside other sequences, a token's arithmetic
+/// can also depend on what shares its batch and the cache; on llama.cpp's CPU kernels for this
+/// model it does not — batched greedy answers equal the answers alone, tested — but other
+/// kernels may round differently.)
 const PROMPT_BATCH: usize = 16;
 /// A cached prefix shorter than this is not worth restoring (the restore copies the whole state).
 const MIN_REUSE: usize = 16;
