@@ -193,13 +193,11 @@ pub async fn run(
         s.send(reqwest::Method::POST, "/api/v1/chat", &json!({"message": q.text})).await?;
     }
     let mut builtin = Tally::default();
-    let mut builtin_replies = HashMap::new();
     for q in &c.queries {
         let t = Instant::now();
         let v = s.send(reqwest::Method::POST, "/api/v1/chat", &json!({"message": q.text})).await?;
         builtin.e2e_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         builtin.add(&v, &ids, c.qrels.get(&q.id));
-        builtin_replies.insert(q.id, v);
     }
     let mut streamed_builtin = Tally::default();
     for q in c.queries.iter().take(50) {
@@ -209,6 +207,20 @@ pub async fn run(
             streamed_builtin.first_chunk_ms.push(f);
         }
         streamed_builtin.add(&v, &ids, c.qrels.get(&q.id));
+    }
+    // the queries the local model is asked, asked the same way of the built-in answerer: in pairs,
+    // the second as a follow-up in the first's conversation (a short follow-up is searched with
+    // the question before it)
+    let asked: Vec<_> = c.queries.iter().skip(1).take(gguf_queries).collect();
+    let mut builtin_same = Tally::default();
+    for pair in asked.chunks(2) {
+        let (v, _, _) = streamed(&s, &pair[0].text).await?;
+        builtin_same.add(&v, &ids, c.qrels.get(&pair[0].id));
+        if let Some(q) = pair.get(1) {
+            let conversation = v["conversationId"].as_str().map(str::to_string);
+            let (v, _, _) = streamed_in(&s, &q.text, conversation.as_deref()).await?;
+            builtin_same.add(&v, &ids, c.qrels.get(&q.id));
+        }
     }
     let peak = s.rss().0;
     let mut report = json!({
@@ -223,12 +235,10 @@ pub async fn run(
         let mut first_turns = Tally::default();
         let mut follow_ups = Tally::default();
         let mut local = Tally::default();
-        let mut builtin_same = Tally::default();
         // warm-up: loads the model
         streamed(&s, &c.queries[0].text).await?;
         let busy = Busy::start(busy_cores);
         // pairs of queries: the first asked in a new conversation, the second as its follow-up
-        let asked: Vec<_> = c.queries.iter().skip(1).take(gguf_queries).collect();
         for pair in asked.chunks(2) {
             let (v, first, total) = streamed(&s, &pair[0].text).await?;
             first_turns.e2e_ms.push(total);
@@ -242,11 +252,6 @@ pub async fn run(
                 follow_ups.first_chunk_ms.extend(first);
                 follow_ups.add(&v, &ids, c.qrels.get(&q.id));
                 local.add(&v, &ids, c.qrels.get(&q.id));
-            }
-        }
-        for q in &asked {
-            if let Some(v) = builtin_replies.get(&q.id) {
-                builtin_same.add(v, &ids, c.qrels.get(&q.id));
             }
         }
         // four visitors at once, twice
