@@ -90,12 +90,12 @@ pub(super) fn open_text(dir: &Path, valid: &Validity, generation: i64) -> Result
         Ok((t, damaged)) => {
             tracing::warn!(files = damaged.len(), "the text index is corrupt; rebuilding it from SQLite");
             drop(t);
-            std::fs::remove_dir_all(&text_dir)?;
+            discard(&text_dir)?;
             TextIndex::open(&text_dir).map_err(tantivy_err)?
         }
         Err(e) => {
             tracing::warn!(error = %e, "the text index cannot be opened; rebuilding it from SQLite");
-            let _ = std::fs::remove_dir_all(&text_dir);
+            let _ = discard(&text_dir);
             TextIndex::open(&text_dir).map_err(tantivy_err)?
         }
     };
@@ -109,7 +109,7 @@ pub(super) fn open_text(dir: &Path, valid: &Validity, generation: i64) -> Result
     {
         tracing::warn!(reason = why, "the text index is not current; rebuilding it from SQLite");
         drop(text);
-        std::fs::remove_dir_all(&text_dir)?;
+        discard(&text_dir)?;
         text = TextIndex::open(&text_dir).map_err(tantivy_err)?;
     }
     Ok((text, pos.ok()))
@@ -392,6 +392,26 @@ impl SearchIndex {
     }
 }
 
+/// Removes the index directory `dir`: first moved aside (one atomic rename), then deleted. A
+/// thread of a closed index still finishing a file (a merge, a garbage collection) then writes into
+/// the directory being deleted, not into the fresh one, and cannot make the removal fail with
+/// "directory not empty"; what it leaves behind is deleted with the rest when it can be.
+pub(super) fn discard(dir: &Path) -> std::io::Result<()> {
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let aside = dir.with_file_name(format!(".{name}.discarded-{}-{nanos}", std::process::id()));
+    match std::fs::rename(dir, &aside) {
+        Ok(()) => {
+            if let Err(e) = std::fs::remove_dir_all(&aside) {
+                tracing::warn!(error = %e, dir = %aside.display(), "a discarded index directory is left to delete");
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -421,5 +441,22 @@ mod tests {
         // an index saved before generations were recorded, against a database without them
         let legacy: Option<Position> = serde_json::from_str(r#"{"seq":110,"schema":3,"db":7}"#).ok();
         assert_eq!(pruned.check(legacy, 3, 0), Ok(110));
+    }
+
+    #[test]
+    fn a_discarded_directory_is_gone_and_its_place_free_at_once() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("text");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/segment.idx"), b"x").unwrap();
+        // a late writer holding the directory open writes into the moved copy, not the new one
+        let late = std::fs::File::open(&dir).unwrap();
+        discard(&dir).unwrap();
+        assert!(!dir.exists());
+        std::fs::create_dir_all(&dir).unwrap();
+        drop(late);
+        let left: Vec<_> = std::fs::read_dir(root.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("text")], "nothing else left beside it");
+        assert!(discard(&root.path().join("missing")).is_ok(), "nothing to discard");
     }
 }

@@ -474,7 +474,7 @@ impl TextIndex {
             Ok(i) if i.schema() == schema => i,
             Ok(_) => {
                 // another schema version (empty, or the caller rebuilds it): start over
-                std::fs::remove_dir_all(dir)?;
+                super::rebuild::discard(dir)?;
                 std::fs::create_dir_all(dir)?;
                 Index::create_in_dir(dir, schema.clone())?
             }
