@@ -267,18 +267,23 @@ pub fn relevant(question: &str, passages: &[Passage], cap: usize, more: usize) -
 /// Whether a passage's piece `text` already says its `title` (or all of the title says it): many
 /// documents open by repeating their title, and a small model's prompt need not carry it twice.
 pub fn title_repeated(title: &str, text: &str) -> bool {
-    fn plain(s: &str) -> String {
-        let words: Vec<String> = s
-            .split_whitespace()
-            .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
-            .filter(|w| !w.is_empty())
-            .collect();
-        words.join(" ")
-    }
-    let (t, x) = (plain(title), plain(text));
+    let (t, x) = (plain_words(title), plain_words(text));
     // whole words only: "art" is not said by "artists", nor "30 days" by "130 days"
     let (t, x) = (format!(" {t} "), format!(" {x} "));
     !t.trim().is_empty() && !x.trim().is_empty() && (x.starts_with(&t) || t.contains(&x))
+}
+
+/// A text's words, lower case, without the punctuation around them and without citation markers
+/// (`[2]`), joined by single spaces: what two texts are compared by when their wording is what
+/// matters, not their form.
+pub fn plain_words(text: &str) -> String {
+    let words: Vec<String> = text
+        .split_whitespace()
+        .filter(|w| !(w.starts_with('[') && w.trim_end_matches(['.', ',']).ends_with(']')))
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.join(" ")
 }
 
 /// A passage's title as a small model is given it: at most [`TITLE_WORDS`] words, marked `…` where

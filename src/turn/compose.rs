@@ -336,15 +336,13 @@ fn numbered_sources(hits: &[Hit], short: bool) -> String {
         .enumerate()
         .map(|(i, h)| {
             let content: String = h.content.chars().take(SOURCE_CHARS).collect();
+            let title = if short { extractive::short_title(&h.title) } else { h.title.clone() };
             if !extractive::title_repeated(&h.title, &content) {
-                let title = if short { extractive::short_title(&h.title) } else { h.title.clone() };
                 format!("[{}] {title}\n{content}\n\n", i + 1)
             } else if content.len() >= h.title.len() {
                 format!("[{}] {content}\n\n", i + 1)
-            } else if short {
-                format!("[{}] {}\n\n", i + 1, extractive::short_title(&h.title))
             } else {
-                format!("[{}] {}\n\n", i + 1, h.title)
+                format!("[{}] {title}\n\n", i + 1)
             }
         })
         .collect()

@@ -47,12 +47,12 @@ struct Warm {
 
 /// One request's generation.
 pub(super) struct Job {
-    pub tokens: Vec<LlamaToken>,
+    tokens: Vec<LlamaToken>,
     /// The scope's mark followed by the tokens: the prompt cache's key.
-    pub key: Vec<i32>,
-    pub max_new: usize,
-    pub sampler: LlamaSampler,
-    pub cancel: Cancel,
+    key: Vec<i32>,
+    max_new: usize,
+    sampler: LlamaSampler,
+    cancel: Cancel,
     /// The sequence it runs on, once admitted.
     seq: Option<usize>,
     /// Prompt tokens in the context so far.
@@ -371,7 +371,7 @@ fn kept(w: &Warm, busy: &[bool], but: usize) -> usize {
 /// keeping what its sequence holds for later prompts.
 fn write(m: &LocalModel, w: &mut Warm, j: &mut Job, idx: i32) {
     let started = j.started.unwrap_or(j.queued);
-    if j.generated == 0 && j.first_token_ms == 0.0 {
+    if j.generated == 0 {
         j.prompt_ms = started.elapsed().as_secs_f64() * 1000.0;
         m.note_read_rate(j.threads, j.tokens.len() - j.reused, j.read_ms);
     }

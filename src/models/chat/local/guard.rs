@@ -5,6 +5,8 @@
 //! (it begins like an earlier one) is held back from the stream until it has shown it is not, so
 //! the streamed text is always the final answer's beginning.
 
+use crate::models::extractive::plain_words as plain;
+
 /// More consecutive citation markers than this is a counting loop, not citing.
 const MARKER_RUN: usize = 8;
 /// A repeated sentence shorter than this many words ("Yes.") may be deliberate.
@@ -99,17 +101,6 @@ fn complete_sentences(text: &str) -> Vec<(usize, usize)> {
 fn list_number(before: &str) -> bool {
     let w = before.trim();
     !w.is_empty() && !w.contains(char::is_whitespace) && (w.chars().all(|c| c.is_ascii_digit()) || w.len() == 1)
-}
-
-/// A sentence's words, lower case, without punctuation or citation markers.
-fn plain(sentence: &str) -> String {
-    let words: Vec<String> = sentence
-        .split_whitespace()
-        .filter(|w| !(w.starts_with('[') && w.trim_end_matches(['.', ',']).ends_with(']')))
-        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()).to_lowercase())
-        .filter(|w| !w.is_empty())
-        .collect();
-    words.join(" ")
 }
 
 #[cfg(test)]
