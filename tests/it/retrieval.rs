@@ -187,6 +187,11 @@ async fn search_history_is_compact_replays_current_text_and_keeps_its_retention(
     t.put("/api/v1/settings/knowledge", &owner, json!({"searchHistory": {"retentionDays": 1, "maxEntries": 3}}))
         .await
         .assert_status(200);
+    // from noon UTC, so "tomorrow" (the cleanup runs at 00:05) is a day ahead whatever the real
+    // time of day
+    let day = 86_400_000;
+    let now = t.clock.now_ms();
+    t.clock.advance_ms((now / day + 1) * day + day / 2 - now);
     for q in ["a", "b"] {
         t.search(&owner, json!({"query": format!("old search {q}")})).await;
     }
