@@ -7,6 +7,8 @@
 #   wordpress, mariadb-server, php-cli, php-mysql  (a real WordPress on 127.0.0.1 for the
 #                               WordPress connector's tests and bench: src/bench/wordpress.rs)
 #   systemd                     (systemd-analyze verify checks the service unit)
+#   postgresql                  (a real PostgreSQL server, started by the tests in a temporary
+#                               directory as `nobody`: tests/it/pg_server.rs)
 #   aiosmtpd (PyPI, into target/pydeps)  (a real SMTP server for the email tests)
 #   mcp (PyPI, into target/pydeps)       (the official Python MCP client SDK, for the /mcp tests)
 #   @modelcontextprotocol/sdk (npm, into target/nodedeps)  (the official TypeScript MCP SDK;
@@ -30,6 +32,8 @@ if [ "${1:-}" = "test" ]; then
   command -v php >/dev/null 2>&1 || need+=(php-cli)
   dpkg -s php-mysql >/dev/null 2>&1 || need+=(php-mysql)
   [ -x /usr/bin/systemd-analyze ] || need+=(systemd)
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need+=(postgresql)
+  command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 fi
 
 pydeps() {

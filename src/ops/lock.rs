@@ -1,7 +1,8 @@
 //! `<data-dir>/backup.lock`: a backup holds it shared while it runs (from before its database copy
 //! until its last original is archived), and the removal of an unused original takes it exclusive
 //! without waiting: while a backup runs, nothing it may still need disappears. It is a file lock,
-//! so it holds between the server and a `steward backup` run as another process.
+//! so it holds between the server and a `steward backup` run as another process. `server_stopped`
+//! takes the server's own lock, for commands that must not run beside it.
 
 use std::fs::File;
 use std::path::Path;
@@ -22,6 +23,22 @@ pub fn backup(data_dir: &Path) -> Result<BackupHold> {
     let f = open(data_dir).map_err(|e| Error::internal_msg(format!("cannot open the backup lock: {e}")))?;
     f.lock_shared().map_err(|e| Error::internal_msg(format!("cannot take the backup lock: {e}")))?;
     Ok(BackupHold { _file: f })
+}
+
+/// The data directory's server lock (`steward.lock`), for commands that must run with the server
+/// stopped; `doing` completes "stop it before …" in the refusal.
+pub fn server_stopped(data_dir: &Path, doing: &str) -> Result<File> {
+    let path = data_dir.join("steward.lock");
+    let f = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| Error::internal_msg(format!("cannot open {}: {e}", path.display())))?;
+    f.try_lock().map_err(|_| {
+        Error::invalid(format!("a steward server is using {}; stop it before {doing}", data_dir.display()))
+    })?;
+    Ok(f)
 }
 
 /// Permission to remove files a backup may read: `None` while a backup runs.

@@ -1,12 +1,13 @@
 //! Operations on a data directory as a whole: backups taken while the server runs (`backup`,
 //! into the archive format of `archive`), restores that check everything before they write
 //! (`restore`), `steward verify` (`verify`), the pre-migration snapshots, and the refusal of a data
-//! directory a newer Steward wrote. The backup lock (`lock`) keeps the originals a running backup
-//! needs from being removed.
+//! directory a newer Steward wrote, and `steward migrate-store` into PostgreSQL (`migrate_store`).
+//! The backup lock (`lock`) keeps the originals a running backup needs from being removed.
 
 pub mod archive;
 pub mod backup;
 pub mod lock;
+pub mod migrate_store;
 pub mod restore;
 pub mod verify;
 

@@ -46,7 +46,7 @@ pub fn verify(data_dir: &Path) -> Result<Report> {
     if !db_path.is_file() {
         return Err(Error::invalid(format!("{} has no database (steward.db)", data_dir.display())));
     }
-    let _lock = lock(data_dir)?;
+    let _lock = super::lock::server_stopped(data_dir, "verifying")?;
     let mut r = Report::default();
     let c = snapshot::open_read_only(&db_path)?;
     let st = migrations::status(&c)?;
@@ -79,20 +79,6 @@ pub fn verify(data_dir: &Path) -> Result<Report> {
     originals(data_dir, &c, &mut r)?;
     indexes(data_dir, &c, &mut r)?;
     Ok(r)
-}
-
-fn lock(data_dir: &Path) -> Result<std::fs::File> {
-    let path = data_dir.join("steward.lock");
-    let f = std::fs::File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::internal_msg(format!("cannot open {}: {e}", path.display())))?;
-    f.try_lock().map_err(|_| {
-        Error::invalid(format!("a steward server is using {}; stop it before verifying", data_dir.display()))
-    })?;
-    Ok(f)
 }
 
 /// Every referenced original present and whole; files nothing refers to.

@@ -5,6 +5,7 @@
 //! Nothing here is async: callers run these functions on a blocking thread (see `App::blocking`).
 
 pub mod migrations;
+pub mod postgres;
 pub mod snapshot;
 
 use std::path::{Path, PathBuf};

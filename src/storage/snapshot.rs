@@ -37,6 +37,15 @@ pub fn copy_into(src: &Path, dest: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Opens a copy made by [`copy_into`] and brings it to this binary's schema version (the applied
+/// versions are returned); the live database is not touched.
+pub fn open_copy_migrated(path: &Path) -> Result<(Connection, Vec<u32>)> {
+    let mut c = Connection::open(path)
+        .map_err(|e| Error::internal_msg(format!("cannot open the copy {}: {e}", path.display())))?;
+    let applied = migrations::apply(&mut c, None)?;
+    Ok((c, applied))
+}
+
 /// `PRAGMA integrity_check`: empty when the database is whole, else SQLite's findings.
 pub fn integrity_problems(c: &Connection) -> Result<Vec<String>> {
     let mut stmt = c.prepare("PRAGMA integrity_check")?;

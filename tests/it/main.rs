@@ -3,6 +3,7 @@
 
 mod fake_llm;
 mod fixtures;
+mod pg_server;
 mod receiver;
 mod site;
 mod support;
@@ -48,6 +49,7 @@ mod release;
 mod retrieval;
 mod routines;
 mod routines_page;
+mod scale_out;
 mod search;
 mod sources_page;
 mod takeover;

@@ -2,6 +2,9 @@
 //! benchmark commands.
 #![allow(clippy::print_stdout, reason = "the command line prints its results")]
 
+mod data_dir;
+
+use data_dir::{backup, migrate_store, newer_refusal, restore, verify};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -101,6 +104,18 @@ pub enum Command {
     /// Check the data directory with the server stopped: database integrity, stored originals,
     /// orphan files, and every document's chunks in both search indexes. Exit status 1 on a problem.
     Verify,
+    /// Copy this install into an empty PostgreSQL database: every table and stored original, with
+    /// row counts and checksums verified per table (stop the server first). Serving from
+    /// PostgreSQL is not built yet: docs/scale-out.md.
+    MigrateStore {
+        /// The data directory to copy from.
+        #[arg(long, value_name = "DATA_DIR")]
+        from: PathBuf,
+        /// The empty PostgreSQL database to copy into (postgres://user@host:port/database; the
+        /// password may come from PGPASSWORD instead of the URL).
+        #[arg(long, value_name = "URL")]
+        to: String,
+    },
     /// The model files this install has.
     Models {
         #[command(subcommand)]
@@ -292,6 +307,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             verify(&config)
         }
+        Some(Command::MigrateStore { from, to }) => {
+            let config = config::load(&overrides(&cli.global, &cli.serve))?;
+            init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
+            migrate_store(&from, &to)
+        }
         Some(Command::Doctor) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             Ok(doctor(&config))
@@ -414,100 +434,6 @@ fn on_journal(journal_stream: Option<&str>) -> bool {
         return false;
     };
     std::fs::metadata("/proc/self/fd/2").is_ok_and(|m| dev.parse() == Ok(m.dev()) && ino.parse() == Ok(m.ino()))
-}
-
-/// A data directory a newer Steward wrote: the message on stderr and the exit status
-/// `ops::EXIT_NEWER_DATA_DIR`, with nothing in it changed.
-fn newer_refusal(config: &Config) -> Option<ExitCode> {
-    match crate::ops::written_by_newer(&config.db_path()) {
-        Ok(Some(msg)) => {
-            eprintln!("steward: {msg}");
-            Some(ExitCode::from(crate::ops::EXIT_NEWER_DATA_DIR))
-        }
-        _ => None,
-    }
-}
-
-fn backup(config: &Config, out: &std::path::Path) -> anyhow::Result<ExitCode> {
-    let started = std::time::Instant::now();
-    let m = crate::ops::backup::write_file(&config.data_dir, out).map_err(|e| anyhow::anyhow!("{}", plain(&e)))?;
-    let bytes = std::fs::metadata(out).map(|m| m.len()).unwrap_or(0);
-    println!(
-        "backed up {} to {}: {} in {:.1} s ({:.1} MB)",
-        config.data_dir.display(),
-        out.display(),
-        contents(&m),
-        started.elapsed().as_secs_f64(),
-        bytes as f64 / 1e6
-    );
-    if !m.missing_blobs.is_empty() {
-        eprintln!(
-            "warning: {} stored originals documents refer to were missing from the data directory",
-            m.missing_blobs.len()
-        );
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
-/// What went wrong, in words: an internal error's cause (the message alone says "internal error").
-fn plain(e: &crate::error::Error) -> String {
-    match &e.source {
-        Some(source) if e.code == crate::error::ErrorCode::Internal => source.to_string(),
-        _ => e.message.clone(),
-    }
-}
-
-/// "12 documents, 3 conversations, 2 agents, 1 workspace" from a manifest's counts.
-fn contents(m: &crate::ops::archive::Manifest) -> String {
-    let n = |t: &str| m.tables.get(t).copied().unwrap_or(0);
-    let originals = m.members.iter().filter(|x| x.path.starts_with("blobs/")).count();
-    format!(
-        "{} workspaces, {} documents ({originals} stored originals), {} agents, {} conversations",
-        n("workspaces"),
-        n("documents"),
-        n("agents"),
-        n("conversations")
-    )
-}
-
-fn restore(config: &Config, file: &std::path::Path, force: bool) -> anyhow::Result<ExitCode> {
-    let started = std::time::Instant::now();
-    match crate::ops::restore::restore(file, &config.data_dir, force) {
-        Ok(r) => {
-            println!(
-                "restored {} (steward {}, schema version {}, made {}) into {}: {} in {:.1} s; the search indexes are rebuilt when the server starts",
-                file.display(),
-                r.manifest.steward_version,
-                r.manifest.schema_version,
-                r.manifest.created_at,
-                config.data_dir.display(),
-                contents(&r.manifest),
-                started.elapsed().as_secs_f64()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
-        Err(e) => {
-            eprintln!("steward: nothing was restored: {}", plain(&e));
-            Ok(ExitCode::FAILURE)
-        }
-    }
-}
-
-fn verify(config: &Config) -> anyhow::Result<ExitCode> {
-    let report = crate::ops::verify::verify(&config.data_dir).map_err(|e| anyhow::anyhow!("{}", plain(&e)))?;
-    for f in &report.findings {
-        println!("[{}] {}", if f.problem { "FAIL" } else { "ok  " }, f.message);
-    }
-    match report.problems() {
-        0 => {
-            println!("{} is consistent", config.data_dir.display());
-            Ok(ExitCode::SUCCESS)
-        }
-        n => {
-            println!("{n} problem(s) found");
-            Ok(ExitCode::FAILURE)
-        }
-    }
 }
 
 async fn shutdown_signal() {
@@ -739,7 +665,7 @@ mod panic_tests {
         assert!(r.is_err());
         let out = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
         assert!(out.contains("panicked"), "{out}");
-        assert!(out.contains("src/cli.rs:"), "the location is logged: {out}");
+        assert!(out.contains("src/cli/mod.rs:"), "the location is logged: {out}");
         assert!(out.contains("req-42"), "inside the request's span: {out}");
         assert!(!out.contains("4111") && !out.contains("card"), "the message is withheld: {out}");
     }

@@ -1,0 +1,215 @@
+//! PostgreSQL: connecting, and the schema's append-only migrations (`migrations/postgres/`), run
+//! once under an advisory lock however many nodes start together. `copy` moves a single-node
+//! SQLite install into an empty PostgreSQL database (`steward migrate-store`).
+//!
+//! The PostgreSQL schema starts at version 17 with one baseline (the tables SQLite's migrations
+//! 0001–0017 leave); from 18 on each version has a file in both lists, with the same number and
+//! name. Like everything in `storage`, nothing here is async: the sync `postgres` client runs on
+//! the calling (blocking) thread.
+
+pub mod copy;
+
+use postgres::{Client, NoTls};
+use sha2::{Digest, Sha256};
+
+use super::migrations::MIGRATIONS as SQLITE_MIGRATIONS;
+use crate::error::{Error, Result};
+
+pub struct Migration {
+    pub version: u32,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+macro_rules! migration {
+    ($v:expr, $name:expr) => {
+        Migration {
+            version: $v,
+            name: $name,
+            sql: include_str!(concat!("../../../migrations/postgres/", $name, ".sql")),
+        }
+    };
+}
+
+/// Every PostgreSQL migration, in order. Append only, like SQLite's.
+pub const MIGRATIONS: &[Migration] = &[migration!(17, "0017_baseline")];
+
+/// The advisory lock key migrations take (`pg_advisory_xact_lock`): "STEWMIGR" in ASCII.
+const MIGRATE_LOCK: i64 = 0x5354_4557_4d49_4752;
+
+/// A URL is for this backend when it starts `postgres://` or `postgresql://`.
+pub fn is_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// The URL with any password replaced by `***`, for messages and logs.
+pub fn redacted(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "(not a URL)".into();
+    };
+    let (authority, tail) = match rest.find(['/', '?']) {
+        Some(i) => rest.split_at(i),
+        None => (rest, ""),
+    };
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or("");
+            let hidden = if userinfo.contains(':') { format!("{user}:***") } else { user.to_string() };
+            format!("{scheme}://{hidden}@{host}{tail}")
+        }
+        None => url.to_string(),
+    }
+}
+
+/// Connects to the database at `url` (plain TCP or a Unix socket directory as `host`); without a
+/// password in the URL, `PGPASSWORD` is used when set.
+pub fn connect(url: &str) -> Result<Client> {
+    if !is_url(url) {
+        return Err(Error::invalid(format!(
+            "{} is not a PostgreSQL URL (postgres://user:password@host:port/database)",
+            redacted(url)
+        )));
+    }
+    let mut config: postgres::Config =
+        url.parse().map_err(|e| Error::invalid(format!("{} is not a usable PostgreSQL URL: {e}", redacted(url))))?;
+    // the password may stay out of the URL (and so out of `ps`): libpq's PGPASSWORD
+    if config.get_password().is_none()
+        && let Ok(pw) = std::env::var("PGPASSWORD")
+    {
+        config.password(pw);
+    }
+    config
+        .connect(NoTls)
+        .map_err(|e| Error::unavailable(format!("cannot connect to PostgreSQL at {}: {}", redacted(url), plain(&e))))
+}
+
+/// A PostgreSQL error as one line: the server's message when there is one.
+pub fn plain(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => db.message().to_string(),
+        None => e.to_string(),
+    }
+}
+
+impl From<postgres::Error> for Error {
+    fn from(e: postgres::Error) -> Self {
+        Error::internal_msg(format!("PostgreSQL: {}", plain(&e)))
+    }
+}
+
+fn checksum(sql: &str) -> String {
+    hex::encode(Sha256::digest(sql.as_bytes()))
+}
+
+/// The versions recorded in the database (empty when it has no schema yet).
+pub fn applied(c: &mut Client) -> Result<Vec<(u32, String)>> {
+    let exists: bool = c.query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])?.get(0);
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let rows = c.query("SELECT version, checksum FROM schema_migrations ORDER BY version", &[])?;
+    Ok(rows.iter().map(|r| (r.get::<_, i64>(0) as u32, r.get(1))).collect())
+}
+
+/// The schema version of the database: its highest applied migration (0 for none).
+pub fn schema_version(c: &mut Client) -> Result<u32> {
+    Ok(applied(c)?.iter().map(|(v, _)| *v).max().unwrap_or(0))
+}
+
+/// The schema version this binary brings.
+pub fn latest() -> u32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// Applies the pending migrations in one transaction under the migration lock; returns the
+/// versions applied (empty when another node applied them first).
+pub fn migrate(c: &mut Client) -> Result<Vec<u32>> {
+    let mut tx = c.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (
+            version BIGINT PRIMARY KEY,
+            name TEXT NOT NULL,
+            checksum TEXT NOT NULL,
+            applied_at TEXT NOT NULL
+        )",
+    )?;
+    // read under the lock: a node that migrated meanwhile is seen here
+    let rows = tx.query("SELECT version, checksum FROM schema_migrations ORDER BY version", &[])?;
+    let done: Vec<(u32, String)> = rows.iter().map(|r| (r.get::<_, i64>(0) as u32, r.get(1))).collect();
+    for (v, sum) in &done {
+        match MIGRATIONS.iter().find(|m| m.version == *v) {
+            None => {
+                return Err(Error::internal_msg(format!(
+                    "this database was written by a newer Steward (schema version {v}, this steward knows up to {}); nothing was changed",
+                    latest()
+                )));
+            }
+            Some(m) if checksum(m.sql) != *sum => {
+                return Err(Error::internal_msg(format!(
+                    "migration {v} changed after it was applied to this database; migrations are append-only"
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    let now = crate::clock::rfc3339(chrono::Utc::now());
+    let mut applied = Vec::new();
+    for m in MIGRATIONS.iter().filter(|m| !done.iter().any(|(v, _)| *v == m.version)) {
+        tx.batch_execute(m.sql).map_err(|e| {
+            Error::internal_msg(format!("PostgreSQL migration {} ({}) failed: {}", m.version, m.name, plain(&e)))
+        })?;
+        tx.execute(
+            "INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES ($1, $2, $3, $4)",
+            &[&i64::from(m.version), &m.name, &checksum(m.sql), &now],
+        )?;
+        applied.push(m.version);
+    }
+    tx.commit()?;
+    Ok(applied)
+}
+
+/// Both backends bring the same schema version, and every SQLite migration after the baseline
+/// has its PostgreSQL twin (checked by a test, so a migration added to one list only fails CI).
+pub fn lists_agree() -> std::result::Result<(), String> {
+    let base = MIGRATIONS.first().map_or(0, |m| m.version);
+    for m in SQLITE_MIGRATIONS.iter().filter(|m| m.version > base) {
+        if !MIGRATIONS.iter().any(|p| p.version == m.version && p.name == m.name) {
+            return Err(format!("migration {} ({}) has no PostgreSQL twin in migrations/postgres/", m.version, m.name));
+        }
+    }
+    if latest() != super::migrations::latest() {
+        return Err(format!("PostgreSQL is at {} and SQLite at {}", latest(), super::migrations::latest()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_backends_have_the_same_migrations() {
+        lists_agree().unwrap();
+        let mut last = 0;
+        for m in MIGRATIONS {
+            assert!(m.version > last && m.name.starts_with(&format!("{:04}_", m.version)), "{}", m.name);
+            last = m.version;
+        }
+    }
+
+    #[test]
+    fn passwords_never_reach_messages() {
+        assert_eq!(
+            redacted("postgres://steward:s3cret@db.internal:5432/steward"),
+            "postgres://steward:***@db.internal:5432/steward"
+        );
+        assert_eq!(redacted("postgresql://u@h/d?sslmode=disable"), "postgresql://u@h/d?sslmode=disable");
+        assert_eq!(redacted("postgres://h:5432/d"), "postgres://h:5432/d");
+        assert_eq!(redacted("postgres://u:p@ss@h/d"), "postgres://u:***@h/d");
+        assert_eq!(redacted("nonsense"), "(not a URL)");
+        let e = connect("postgres://u:hunter2@127.0.0.1:1/d").err().unwrap().to_string();
+        assert!(!e.contains("hunter2") && e.contains("cannot connect"), "{e}");
+        assert!(connect("mysql://x").err().unwrap().to_string().contains("not a PostgreSQL URL"));
+    }
+}

@@ -1,0 +1,173 @@
+//! A real PostgreSQL server for the tests (Debian's `postgresql` package, which
+//! `scripts/install-deps.sh test` installs): one per test process, started on first use in a
+//! temporary directory with `initdb` and `postgres` as the `nobody` user when the tests run as root
+//! (PostgreSQL refuses root), listening on a Unix socket only. Each test gets its own database.
+//!
+//! The server is a child of a thread that lives as long as the process, started with a parent-death
+//! signal, so it ends with the test process; readiness is read from its log, not waited for.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+pub struct PgServer {
+    /// The socket directory (the URL's host).
+    socket_dir: PathBuf,
+    bin: PathBuf,
+}
+
+static SERVER: OnceLock<Result<PgServer, String>> = OnceLock::new();
+static NEXT_DB: AtomicU32 = AtomicU32::new(0);
+
+/// The directory holding `initdb`, `postgres`, `pg_dump` and `pg_restore`.
+fn bin_dir() -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|p| p.join("initdb").is_file())
+        .collect();
+    dirs.sort();
+    dirs.pop()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// `program` run as the server's user (`nobody` under root), dying with its parent thread.
+fn as_server_user(program: &Path) -> Command {
+    if is_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--pdeathsig=KILL"]).arg(program);
+        c
+    } else {
+        let mut c = Command::new("setpriv");
+        c.arg("--pdeathsig=KILL").arg(program);
+        c
+    }
+}
+
+/// Removes the directories of earlier test processes that are gone (a killed run leaves its own).
+fn sweep_stale(root: &Path) {
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let pid: Option<u32> = e.file_name().to_str().and_then(|n| n.strip_prefix("run-")?.parse().ok());
+        if let Some(pid) = pid
+            && !Path::new(&format!("/proc/{pid}")).exists()
+        {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
+fn start() -> Result<PgServer, String> {
+    let bin = bin_dir().ok_or("PostgreSQL is not installed (scripts/install-deps.sh test installs it)")?;
+    let root = std::env::temp_dir().join("steward-pg-tests");
+    std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
+    sweep_stale(&root);
+    let dir = root.join(format!("run-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    if is_root() {
+        std::os::unix::fs::chown(&root, None, None).ok();
+        let status = Command::new("chown").args(["nobody:nogroup"]).arg(&dir).status().map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err("cannot hand the PostgreSQL directory to nobody".into());
+        }
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o1777)).map_err(|e| e.to_string())?;
+    }
+    let data = dir.join("data");
+    let out = as_server_user(&bin.join("initdb"))
+        .args(["-D"])
+        .arg(&data)
+        .args(["-U", "steward", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"])
+        .output()
+        .map_err(|e| format!("initdb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let (bin2, data2, sock) = (bin.clone(), data.clone(), dir.clone());
+    std::thread::spawn(move || {
+        let child = as_server_user(&bin2.join("postgres"))
+            .arg("-D")
+            .arg(&data2)
+            .arg("-k")
+            .arg(&sock)
+            .args(["-c", "listen_addresses=", "-c", "fsync=off", "-c", "max_connections=200"])
+            .args(["-c", "logging_collector=off", "-c", "log_min_messages=log"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn();
+        let mut child = match child {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = tx.send(Err(format!("postgres: {e}")));
+                return;
+            }
+        };
+        let Some(stderr) = child.stderr.take() else {
+            let _ = tx.send(Err("postgres: no log".into()));
+            return;
+        };
+        let mut ready = Some(tx);
+        let mut log = String::new();
+        for line in BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if let Some(tx) = ready.take_if(|_| line.contains("ready to accept connections")) {
+                let _ = tx.send(Ok(()));
+            } else if ready.is_some() {
+                log.push_str(&line);
+                log.push('\n');
+            }
+        }
+        if let Some(tx) = ready {
+            let _ = tx.send(Err(format!("postgres stopped before it was ready:\n{log}")));
+        }
+        let _ = child.wait();
+    });
+    rx.recv().map_err(|e| e.to_string())??;
+    Ok(PgServer { socket_dir: dir, bin })
+}
+
+impl PgServer {
+    /// The shared server (started on first use); panics with the reason when it cannot start.
+    pub fn get() -> &'static PgServer {
+        match SERVER.get_or_init(start) {
+            Ok(s) => s,
+            Err(e) => panic!("cannot start the test PostgreSQL server: {e}"),
+        }
+    }
+
+    /// The URL of database `name` on this server.
+    pub fn url(&self, name: &str) -> String {
+        let host: String = url::form_urlencoded::byte_serialize(self.socket_dir.to_string_lossy().as_bytes()).collect();
+        format!("postgres://steward@{host}/{name}")
+    }
+
+    /// A new, empty database; returns its URL.
+    pub fn fresh_db(&self) -> String {
+        let name = format!("t{}_{}", std::process::id(), NEXT_DB.fetch_add(1, Ordering::SeqCst));
+        let mut c = postgres::Client::connect(&self.url("postgres"), postgres::NoTls).unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        self.url(&name)
+    }
+
+    /// A PostgreSQL client program (`pg_dump`, `pg_restore`, `psql`…) of the server's version,
+    /// pointed at this server (`-h`, `-U`).
+    pub fn tool(&self, name: &str) -> Command {
+        let mut c = Command::new(self.bin.join(name));
+        c.arg("-h").arg(&self.socket_dir).args(["-U", "steward"]);
+        c
+    }
+
+    /// The database name of a URL this server made.
+    pub fn db_name(url: &str) -> &str {
+        url.rsplit('/').next().unwrap_or_default()
+    }
+}

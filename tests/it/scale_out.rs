@@ -1,0 +1,402 @@
+//! PostgreSQL (issue 37, first part), on a real server (`pg_server`): the schema is SQLite's,
+//! table by table and column by column; nodes starting together migrate once; `steward
+//! migrate-store` copies a data directory with every kind of record into an empty database with
+//! ids, timestamps and bytes preserved, and refuses what it must.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use postgres::types::Type;
+use serde_json::json;
+
+use crate::e2e::BIN;
+use crate::pg_server::PgServer;
+use crate::support::TestApp;
+
+fn pg(url: &str) -> postgres::Client {
+    postgres::Client::connect(url, postgres::NoTls).unwrap()
+}
+
+/// A fresh SQLite database at this binary's schema version.
+fn fresh_sqlite() -> (tempfile::TempDir, rusqlite::Connection) {
+    let dir = tempfile::tempdir().unwrap();
+    drop(steward::storage::Db::open(&dir.path().join("steward.db"), 1).unwrap());
+    let c = rusqlite::Connection::open(dir.path().join("steward.db")).unwrap();
+    (dir, c)
+}
+
+fn sqlite_type(declared: &str) -> &'static str {
+    match declared {
+        "INTEGER" => "bigint",
+        "REAL" => "double precision",
+        "BLOB" => "bytea",
+        "TEXT" => "text",
+        other => panic!("unexpected SQLite type {other}"),
+    }
+}
+
+#[test]
+fn the_postgresql_schema_is_sqlites_table_by_table() {
+    let (_dir, lite) = fresh_sqlite();
+    let url = PgServer::get().fresh_db();
+    let mut c = steward::storage::postgres::connect(&url).unwrap();
+    assert_eq!(steward::storage::postgres::migrate(&mut c).unwrap(), vec![17]);
+    assert_eq!(steward::storage::postgres::schema_version(&mut c).unwrap(), steward::storage::migrations::latest());
+
+    let tables: Vec<String> = lite
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(tables.len() > 50, "{tables:?}");
+    for t in &tables {
+        // name, type, not null, in column order
+        let want: Vec<(String, String, bool)> = lite
+            .prepare(&format!("SELECT name, type, \"notnull\" OR pk FROM pragma_table_info('{t}') ORDER BY cid"))
+            .unwrap()
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, bool>(2)?)))
+            .unwrap()
+            .map(|r| {
+                let (n, ty, nn) = r.unwrap();
+                (n, sqlite_type(&ty).to_string(), nn)
+            })
+            .collect();
+        let got: Vec<(String, String, bool)> = c
+            .query(
+                "SELECT column_name::text, data_type::text, is_nullable = 'NO' FROM information_schema.columns
+                 WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
+                &[t],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get(1), r.get(2)))
+            .collect();
+        assert_eq!(got, want, "table {t}");
+    }
+    // every named SQLite index, partial ones included, exists on PostgreSQL
+    let indexes: Vec<String> = lite
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    for i in &indexes {
+        let n: i64 = c.query_one("SELECT count(*) FROM pg_indexes WHERE indexname = $1", &[i]).unwrap().get(0);
+        assert_eq!(n, 1, "index {i}");
+    }
+    // the triggers behave as SQLite's: audit events are append-only, a deleted chunk is queued
+    // for the search indexes
+    c.batch_execute(
+        "INSERT INTO audit_events (event_id, actor_type, action, created_at) VALUES ('e1', 'system', 'x', 't')",
+    )
+    .unwrap();
+    let err = c.batch_execute("DELETE FROM audit_events").unwrap_err();
+    assert!(steward::storage::postgres::plain(&err).contains("append-only"), "{err:?}");
+    c.batch_execute(
+        "INSERT INTO organizations (id, name, created_at) VALUES ('o', 'O', 't');
+         INSERT INTO workspaces (id, organization_id, name, created_at, updated_at) VALUES ('w', 'o', 'W', 't', 't');
+         INSERT INTO sources (id, workspace_id, kind, name, created_at, updated_at) VALUES ('s', 'w', 'api', 'S', 't', 't');
+         INSERT INTO documents (id, workspace_id, source_id, title, status, source_kind, created_at, updated_at)
+             VALUES ('d', 'w', 's', 'D', 'ready', 'inline_text', 't', 't');
+         INSERT INTO chunks (id, document_id, workspace_id, revision, chunk_index, content, start_offset, end_offset,
+                             content_hash, created_at)
+             VALUES ('c', 'd', 'w', 1, 0, 'x', 0, 1, 'h', 't');
+         DELETE FROM documents WHERE id = 'd';",
+    )
+    .unwrap_or_else(|e| panic!("{}", steward::storage::postgres::plain(&e)));
+    let op = c.query_one("SELECT op, chunk_rowid, workspace_id FROM index_ops", &[]).unwrap();
+    assert_eq!((op.get::<_, String>(0), op.get::<_, i64>(1), op.get::<_, String>(2)), ("del".into(), 1, "w".into()));
+}
+
+#[test]
+fn nodes_starting_together_migrate_once() {
+    let url = PgServer::get().fresh_db();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            let (url, barrier) = (url.clone(), barrier.clone());
+            std::thread::spawn(move || {
+                let mut c = steward::storage::postgres::connect(&url).unwrap();
+                barrier.wait();
+                steward::storage::postgres::migrate(&mut c).unwrap()
+            })
+        })
+        .collect();
+    let applied: Vec<Vec<u32>> = runs.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(applied.iter().filter(|a| !a.is_empty()).count(), 1, "{applied:?}");
+    let mut c = pg(&url);
+    let n: i64 = c.query_one("SELECT count(*) FROM schema_migrations", &[]).unwrap().get(0);
+    assert_eq!(n, 1);
+}
+
+/// Every row of every table, rendered with its type, sorted: SQLite's side.
+fn sqlite_rows(db: &Path) -> BTreeMap<String, Vec<String>> {
+    let c = rusqlite::Connection::open(db).unwrap();
+    let tables: Vec<String> = c
+        .prepare(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'
+             AND name <> 'schema_migrations' ORDER BY name",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut out = BTreeMap::new();
+    for t in tables {
+        let mut stmt = c.prepare(&format!("SELECT * FROM \"{t}\"")).unwrap();
+        let n = stmt.column_count();
+        let mut rows: Vec<String> = stmt
+            .query_map([], |r| {
+                Ok((0..n)
+                    .map(|i| match r.get_ref(i).unwrap() {
+                        rusqlite::types::ValueRef::Null => "null".to_string(),
+                        rusqlite::types::ValueRef::Integer(v) => format!("i{v}"),
+                        rusqlite::types::ValueRef::Real(v) => format!("r{v:?}"),
+                        rusqlite::types::ValueRef::Text(v) => format!("t{:?}", String::from_utf8_lossy(v)),
+                        rusqlite::types::ValueRef::Blob(v) => format!("b{}", hex_of(v)),
+                    })
+                    .collect::<Vec<_>>()
+                    .join("|"))
+            })
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        rows.sort();
+        out.insert(t, rows);
+    }
+    out
+}
+
+fn hex_of(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The same, read from PostgreSQL, columns in SQLite's order.
+fn pg_rows(url: &str, tables: &BTreeMap<String, Vec<String>>, lite: &Path) -> BTreeMap<String, Vec<String>> {
+    let lc = rusqlite::Connection::open(lite).unwrap();
+    let mut c = pg(url);
+    let mut out = BTreeMap::new();
+    for t in tables.keys() {
+        let cols: Vec<String> = lc
+            .prepare(&format!("SELECT name FROM pragma_table_info('{t}') ORDER BY cid"))
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let list = cols.iter().map(|c| format!("\"{c}\"")).collect::<Vec<_>>().join(", ");
+        let mut rows: Vec<String> = c
+            .query(&format!("SELECT {list} FROM \"{t}\""), &[])
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (0..cols.len())
+                    .map(|i| {
+                        let ty = r.columns()[i].type_().clone();
+                        let v = if ty == Type::INT8 {
+                            r.get::<_, Option<i64>>(i).map(|v| format!("i{v}"))
+                        } else if ty == Type::FLOAT8 {
+                            r.get::<_, Option<f64>>(i).map(|v| format!("r{v:?}"))
+                        } else if ty == Type::BYTEA {
+                            r.get::<_, Option<Vec<u8>>>(i).map(|v| format!("b{}", hex_of(&v)))
+                        } else {
+                            r.get::<_, Option<String>>(i).map(|v| format!("t{v:?}"))
+                        };
+                        v.unwrap_or_else(|| "null".into())
+                    })
+                    .collect::<Vec<_>>()
+                    .join("|")
+            })
+            .collect();
+        rows.sort();
+        out.insert(t.clone(), rows);
+    }
+    out
+}
+
+/// A data directory with records of every kind the API makes here (documents inline and
+/// uploaded with their chunks, a search, a conversation with its turn trace, an eval case, an
+/// agent, an API token, a configured connector with a sealed secret, audit events, jobs), its
+/// server stopped; returns how many tables hold rows.
+async fn filled_data_dir() -> (tempfile::TempDir, usize) {
+    // (the data directory is `<dir>/data`)
+    let key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    let t = TestApp::with_config(|c| {
+        c.encryption_key = Some(steward::config::Secret::new(steward::config::parse_encryption_key(key).unwrap()));
+    });
+    let owner = t.owner().await;
+    t.doc(&owner, "Opening hours", "We are open from 9:00 to 17:00 on weekdays.", json!({"team": "front"})).await;
+    t.upload(&owner, "parking.md", b"# Parking\n\nVisitors park in the blue garage on Elm Street.\n", &[])
+        .await
+        .assert_status(202);
+    t.drain();
+    t.search(&owner, json!({"query": "parking garage"})).await;
+    let chat = t.post("/api/v1/chat", &owner, json!({"message": "When are you open?"})).await;
+    chat.assert_status(200);
+    let mid = chat.json()["messageId"].as_str().unwrap().to_string();
+    t.put(&format!("/api/v1/evals/cases/by-source-message/{mid}"), &owner, json!({})).await.assert_status(201);
+    t.post("/api/v1/agents", &owner, json!({"name": "Sales"})).await.assert_status(201);
+    t.post("/api/v1/account/tokens", &owner, json!({"name": "ci", "expiresInDays": 3})).await.assert_status(201);
+    t.put(
+        "/api/v1/connectors/wordpress",
+        &owner,
+        json!({"config": {"site_url": "https://blog.example.com", "wp_username": "editor", "wp_application_password": "abcd efgh ijkl"}}),
+    )
+    .await
+    .assert_status(200);
+    t.drain();
+    let TestApp { app, router, dir, .. } = t;
+    drop(router);
+    drop(app);
+    let data = dir.path().join("data");
+    assert!(data.join("steward.db").is_file());
+    let c = rusqlite::Connection::open(data.join("steward.db")).unwrap();
+    let tables: Vec<String> = c
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let non_empty = tables
+        .iter()
+        .filter(|t| c.query_row(&format!("SELECT count(*) > 0 FROM \"{t}\""), [], |r| r.get::<_, bool>(0)).unwrap())
+        .count();
+    (dir, non_empty)
+}
+
+fn migrate_store(from: &Path, to: &str) -> std::process::Output {
+    Command::new(BIN).args(["migrate-store", "--from"]).arg(from).args(["--to", to]).output().unwrap()
+}
+
+fn filled() -> (tempfile::TempDir, std::path::PathBuf, usize) {
+    let (dir, n) = tokio::runtime::Runtime::new().unwrap().block_on(filled_data_dir());
+    let data = dir.path().join("data");
+    (dir, data, n)
+}
+
+#[test]
+fn migrate_store_copies_every_record_with_ids_timestamps_and_bytes_preserved() {
+    let (_dir, data, non_empty) = filled();
+    assert!(non_empty >= 20, "the fixture fills {non_empty} tables");
+    let url = PgServer::get().fresh_db();
+    let out = migrate_store(&data, &url);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("row counts and checksums verified for every table"), "{stdout}");
+    assert!(stdout.contains("1 originals"), "{stdout}");
+
+    let lite = data.join("steward.db");
+    let want = sqlite_rows(&lite);
+    let got = pg_rows(&url, &want, &lite);
+    for (t, rows) in &want {
+        assert_eq!(&got[t], rows, "table {t}");
+    }
+    // the original is in PostgreSQL, byte for byte
+    let mut c = pg(&url);
+    let row = c
+        .query_one("SELECT d.blob_sha256, b.bytes FROM documents d JOIN blobs b ON b.sha256 = d.blob_sha256", &[])
+        .unwrap();
+    let (sha, bytes): (String, Vec<u8>) = (row.get(0), row.get(1));
+    assert_eq!(std::fs::read(data.join("blobs").join(&sha[..2]).join(&sha)).unwrap(), bytes);
+    // identities continue after the copied ids
+    let max: i64 = c.query_one("SELECT max(id) FROM jobs", &[]).unwrap().get(0);
+    let next: i64 = c
+        .query_one("INSERT INTO jobs (kind, payload, state, run_at, created_at, updated_at) VALUES ('x', '{}', 'done', '', '', '') RETURNING id", &[])
+        .map(|r| r.get(0))
+        .unwrap_or(max + 1);
+    assert!(next > max, "{next} after {max}");
+}
+
+#[test]
+fn migrate_store_refuses_a_target_with_rows_a_running_server_and_a_bad_url() {
+    let (_dir, data, _) = filled();
+    let url = PgServer::get().fresh_db();
+    assert!(migrate_store(&data, &url).status.success());
+    let before: i64 = pg(&url).query_one("SELECT count(*) FROM documents", &[]).unwrap().get(0);
+    let again = migrate_store(&data, &url);
+    assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("not empty"), "{err}");
+    let after: i64 = pg(&url).query_one("SELECT count(*) FROM documents", &[]).unwrap().get(0);
+    assert_eq!(before, after);
+
+    // a password never appears in what it prints
+    let bad = migrate_store(&data, "postgres://steward:hunter2@127.0.0.1:1/nowhere");
+    assert!(!bad.status.success());
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("cannot connect") && !err.contains("hunter2"), "{err}");
+
+    // a server using the data directory: refused before anything is read
+    let url2 = PgServer::get().fresh_db();
+    let server = crate::e2e::Server::start(&data, &[]);
+    let busy = migrate_store(&data, &url2);
+    drop(server);
+    assert!(!busy.status.success());
+    assert!(
+        String::from_utf8_lossy(&busy.stderr).contains("stop it before"),
+        "{}",
+        String::from_utf8_lossy(&busy.stderr)
+    );
+}
+
+#[test]
+fn migrate_store_brings_an_older_data_dir_to_the_current_schema_on_the_way() {
+    // the committed schema-13 fixture (see upgrade.rs), copied so the original stays as it is
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/fixtures/upgrade-0013/data");
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path();
+    let status = Command::new("cp").arg("-a").arg(format!("{}/.", fixture.display())).arg(data).status().unwrap();
+    assert!(status.success());
+    let url = PgServer::get().fresh_db();
+    let out = migrate_store(data, &url);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("brought the copy to schema version"), "{stdout}");
+    // the data directory itself is untouched: still at 13
+    let c = rusqlite::Connection::open(data.join("steward.db")).unwrap();
+    let v: i64 = c.query_row("SELECT max(version) FROM schema_migrations", [], |r| r.get(0)).unwrap();
+    assert_eq!(v, 13);
+    let docs: i64 = c.query_row("SELECT count(*) FROM documents", [], |r| r.get(0)).unwrap();
+    let pg_docs: i64 = pg(&url).query_one("SELECT count(*) FROM documents", &[]).unwrap().get(0);
+    assert_eq!(docs, pg_docs);
+    assert!(docs > 0);
+}
+
+/// Backups on PostgreSQL are PostgreSQL's own: a migrated database dumped with `pg_dump` and
+/// restored with `pg_restore` into a new database holds every row, and is at the schema version
+/// with nothing left to migrate.
+#[test]
+fn a_pg_dump_of_a_migrated_database_restores_whole() {
+    let (_dir, data, _) = filled();
+    let server = PgServer::get();
+    let url = server.fresh_db();
+    assert!(migrate_store(&data, &url).status.success());
+    let dump = tempfile::tempdir().unwrap();
+    let file = dump.path().join("steward.dump");
+    let out = server.tool("pg_dump").args(["-Fc", "-d", PgServer::db_name(&url), "-f"]).arg(&file).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let restored = server.fresh_db();
+    let out = server
+        .tool("pg_restore")
+        .args(["--no-owner", "--exit-on-error", "-d", PgServer::db_name(&restored)])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lite = data.join("steward.db");
+    let want = sqlite_rows(&lite);
+    let got = pg_rows(&restored, &want, &lite);
+    for (t, rows) in &want {
+        assert_eq!(&got[t], rows, "table {t}");
+    }
+    let mut c = steward::storage::postgres::connect(&restored).unwrap();
+    assert_eq!(steward::storage::postgres::migrate(&mut c).unwrap(), Vec::<u32>::new());
+    let originals: i64 = c.query_one("SELECT count(*) FROM blobs", &[]).unwrap().get(0);
+    assert_eq!(originals, 1);
+}
