@@ -86,14 +86,19 @@ fn conversations(app: &App, ws: &crate::ids::WorkspaceId, n: usize) -> anyhow::R
     Ok(())
 }
 
-/// Backup, restore and verify of Cranfield + `conversations`; index rebuilds of about `chunks`.
-pub fn run(
-    config: &Config,
-    cranfield: &Path,
-    conversations_n: usize,
-    chunks: usize,
-    runs: usize,
-) -> anyhow::Result<Value> {
+/// How much `run` makes and how often it measures.
+pub struct Sizes {
+    /// Conversations of four messages added to the data directory.
+    pub conversations: usize,
+    /// Chunks in the corpus whose indexes are rebuilt (0 skips it).
+    pub chunks: usize,
+    pub runs: usize,
+}
+
+/// Backup, restore and verify of Cranfield + conversations; index rebuilds of about `chunks`;
+/// with `postgres`, `migrate-store` of the same data directory into a new database per run.
+pub fn run(config: &Config, cranfield: &Path, sizes: Sizes, postgres: Option<&str>) -> anyhow::Result<Value> {
+    let Sizes { conversations: conversations_n, chunks, runs } = sizes;
     let work = tempfile::tempdir()?;
     let data = work.path().join("data");
     let collection = super::collection::Collection::load(cranfield)?;
@@ -144,10 +149,39 @@ pub fn run(
         "restoreRuns": restore_s,
         "verifySeconds": median(&verify_s),
     });
+    if let Some(url) = postgres {
+        report["migrateStore"] = migrate_store(&data, url, runs)?;
+    }
     if chunks > 0 {
         report["rebuild"] = rebuild(config, cranfield, chunks, runs, &work.path().join("synthetic"))?;
     }
     Ok(report)
+}
+
+/// `migrate-store` of `data` into a new database on the server of `url`, `runs` times.
+fn migrate_store(data: &Path, url: &str, runs: usize) -> anyhow::Result<Value> {
+    use crate::storage::postgres;
+    let (mut seconds, mut rows, mut originals_mb) = (Vec::new(), 0, 0.0);
+    for i in 0..runs {
+        let name = format!("steward_bench_{}_{i}", std::process::id());
+        let target = postgres::create_database(url, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let t = Instant::now();
+        let moved = crate::ops::migrate_store::run(data, &target, &mut |_| {});
+        seconds.push(t.elapsed().as_secs_f64());
+        postgres::drop_database(url, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let moved = moved.map_err(|e| anyhow::anyhow!("{e}"))?;
+        rows = moved.copied.tables.iter().map(|t| t.rows).sum::<i64>();
+        originals_mb = moved.copied.original_bytes as f64 / 1e6;
+        eprintln!("run {i}: migrate-store {:.2} s ({rows} rows)", seconds[i]);
+    }
+    let s = median(&seconds);
+    Ok(json!({
+        "seconds": s,
+        "runs": seconds,
+        "rows": rows,
+        "rowsPerSecond": rows as f64 / s,
+        "originalsMb": originals_mb,
+    }))
 }
 
 /// Both indexes rebuilt from SQLite `runs` times over a synthetic corpus of about `chunks` chunks.

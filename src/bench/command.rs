@@ -86,6 +86,11 @@ pub enum BenchCommand {
         /// Repetitions; medians are reported.
         #[arg(long, default_value_t = 3)]
         runs: usize,
+        /// Also time `steward migrate-store` of the same data directory into a new database on
+        /// this PostgreSQL server, per run (the URL's user needs CREATEDB; the databases are
+        /// dropped afterwards).
+        #[arg(long, value_name = "URL")]
+        postgres: Option<String>,
     },
     /// What usage limits cost an answer: server time (p50/p95) and answers/s at `--concurrency`
     /// with the account unlimited and capped far away, alternating rounds, medians.
@@ -415,8 +420,9 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }
-        BenchCommand::Backup { cranfield, conversations, synthetic_chunks, runs } => {
-            let report = bench::backup::run(&config, &cranfield, conversations, synthetic_chunks, runs.max(1))?;
+        BenchCommand::Backup { cranfield, conversations, synthetic_chunks, runs, postgres } => {
+            let sizes = bench::backup::Sizes { conversations, chunks: synthetic_chunks, runs: runs.max(1) };
+            let report = bench::backup::run(&config, &cranfield, sizes, postgres.as_deref())?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }

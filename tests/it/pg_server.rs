@@ -153,9 +153,7 @@ impl PgServer {
     /// A new, empty database; returns its URL.
     pub fn fresh_db(&self) -> String {
         let name = format!("t{}_{}", std::process::id(), NEXT_DB.fetch_add(1, Ordering::SeqCst));
-        let mut c = postgres::Client::connect(&self.url("postgres"), postgres::NoTls).unwrap();
-        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
-        self.url(&name)
+        steward::storage::postgres::create_database(&self.url("postgres"), &name).unwrap()
     }
 
     /// A PostgreSQL client program (`pg_dump`, `pg_restore`, `psql`…) of the server's version,

@@ -83,6 +83,40 @@ pub fn connect(url: &str) -> Result<Client> {
         .map_err(|e| Error::unavailable(format!("cannot connect to PostgreSQL at {}: {}", redacted(url), plain(&e))))
 }
 
+/// `url` with its database replaced by `name`.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let scheme_end = base.find("://").map_or(0, |i| i + 3);
+    match base[scheme_end..].find('/') {
+        Some(i) => format!("{}/{name}{query}", &base[..scheme_end + i]),
+        None => format!("{base}/{name}{query}"),
+    }
+}
+
+fn database_name(name: &str) -> Result<&str> {
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') {
+        return Err(Error::invalid(format!("{name:?} is not a database name Steward makes (a-z, 0-9, _)")));
+    }
+    Ok(name)
+}
+
+/// Creates database `name` on the server of `url` (benchmarks and tests); returns its URL.
+pub fn create_database(url: &str, name: &str) -> Result<String> {
+    let name = database_name(name)?;
+    connect(url)?.batch_execute(&format!("CREATE DATABASE {name}"))?;
+    Ok(with_database(url, name))
+}
+
+/// Drops database `name` on the server of `url`, if it exists.
+pub fn drop_database(url: &str, name: &str) -> Result<()> {
+    let name = database_name(name)?;
+    connect(url)?.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))?;
+    Ok(())
+}
+
 /// A PostgreSQL error as one line: the server's message when there is one.
 pub fn plain(e: &postgres::Error) -> String {
     match e.as_db_error() {
@@ -196,6 +230,15 @@ mod tests {
             assert!(m.version > last && m.name.starts_with(&format!("{:04}_", m.version)), "{}", m.name);
             last = m.version;
         }
+    }
+
+    #[test]
+    fn a_url_names_another_database() {
+        assert_eq!(with_database("postgres://u:p@h:5432/steward", "b1"), "postgres://u:p@h:5432/b1");
+        assert_eq!(with_database("postgres://u@h/steward?sslmode=disable", "b1"), "postgres://u@h/b1?sslmode=disable");
+        assert_eq!(with_database("postgres://u@h", "b1"), "postgres://u@h/b1");
+        assert_eq!(with_database("postgres://u@%2Ftmp%2Fpg/steward", "b1"), "postgres://u@%2Ftmp%2Fpg/b1");
+        assert!(database_name("Robert'); DROP").is_err() && database_name("").is_err());
     }
 
     #[test]
