@@ -4,109 +4,111 @@
 -- file here and one in ../ with the same number and name.
 --
 -- Types: SQLite INTEGER is BIGINT (flags included, 0/1 as on SQLite), REAL is DOUBLE PRECISION,
--- BLOB is BYTEA; timestamps stay RFC 3339 text, JSON stays text.
+-- BLOB is BYTEA; timestamps stay RFC 3339 text, JSON stays text. Every text column compares and
+-- sorts bytewise (COLLATE "C"), as SQLite's BINARY does, whatever the database's default locale:
+-- keyset pagination and sorted listings must not depend on it.
 
 CREATE TABLE organizations (
-    id          TEXT PRIMARY KEY,
-    name        TEXT NOT NULL,
-    created_at  TEXT NOT NULL
+    id          TEXT COLLATE "C" PRIMARY KEY,
+    name        TEXT COLLATE "C" NOT NULL,
+    created_at  TEXT COLLATE "C" NOT NULL
 );
 CREATE TABLE users (
-    id              TEXT PRIMARY KEY,
-    email           TEXT NOT NULL UNIQUE,
-    name            TEXT,
-    password_hash   TEXT NOT NULL,
-    created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    email           TEXT COLLATE "C" NOT NULL UNIQUE,
+    name            TEXT COLLATE "C",
+    password_hash   TEXT COLLATE "C" NOT NULL,
+    created_at      TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE TABLE memberships (
-    organization_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
-    user_id         TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-    role            TEXT NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
-    created_at      TEXT NOT NULL,
+    organization_id TEXT COLLATE "C" NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+    user_id         TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    role            TEXT COLLATE "C" NOT NULL CHECK (role IN ('owner', 'admin', 'member')),
+    created_at      TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (organization_id, user_id)
 );
 CREATE INDEX memberships_user ON memberships(user_id);
 CREATE TABLE workspaces (
-    id              TEXT PRIMARY KEY,
-    organization_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
-    name            TEXT NOT NULL,
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    organization_id TEXT COLLATE "C" NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+    name            TEXT COLLATE "C" NOT NULL,
     is_default      BIGINT NOT NULL DEFAULT 0,
-    created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL
+    created_at      TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX workspaces_org ON workspaces(organization_id);
 CREATE TABLE sessions (
-    token_hash  TEXT PRIMARY KEY,
-    user_id     TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
-    created_at  TEXT NOT NULL,
-    expires_at  TEXT NOT NULL,
-    user_agent  TEXT,
-    client_addr TEXT
+    token_hash  TEXT COLLATE "C" PRIMARY KEY,
+    user_id     TEXT COLLATE "C" NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+    created_at  TEXT COLLATE "C" NOT NULL,
+    expires_at  TEXT COLLATE "C" NOT NULL,
+    user_agent  TEXT COLLATE "C",
+    client_addr TEXT COLLATE "C"
 );
 CREATE INDEX sessions_user ON sessions(user_id);
 CREATE TABLE invitations (
-    id              TEXT PRIMARY KEY,
-    organization_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
-    email           TEXT,
-    role            TEXT NOT NULL CHECK (role IN ('admin', 'member')),
-    token_hash      TEXT NOT NULL UNIQUE,
-    invited_by      TEXT REFERENCES users(id) ON DELETE SET NULL,
-    created_at      TEXT NOT NULL,
-    expires_at      TEXT NOT NULL,
-    accepted_at     TEXT,
-    accepted_by     TEXT REFERENCES users(id) ON DELETE SET NULL,
-    revoked_at      TEXT
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    organization_id TEXT COLLATE "C" NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+    email           TEXT COLLATE "C",
+    role            TEXT COLLATE "C" NOT NULL CHECK (role IN ('admin', 'member')),
+    token_hash      TEXT COLLATE "C" NOT NULL UNIQUE,
+    invited_by      TEXT COLLATE "C" REFERENCES users(id) ON DELETE SET NULL,
+    created_at      TEXT COLLATE "C" NOT NULL,
+    expires_at      TEXT COLLATE "C" NOT NULL,
+    accepted_at     TEXT COLLATE "C",
+    accepted_by     TEXT COLLATE "C" REFERENCES users(id) ON DELETE SET NULL,
+    revoked_at      TEXT COLLATE "C"
 );
 CREATE TABLE api_tokens (
-    id              TEXT PRIMARY KEY,
-    kind            TEXT NOT NULL CHECK (kind IN ('personal', 'service')),
-    name            TEXT NOT NULL,
-    token_hash      TEXT NOT NULL UNIQUE,
-    token_prefix    TEXT NOT NULL,
-    organization_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
-    user_id         TEXT REFERENCES users(id) ON DELETE CASCADE,
-    workspace_id    TEXT REFERENCES workspaces(id) ON DELETE CASCADE,
-    permissions     TEXT NOT NULL,
-    created_by      TEXT REFERENCES users(id) ON DELETE SET NULL,
-    created_at      TEXT NOT NULL,
-    expires_at      TEXT,
-    last_used_at    TEXT,
-    revoked_at      TEXT,
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    kind            TEXT COLLATE "C" NOT NULL CHECK (kind IN ('personal', 'service')),
+    name            TEXT COLLATE "C" NOT NULL,
+    token_hash      TEXT COLLATE "C" NOT NULL UNIQUE,
+    token_prefix    TEXT COLLATE "C" NOT NULL,
+    organization_id TEXT COLLATE "C" NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+    user_id         TEXT COLLATE "C" REFERENCES users(id) ON DELETE CASCADE,
+    workspace_id    TEXT COLLATE "C" REFERENCES workspaces(id) ON DELETE CASCADE,
+    permissions     TEXT COLLATE "C" NOT NULL,
+    created_by      TEXT COLLATE "C" REFERENCES users(id) ON DELETE SET NULL,
+    created_at      TEXT COLLATE "C" NOT NULL,
+    expires_at      TEXT COLLATE "C",
+    last_used_at    TEXT COLLATE "C",
+    revoked_at      TEXT COLLATE "C",
     CHECK ((kind = 'personal' AND user_id IS NOT NULL) OR (kind = 'service' AND workspace_id IS NOT NULL))
 );
 CREATE INDEX api_tokens_user ON api_tokens(user_id);
 CREATE INDEX api_tokens_workspace ON api_tokens(workspace_id);
 CREATE TABLE audit_events (
     id              BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-    event_id        TEXT NOT NULL UNIQUE,
-    organization_id TEXT,
-    workspace_id    TEXT,
-    actor_type      TEXT NOT NULL,
-    actor_id        TEXT,
-    action          TEXT NOT NULL,
-    target_type     TEXT,
-    target_id       TEXT,
-    metadata        TEXT NOT NULL DEFAULT '{}',
-    request_id      TEXT,
-    created_at      TEXT NOT NULL
+    event_id        TEXT COLLATE "C" NOT NULL UNIQUE,
+    organization_id TEXT COLLATE "C",
+    workspace_id    TEXT COLLATE "C",
+    actor_type      TEXT COLLATE "C" NOT NULL,
+    actor_id        TEXT COLLATE "C",
+    action          TEXT COLLATE "C" NOT NULL,
+    target_type     TEXT COLLATE "C",
+    target_id       TEXT COLLATE "C",
+    metadata        TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    request_id      TEXT COLLATE "C",
+    created_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX audit_events_org ON audit_events(organization_id, id);
 CREATE INDEX audit_events_ws ON audit_events(workspace_id, id);
 CREATE TABLE jobs (
     id              BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-    kind            TEXT NOT NULL,
-    payload         TEXT NOT NULL,
-    dedupe_key      TEXT UNIQUE,
+    kind            TEXT COLLATE "C" NOT NULL,
+    payload         TEXT COLLATE "C" NOT NULL,
+    dedupe_key      TEXT COLLATE "C" UNIQUE,
     priority        BIGINT NOT NULL DEFAULT 0,
-    state           TEXT NOT NULL CHECK (state IN ('queued', 'running', 'done', 'dead')),
+    state           TEXT COLLATE "C" NOT NULL CHECK (state IN ('queued', 'running', 'done', 'dead')),
     attempts        BIGINT NOT NULL DEFAULT 0,
     max_attempts    BIGINT NOT NULL,
     run_at          BIGINT NOT NULL,
     lease_until     BIGINT,
-    lease_owner     TEXT,
-    last_error      TEXT,
-    workspace_id    TEXT,
+    lease_owner     TEXT COLLATE "C",
+    last_error      TEXT COLLATE "C",
+    workspace_id    TEXT COLLATE "C",
     created_at      BIGINT NOT NULL,
     updated_at      BIGINT NOT NULL,
     finished_at     BIGINT
@@ -114,58 +116,58 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_ready ON jobs(state, priority DESC, run_at, id);
 CREATE INDEX jobs_lease ON jobs(state, lease_until);
 CREATE TABLE workspace_settings (
-    workspace_id    TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    namespace       TEXT NOT NULL,
-    value           TEXT NOT NULL,
-    updated_at      TEXT NOT NULL,
+    workspace_id    TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    namespace       TEXT COLLATE "C" NOT NULL,
+    value           TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (workspace_id, namespace)
 );
 CREATE TABLE sources (
-    id                  TEXT PRIMARY KEY,
-    workspace_id        TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    kind                TEXT NOT NULL CHECK (kind IN ('api', 'upload', 'website', 'connector')),
-    name                TEXT NOT NULL,
-    external_id         TEXT,
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id        TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    kind                TEXT COLLATE "C" NOT NULL CHECK (kind IN ('api', 'upload', 'website', 'connector')),
+    name                TEXT COLLATE "C" NOT NULL,
+    external_id         TEXT COLLATE "C",
     builtin             BIGINT NOT NULL DEFAULT 0,
-    config              TEXT NOT NULL DEFAULT '{}',
-    metadata            TEXT NOT NULL DEFAULT '{}',
-    enrichment_override TEXT NOT NULL DEFAULT 'inherit' CHECK (enrichment_override IN ('inherit', 'on', 'off')),
-    crawl_state         TEXT,
-    created_at          TEXT NOT NULL,
-    updated_at          TEXT NOT NULL
+    config              TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    metadata            TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    enrichment_override TEXT COLLATE "C" NOT NULL DEFAULT 'inherit' CHECK (enrichment_override IN ('inherit', 'on', 'off')),
+    crawl_state         TEXT COLLATE "C",
+    created_at          TEXT COLLATE "C" NOT NULL,
+    updated_at          TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX sources_ws ON sources(workspace_id, created_at);
 CREATE UNIQUE INDEX sources_builtin ON sources(workspace_id, kind) WHERE builtin = 1;
 CREATE TABLE documents (
-    id                      TEXT PRIMARY KEY,
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    source_id               TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
-    title                   TEXT NOT NULL,
-    external_document_id    TEXT,
-    status                  TEXT NOT NULL CHECK (status IN ('queued', 'processing', 'ready', 'failed')),
-    failure_reason          TEXT,
+    id                      TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    source_id               TEXT COLLATE "C" NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    title                   TEXT COLLATE "C" NOT NULL,
+    external_document_id    TEXT COLLATE "C",
+    status                  TEXT COLLATE "C" NOT NULL CHECK (status IN ('queued', 'processing', 'ready', 'failed')),
+    failure_reason          TEXT COLLATE "C",
     -- increases on every content or metadata change; jobs carry the revision they were made for
     revision                BIGINT NOT NULL DEFAULT 1,
     -- the revision whose chunks are live in search (NULL before the first success)
     indexed_revision        BIGINT,
-    metadata                TEXT NOT NULL DEFAULT '{}',
-    source_kind             TEXT NOT NULL CHECK (source_kind IN ('inline_text', 'uploaded_file')),
+    metadata                TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    source_kind             TEXT COLLATE "C" NOT NULL CHECK (source_kind IN ('inline_text', 'uploaded_file')),
     -- inline text as given, or the text extracted from the upload
-    content                 TEXT,
-    content_hash            TEXT,
+    content                 TEXT COLLATE "C",
+    content_hash            TEXT COLLATE "C",
     content_size_bytes      BIGINT NOT NULL DEFAULT 0,
-    blob_sha256             TEXT,
-    source_filename         TEXT,
-    source_mime_type        TEXT,
+    blob_sha256             TEXT COLLATE "C",
+    source_filename         TEXT COLLATE "C",
+    source_mime_type        TEXT COLLATE "C",
     source_size_bytes       BIGINT,
-    detected_format         TEXT,
+    detected_format         TEXT COLLATE "C",
     chunk_count             BIGINT NOT NULL DEFAULT 0,
     -- bytes this document counts toward the stored-bytes meter (its live revision)
     metered_bytes           BIGINT NOT NULL DEFAULT 0,
-    enrichment              TEXT,
-    processed_at            TEXT,
-    created_at              TEXT NOT NULL,
-    updated_at              TEXT NOT NULL
+    enrichment              TEXT COLLATE "C",
+    processed_at            TEXT COLLATE "C",
+    created_at              TEXT COLLATE "C" NOT NULL,
+    updated_at              TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX documents_ws ON documents(workspace_id, created_at);
 CREATE INDEX documents_source ON documents(source_id, created_at);
@@ -174,24 +176,24 @@ CREATE UNIQUE INDEX documents_external ON documents(workspace_id, source_id, ext
     WHERE external_document_id IS NOT NULL;
 CREATE TABLE chunks (
     rowid           BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-    id              TEXT NOT NULL UNIQUE,
-    document_id     TEXT NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
-    workspace_id    TEXT NOT NULL,
+    id              TEXT COLLATE "C" NOT NULL UNIQUE,
+    document_id     TEXT COLLATE "C" NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    workspace_id    TEXT COLLATE "C" NOT NULL,
     revision        BIGINT NOT NULL,
     chunk_index     BIGINT NOT NULL,
-    content         TEXT NOT NULL,
+    content         TEXT COLLATE "C" NOT NULL,
     start_offset    BIGINT NOT NULL,
     end_offset      BIGINT NOT NULL,
-    heading_path    TEXT,
+    heading_path    TEXT COLLATE "C",
     page            BIGINT,
-    sheet           TEXT,
-    kind            TEXT NOT NULL DEFAULT 'text',
-    metadata        TEXT NOT NULL DEFAULT '{}',
-    content_hash    TEXT NOT NULL,
+    sheet           TEXT COLLATE "C",
+    kind            TEXT COLLATE "C" NOT NULL DEFAULT 'text',
+    metadata        TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    content_hash    TEXT COLLATE "C" NOT NULL,
     token_count     BIGINT,
     embedding       BYTEA,
-    created_at      TEXT NOT NULL,
-    embedding_space TEXT,
+    created_at      TEXT COLLATE "C" NOT NULL,
+    embedding_space TEXT COLLATE "C",
     next_embedding  BYTEA
 );
 CREATE INDEX chunks_doc ON chunks(document_id, revision, chunk_index);
@@ -199,51 +201,51 @@ CREATE INDEX chunks_pending ON chunks(rowid) WHERE embedding IS NULL;
 CREATE INDEX chunks_hash ON chunks(workspace_id, content_hash);
 CREATE TABLE index_ops (
     seq             BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-    op              TEXT NOT NULL CHECK (op IN ('add', 'del')),
+    op              TEXT COLLATE "C" NOT NULL CHECK (op IN ('add', 'del')),
     chunk_rowid     BIGINT NOT NULL,
-    workspace_id    TEXT NOT NULL
+    workspace_id    TEXT COLLATE "C" NOT NULL
 );
 CREATE TABLE index_state (
-    name            TEXT PRIMARY KEY,
+    name            TEXT COLLATE "C" PRIMARY KEY,
     applied_seq     BIGINT NOT NULL,
-    updated_at      TEXT NOT NULL
+    updated_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE TABLE searches (
-    id              TEXT PRIMARY KEY,
-    workspace_id    TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    actor_type      TEXT NOT NULL,
-    actor_id        TEXT,
-    query           TEXT NOT NULL,
-    metadata_filter TEXT,
-    mode            TEXT NOT NULL,
-    results         TEXT NOT NULL,
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id    TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    actor_type      TEXT COLLATE "C" NOT NULL,
+    actor_id        TEXT COLLATE "C",
+    query           TEXT COLLATE "C" NOT NULL,
+    metadata_filter TEXT COLLATE "C",
+    mode            TEXT COLLATE "C" NOT NULL,
+    results         TEXT COLLATE "C" NOT NULL,
     result_count    BIGINT NOT NULL,
     took_ms         DOUBLE PRECISION NOT NULL,
-    created_at      TEXT NOT NULL
+    created_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX searches_ws ON searches(workspace_id, created_at);
 CREATE TABLE usage_events (
     id              BIGINT GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY,
-    idempotency_key TEXT NOT NULL UNIQUE,
-    organization_id TEXT NOT NULL,
-    workspace_id    TEXT NOT NULL,
-    kind            TEXT NOT NULL,
-    document_id     TEXT,
+    idempotency_key TEXT COLLATE "C" NOT NULL UNIQUE,
+    organization_id TEXT COLLATE "C" NOT NULL,
+    workspace_id    TEXT COLLATE "C" NOT NULL,
+    kind            TEXT COLLATE "C" NOT NULL,
+    document_id     TEXT COLLATE "C",
     revision        BIGINT,
-    provider        TEXT NOT NULL,
-    model           TEXT NOT NULL,
+    provider        TEXT COLLATE "C" NOT NULL,
+    model           TEXT COLLATE "C" NOT NULL,
     input_bytes     BIGINT NOT NULL,
     vector_count    BIGINT NOT NULL,
     tokens          BIGINT NOT NULL,
-    created_at      TEXT NOT NULL
+    created_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX usage_events_org ON usage_events(organization_id, created_at);
 CREATE TABLE usage_daily (
-    organization_id TEXT NOT NULL,
-    day             TEXT NOT NULL,
-    kind            TEXT NOT NULL,
-    provider        TEXT NOT NULL,
-    model           TEXT NOT NULL,
+    organization_id TEXT COLLATE "C" NOT NULL,
+    day             TEXT COLLATE "C" NOT NULL,
+    kind            TEXT COLLATE "C" NOT NULL,
+    provider        TEXT COLLATE "C" NOT NULL,
+    model           TEXT COLLATE "C" NOT NULL,
     events          BIGINT NOT NULL,
     input_bytes     BIGINT NOT NULL,
     vector_count    BIGINT NOT NULL,
@@ -251,394 +253,394 @@ CREATE TABLE usage_daily (
     PRIMARY KEY (organization_id, day, kind, provider, model)
 );
 CREATE TABLE usage_meters (
-    organization_id TEXT NOT NULL,
-    meter           TEXT NOT NULL,
-    period          TEXT NOT NULL,
+    organization_id TEXT COLLATE "C" NOT NULL,
+    meter           TEXT COLLATE "C" NOT NULL,
+    period          TEXT COLLATE "C" NOT NULL,
     value           BIGINT NOT NULL,
     PRIMARY KEY (organization_id, meter, period)
 );
 CREATE TABLE provider_credentials (
-    workspace_id    TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    provider        TEXT NOT NULL CHECK (provider IN ('openai', 'openai-compatible', 'claude', 'gemini')),
+    workspace_id    TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    provider        TEXT COLLATE "C" NOT NULL CHECK (provider IN ('openai', 'openai-compatible', 'claude', 'gemini')),
     -- AES-256-GCM under the deployment key named by key_id; AAD 'credential:<workspace>:<provider>'
-    key_id          TEXT NOT NULL,
+    key_id          TEXT COLLATE "C" NOT NULL,
     nonce           BYTEA NOT NULL,
     ciphertext      BYTEA NOT NULL,
-    created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL,
+    created_at      TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (workspace_id, provider)
 );
 CREATE TABLE agents (
-    id                      TEXT PRIMARY KEY,
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    name                    TEXT NOT NULL,
+    id                      TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name                    TEXT COLLATE "C" NOT NULL,
     is_default              BIGINT NOT NULL DEFAULT 0,
     -- every authored setting except name, as camelCase JSON (defaults filled in code)
-    settings                TEXT NOT NULL DEFAULT '{}',
+    settings                TEXT COLLATE "C" NOT NULL DEFAULT '{}',
     draft_generation        BIGINT NOT NULL DEFAULT 1,
-    draft_updated_at        TEXT NOT NULL,
-    published_revision_id   TEXT,
-    created_at              TEXT NOT NULL,
-    updated_at              TEXT NOT NULL
+    draft_updated_at        TEXT COLLATE "C" NOT NULL,
+    published_revision_id   TEXT COLLATE "C",
+    created_at              TEXT COLLATE "C" NOT NULL,
+    updated_at              TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX agents_ws ON agents(workspace_id, created_at);
 CREATE UNIQUE INDEX agents_one_default ON agents(workspace_id) WHERE is_default = 1;
 CREATE TABLE agent_logos (
-    agent_id        TEXT PRIMARY KEY REFERENCES agents(id) ON DELETE CASCADE,
-    mime_type       TEXT NOT NULL,
-    filename        TEXT,
+    agent_id        TEXT COLLATE "C" PRIMARY KEY REFERENCES agents(id) ON DELETE CASCADE,
+    mime_type       TEXT COLLATE "C" NOT NULL,
+    filename        TEXT COLLATE "C",
     bytes           BYTEA NOT NULL,
-    sha256          TEXT NOT NULL,
-    updated_at      TEXT NOT NULL
+    sha256          TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE TABLE agent_skills (
-    id              TEXT PRIMARY KEY,
-    agent_id        TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    workspace_id    TEXT NOT NULL,
-    name            TEXT NOT NULL,
-    capability      TEXT NOT NULL,
-    target          TEXT,
-    config          TEXT NOT NULL DEFAULT '{}',
-    invocation_mode TEXT NOT NULL,
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    agent_id        TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    workspace_id    TEXT COLLATE "C" NOT NULL,
+    name            TEXT COLLATE "C" NOT NULL,
+    capability      TEXT COLLATE "C" NOT NULL,
+    target          TEXT COLLATE "C",
+    config          TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    invocation_mode TEXT COLLATE "C" NOT NULL,
     enabled         BIGINT NOT NULL DEFAULT 1,
-    created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL
+    created_at      TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE UNIQUE INDEX agent_skills_name ON agent_skills(agent_id, name);
 CREATE TABLE directives (
-    id              TEXT PRIMARY KEY,
-    agent_id        TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    workspace_id    TEXT NOT NULL,
-    name            TEXT NOT NULL,
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    agent_id        TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    workspace_id    TEXT COLLATE "C" NOT NULL,
+    name            TEXT COLLATE "C" NOT NULL,
     -- the authored directive (condition, action, priority, binding, coverageCriteria, tags, …)
-    body            TEXT NOT NULL,
-    created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL
+    body            TEXT COLLATE "C" NOT NULL,
+    created_at      TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE UNIQUE INDEX directives_name ON directives(agent_id, name);
 CREATE TABLE context_variables (
-    id                  TEXT PRIMARY KEY,
-    workspace_id        TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    name                TEXT NOT NULL,
-    description         TEXT NOT NULL DEFAULT '',
-    value_type          TEXT NOT NULL CHECK (value_type IN ('string', 'json')),
-    trust_tier          TEXT NOT NULL CHECK (trust_tier IN ('unverified', 'signed')),
-    sensitivity         TEXT NOT NULL CHECK (sensitivity IN ('normal', 'sensitive')),
-    default_surfacing   TEXT NOT NULL CHECK (default_surfacing IN ('always', 'on_reference', 'operator_only')),
-    created_at          TEXT NOT NULL,
-    updated_at          TEXT NOT NULL
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id        TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name                TEXT COLLATE "C" NOT NULL,
+    description         TEXT COLLATE "C" NOT NULL DEFAULT '',
+    value_type          TEXT COLLATE "C" NOT NULL CHECK (value_type IN ('string', 'json')),
+    trust_tier          TEXT COLLATE "C" NOT NULL CHECK (trust_tier IN ('unverified', 'signed')),
+    sensitivity         TEXT COLLATE "C" NOT NULL CHECK (sensitivity IN ('normal', 'sensitive')),
+    default_surfacing   TEXT COLLATE "C" NOT NULL CHECK (default_surfacing IN ('always', 'on_reference', 'operator_only')),
+    created_at          TEXT COLLATE "C" NOT NULL,
+    updated_at          TEXT COLLATE "C" NOT NULL
 );
 CREATE UNIQUE INDEX context_variables_name ON context_variables(workspace_id, name);
 CREATE TABLE agent_context_variables (
-    agent_id            TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    variable_id         TEXT NOT NULL REFERENCES context_variables(id) ON DELETE CASCADE,
-    source              TEXT NOT NULL CHECK (source IN ('pushed', 'resolver')),
-    surfacing           TEXT NOT NULL,
+    agent_id            TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    variable_id         TEXT COLLATE "C" NOT NULL REFERENCES context_variables(id) ON DELETE CASCADE,
+    source              TEXT COLLATE "C" NOT NULL CHECK (source IN ('pushed', 'resolver')),
+    surfacing           TEXT COLLATE "C" NOT NULL,
     enabled             BIGINT NOT NULL DEFAULT 1,
-    resolver_skill_id   TEXT REFERENCES agent_skills(id) ON DELETE CASCADE,
-    updated_at          TEXT NOT NULL,
+    resolver_skill_id   TEXT COLLATE "C" REFERENCES agent_skills(id) ON DELETE CASCADE,
+    updated_at          TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (agent_id, variable_id)
 );
 CREATE TABLE context_values (
-    variable_id     TEXT NOT NULL REFERENCES context_variables(id) ON DELETE CASCADE,
-    scope_type      TEXT NOT NULL CHECK (scope_type IN ('session', 'customer', 'agent', 'workspace')),
-    scope_id        TEXT NOT NULL,
-    data            TEXT NOT NULL,
-    updated_at      TEXT NOT NULL,
+    variable_id     TEXT COLLATE "C" NOT NULL REFERENCES context_variables(id) ON DELETE CASCADE,
+    scope_type      TEXT COLLATE "C" NOT NULL CHECK (scope_type IN ('session', 'customer', 'agent', 'workspace')),
+    scope_id        TEXT COLLATE "C" NOT NULL,
+    data            TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL,
     nonce           BYTEA,
     ciphertext      BYTEA,
     PRIMARY KEY (variable_id, scope_type, scope_id)
 );
 CREATE TABLE agent_revisions (
-    id                          TEXT PRIMARY KEY,
-    agent_id                    TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    workspace_id                TEXT NOT NULL,
+    id                          TEXT COLLATE "C" PRIMARY KEY,
+    agent_id                    TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    workspace_id                TEXT COLLATE "C" NOT NULL,
     generation                  BIGINT NOT NULL,
-    kind                        TEXT NOT NULL CHECK (kind IN ('candidate', 'published')),
+    kind                        TEXT COLLATE "C" NOT NULL CHECK (kind IN ('candidate', 'published')),
     version_number              BIGINT,
-    snapshot                    TEXT NOT NULL,
-    base_published_revision_id  TEXT,
-    created_at                  TEXT NOT NULL,
-    published_at                TEXT
+    snapshot                    TEXT COLLATE "C" NOT NULL,
+    base_published_revision_id  TEXT COLLATE "C",
+    created_at                  TEXT COLLATE "C" NOT NULL,
+    published_at                TEXT COLLATE "C"
 );
 CREATE UNIQUE INDEX agent_revisions_generation ON agent_revisions(agent_id, generation);
 CREATE UNIQUE INDEX agent_revisions_version ON agent_revisions(agent_id, version_number) WHERE version_number IS NOT NULL;
 CREATE TABLE agent_publish_commands (
-    agent_id            TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    idempotency_key     TEXT NOT NULL,
-    revision_id         TEXT NOT NULL,
-    created_at          TEXT NOT NULL,
+    agent_id            TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    idempotency_key     TEXT COLLATE "C" NOT NULL,
+    revision_id         TEXT COLLATE "C" NOT NULL,
+    created_at          TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (agent_id, idempotency_key)
 );
 CREATE TABLE conversations (
-    id                  TEXT PRIMARY KEY,
-    workspace_id        TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    agent_id            TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id        TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    agent_id            TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
     -- the agent revision the conversation started on; every turn uses it (null: a test
     -- conversation on a frozen draft, held by its test execution)
-    revision_id         TEXT,
+    revision_id         TEXT COLLATE "C",
     -- api (REST chat), test (private test execution); later: public, embed, mcp
-    channel             TEXT NOT NULL,
+    channel             TEXT COLLATE "C" NOT NULL,
     -- test conversations never appear in visitor or operator history
-    visibility          TEXT NOT NULL DEFAULT 'visitor' CHECK (visibility IN ('visitor', 'test')),
-    test_execution_id   TEXT,
-    ownership_state     TEXT NOT NULL DEFAULT 'ai_owned' CHECK (ownership_state IN ('ai_owned', 'human_owned')),
+    visibility          TEXT COLLATE "C" NOT NULL DEFAULT 'visitor' CHECK (visibility IN ('visitor', 'test')),
+    test_execution_id   TEXT COLLATE "C",
+    ownership_state     TEXT COLLATE "C" NOT NULL DEFAULT 'ai_owned' CHECK (ownership_state IN ('ai_owned', 'human_owned')),
     ownership_version   BIGINT NOT NULL DEFAULT 0,
-    ownership_reason    TEXT,
-    owner_user_id       TEXT,
-    taken_over_at       TEXT,
+    ownership_reason    TEXT COLLATE "C",
+    owner_user_id       TEXT COLLATE "C",
+    taken_over_at       TEXT COLLATE "C",
     -- set once an operator replied while the conversation is human-owned (no more waiting lines)
     operator_replied    BIGINT NOT NULL DEFAULT 0,
     -- routine, clarification and directive state carried between turns (JSON object)
-    state               TEXT NOT NULL DEFAULT '{}',
-    started_by          TEXT,
+    state               TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    started_by          TEXT COLLATE "C",
     message_count       BIGINT NOT NULL DEFAULT 0,
-    last_message_at     TEXT,
-    created_at          TEXT NOT NULL,
-    updated_at          TEXT NOT NULL,
-    public_session_id   TEXT
+    last_message_at     TEXT COLLATE "C",
+    created_at          TEXT COLLATE "C" NOT NULL,
+    updated_at          TEXT COLLATE "C" NOT NULL,
+    public_session_id   TEXT COLLATE "C"
 );
 CREATE INDEX conversations_ws ON conversations(workspace_id, visibility, updated_at);
 CREATE INDEX conversations_agent ON conversations(agent_id, created_at);
 CREATE TABLE messages (
-    id                  TEXT PRIMARY KEY,
-    conversation_id     TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-    workspace_id        TEXT NOT NULL,
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    conversation_id     TEXT COLLATE "C" NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    workspace_id        TEXT COLLATE "C" NOT NULL,
     -- position in the conversation, from 1
     seq                 BIGINT NOT NULL,
-    role                TEXT NOT NULL CHECK (role IN ('user', 'assistant')),
+    role                TEXT COLLATE "C" NOT NULL CHECK (role IN ('user', 'assistant')),
     -- visitor, agent, human_agent, greeting, seed
-    source              TEXT NOT NULL,
-    content             TEXT NOT NULL,
-    citations           TEXT NOT NULL DEFAULT '[]',
+    source              TEXT COLLATE "C" NOT NULL,
+    content             TEXT COLLATE "C" NOT NULL,
+    citations           TEXT COLLATE "C" NOT NULL DEFAULT '[]',
     -- answerCoverage, segments, suggestions, turnFailure, outcome (JSON object)
-    metadata            TEXT NOT NULL DEFAULT '{}',
-    trace_id            TEXT,
-    request_id          TEXT,
-    created_at          TEXT NOT NULL
+    metadata            TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    trace_id            TEXT COLLATE "C",
+    request_id          TEXT COLLATE "C",
+    created_at          TEXT COLLATE "C" NOT NULL
 );
 CREATE UNIQUE INDEX messages_seq ON messages(conversation_id, seq);
 CREATE TABLE turn_traces (
-    id                      TEXT PRIMARY KEY,
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    conversation_id         TEXT,
-    agent_id                TEXT,
-    revision_id             TEXT,
-    user_message_id         TEXT,
-    message_id              TEXT,
-    request_id              TEXT,
+    id                      TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    conversation_id         TEXT COLLATE "C",
+    agent_id                TEXT COLLATE "C",
+    revision_id             TEXT COLLATE "C",
+    user_message_id         TEXT COLLATE "C",
+    message_id              TEXT COLLATE "C",
+    request_id              TEXT COLLATE "C",
     -- chat, retrieval_answer, test
-    surface                 TEXT NOT NULL,
-    route                   TEXT,
-    outcome                 TEXT,
-    availability            TEXT,
-    coverage                TEXT,
-    coverage_reason         TEXT,
+    surface                 TEXT COLLATE "C" NOT NULL,
+    route                   TEXT COLLATE "C",
+    outcome                 TEXT COLLATE "C",
+    availability            TEXT COLLATE "C",
+    coverage                TEXT COLLATE "C",
+    coverage_reason         TEXT COLLATE "C",
     -- the grounding diagnostic; all null when none was computed (direct or suppressed turns)
-    grounding_verdict       TEXT,
+    grounding_verdict       TEXT COLLATE "C",
     claim_count             BIGINT,
     sourced_claim_count     BIGINT,
     unsourced_claim_count   BIGINT,
     invalid_source_count    BIGINT,
-    trace                   TEXT NOT NULL,
-    created_at              TEXT NOT NULL
+    trace                   TEXT COLLATE "C" NOT NULL,
+    created_at              TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX turn_traces_quality ON turn_traces(workspace_id, surface, created_at);
 CREATE TABLE test_executions (
-    id                      TEXT PRIMARY KEY,
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    agent_id                TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    mode                    TEXT NOT NULL CHECK (mode IN ('single', 'compare')),
+    id                      TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    agent_id                TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    mode                    TEXT COLLATE "C" NOT NULL CHECK (mode IN ('single', 'compare')),
     -- [{label, revisionId (null = the frozen draft), conversationId}]
-    sides                   TEXT NOT NULL,
+    sides                   TEXT COLLATE "C" NOT NULL,
     -- the draft as it was when the execution started (a later draft change does not move it)
-    frozen_draft            TEXT,
+    frozen_draft            TEXT COLLATE "C",
     draft_generation        BIGINT NOT NULL,
-    seed_conversation_id    TEXT,
-    test_values             TEXT NOT NULL DEFAULT '[]',
-    skill_effects           TEXT NOT NULL DEFAULT 'suppressed',
-    idempotency_key         TEXT,
-    created_by              TEXT,
-    created_at              TEXT NOT NULL,
-    updated_at              TEXT NOT NULL
+    seed_conversation_id    TEXT COLLATE "C",
+    test_values             TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    skill_effects           TEXT COLLATE "C" NOT NULL DEFAULT 'suppressed',
+    idempotency_key         TEXT COLLATE "C",
+    created_by              TEXT COLLATE "C",
+    created_at              TEXT COLLATE "C" NOT NULL,
+    updated_at              TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX test_executions_agent ON test_executions(agent_id, created_at);
 CREATE UNIQUE INDEX test_executions_key ON test_executions(agent_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX usage_events_ws ON usage_events(workspace_id, created_at);
 CREATE TABLE deliveries (
-    id                  TEXT PRIMARY KEY,
-    workspace_id        TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    channel             TEXT NOT NULL CHECK (channel IN ('webhook', 'email')),
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id        TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    channel             TEXT COLLATE "C" NOT NULL CHECK (channel IN ('webhook', 'email')),
     -- what is delivered: handoff.notify, contact.request, skill.webhook_call, test
-    event               TEXT NOT NULL,
+    event               TEXT COLLATE "C" NOT NULL,
     -- webhook: the URL without its query; email: the recipients, comma-separated
-    target              TEXT NOT NULL,
-    conversation_id     TEXT,
+    target              TEXT COLLATE "C" NOT NULL,
+    conversation_id     TEXT COLLATE "C",
     -- sent as Idempotency-Key; the same on every attempt
-    idempotency_key     TEXT NOT NULL,
+    idempotency_key     TEXT COLLATE "C" NOT NULL,
     -- pending, retry, success, failed, skipped
-    status              TEXT NOT NULL DEFAULT 'pending',
+    status              TEXT COLLATE "C" NOT NULL DEFAULT 'pending',
     attempts            BIGINT NOT NULL DEFAULT 0,
     last_status_code    BIGINT,
-    last_error          TEXT,
+    last_error          TEXT COLLATE "C",
     job_id              BIGINT,
-    created_at          TEXT NOT NULL,
-    updated_at          TEXT NOT NULL,
-    delivered_at        TEXT
+    created_at          TEXT COLLATE "C" NOT NULL,
+    updated_at          TEXT COLLATE "C" NOT NULL,
+    delivered_at        TEXT COLLATE "C"
 );
 CREATE INDEX deliveries_ws ON deliveries(workspace_id, created_at DESC, id DESC);
 CREATE TABLE delivery_attempts (
-    delivery_id         TEXT NOT NULL REFERENCES deliveries(id) ON DELETE CASCADE,
+    delivery_id         TEXT COLLATE "C" NOT NULL REFERENCES deliveries(id) ON DELETE CASCADE,
     attempt             BIGINT NOT NULL,
-    at                  TEXT NOT NULL,
+    at                  TEXT COLLATE "C" NOT NULL,
     -- success, retry, failed, skipped
-    outcome             TEXT NOT NULL,
+    outcome             TEXT COLLATE "C" NOT NULL,
     status_code         BIGINT,
     duration_ms         DOUBLE PRECISION NOT NULL,
     -- never a body: the transport error, the refusal or the SMTP server's answer
-    error               TEXT,
+    error               TEXT COLLATE "C",
     PRIMARY KEY (delivery_id, attempt)
 );
 CREATE TABLE message_feedback (
-    message_id          TEXT PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
-    workspace_id        TEXT NOT NULL,
-    conversation_id     TEXT NOT NULL,
-    rating              TEXT NOT NULL CHECK (rating IN ('up', 'down')),
-    comment             TEXT,
-    user_id             TEXT,
-    resolved_at         TEXT,
-    resolved_by         TEXT,
-    created_at          TEXT NOT NULL,
-    updated_at          TEXT NOT NULL
+    message_id          TEXT COLLATE "C" PRIMARY KEY REFERENCES messages(id) ON DELETE CASCADE,
+    workspace_id        TEXT COLLATE "C" NOT NULL,
+    conversation_id     TEXT COLLATE "C" NOT NULL,
+    rating              TEXT COLLATE "C" NOT NULL CHECK (rating IN ('up', 'down')),
+    comment             TEXT COLLATE "C",
+    user_id             TEXT COLLATE "C",
+    resolved_at         TEXT COLLATE "C",
+    resolved_by         TEXT COLLATE "C",
+    created_at          TEXT COLLATE "C" NOT NULL,
+    updated_at          TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX message_feedback_open ON message_feedback(workspace_id, rating, resolved_at, updated_at);
 CREATE INDEX conversations_public_session ON conversations (workspace_id, public_session_id, updated_at)
     WHERE public_session_id IS NOT NULL;
 CREATE TABLE public_greetings (
-    id                  TEXT PRIMARY KEY,
-    workspace_id        TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    agent_id            TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    public_session_id   TEXT NOT NULL,
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id        TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    agent_id            TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    public_session_id   TEXT COLLATE "C" NOT NULL,
     -- the greeting as shown (text and its authored chips, JSON)
-    text                TEXT NOT NULL,
-    suggestions         TEXT NOT NULL DEFAULT '[]',
+    text                TEXT COLLATE "C" NOT NULL,
+    suggestions         TEXT COLLATE "C" NOT NULL DEFAULT '[]',
     -- exact (Exact words, verbatim) or generated
-    kind                TEXT NOT NULL,
-    locale              TEXT,
-    created_at          TEXT NOT NULL
+    kind                TEXT COLLATE "C" NOT NULL,
+    locale              TEXT COLLATE "C",
+    created_at          TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX public_greetings_created ON public_greetings (created_at);
 CREATE TABLE routines (
-    id              TEXT PRIMARY KEY,
-    agent_id        TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    workspace_id    TEXT NOT NULL,
-    name            TEXT NOT NULL,
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    agent_id        TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    workspace_id    TEXT COLLATE "C" NOT NULL,
+    name            TEXT COLLATE "C" NOT NULL,
     -- the integer version the author gives (portable create refuses a second one with the same name)
     version         BIGINT NOT NULL DEFAULT 1,
     -- the structured definition (routines::definition::Definition as JSON)
-    definition      TEXT NOT NULL,
-    created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL
+    definition      TEXT COLLATE "C" NOT NULL,
+    created_at      TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE UNIQUE INDEX routines_name_version ON routines(agent_id, name, version);
 CREATE TABLE decisions (
-    handle          TEXT PRIMARY KEY,
-    workspace_id    TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    agent_id        TEXT NOT NULL,
-    conversation_id TEXT NOT NULL,
-    routine_id      TEXT NOT NULL,
-    routine_name    TEXT NOT NULL DEFAULT '',
-    step_id         TEXT NOT NULL,
-    reason          TEXT NOT NULL,
+    handle          TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id    TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    agent_id        TEXT COLLATE "C" NOT NULL,
+    conversation_id TEXT COLLATE "C" NOT NULL,
+    routine_id      TEXT COLLATE "C" NOT NULL,
+    routine_name    TEXT COLLATE "C" NOT NULL DEFAULT '',
+    step_id         TEXT COLLATE "C" NOT NULL,
+    reason          TEXT COLLATE "C" NOT NULL,
     -- [{id, label, description}]
-    options         TEXT NOT NULL,
-    content_hash    TEXT NOT NULL,
-    deadline        TEXT,
+    options         TEXT COLLATE "C" NOT NULL,
+    content_hash    TEXT COLLATE "C" NOT NULL,
+    deadline        TEXT COLLATE "C",
     -- the option a deadline takes (beyond the spec), if the gate declares one
-    timeout_option  TEXT,
-    status          TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'resolved')),
-    chosen_option   TEXT,
-    resolved_by     TEXT,
-    resolved_at     TEXT,
-    created_at      TEXT NOT NULL
+    timeout_option  TEXT COLLATE "C",
+    status          TEXT COLLATE "C" NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'resolved')),
+    chosen_option   TEXT COLLATE "C",
+    resolved_by     TEXT COLLATE "C",
+    resolved_at     TEXT COLLATE "C",
+    created_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX decisions_open ON decisions(workspace_id, status, created_at);
 CREATE TABLE webhook_destinations (
-    id                      TEXT PRIMARY KEY,
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    name                    TEXT NOT NULL,
-    url                     TEXT NOT NULL,
+    id                      TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    name                    TEXT COLLATE "C" NOT NULL,
+    url                     TEXT COLLATE "C" NOT NULL,
     -- the signing secret, sealed with the deployment key (crypto::seal)
-    secret_sealed           TEXT NOT NULL,
-    last_delivery_status    TEXT,
-    last_delivery_at        TEXT,
-    created_at              TEXT NOT NULL,
-    updated_at              TEXT NOT NULL
+    secret_sealed           TEXT COLLATE "C" NOT NULL,
+    last_delivery_status    TEXT COLLATE "C",
+    last_delivery_at        TEXT COLLATE "C",
+    created_at              TEXT COLLATE "C" NOT NULL,
+    updated_at              TEXT COLLATE "C" NOT NULL
 );
 CREATE TABLE channel_credentials (
-    id              TEXT PRIMARY KEY,
-    workspace_id    TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    agent_id        TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    audience        TEXT NOT NULL CHECK (audience IN ('mcp', 'rest')),
-    label           TEXT NOT NULL,
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id    TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    agent_id        TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    audience        TEXT COLLATE "C" NOT NULL CHECK (audience IN ('mcp', 'rest')),
+    label           TEXT COLLATE "C" NOT NULL,
     -- the secret's first characters, to recognise it in a list
-    prefix          TEXT NOT NULL,
-    secret_hash     TEXT NOT NULL UNIQUE,
+    prefix          TEXT COLLATE "C" NOT NULL,
+    secret_hash     TEXT COLLATE "C" NOT NULL UNIQUE,
     version         BIGINT NOT NULL DEFAULT 1,
-    revoked_at      TEXT,
-    expires_at      TEXT,
-    last_used_at    TEXT,
-    created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL
+    revoked_at      TEXT COLLATE "C",
+    expires_at      TEXT COLLATE "C",
+    last_used_at    TEXT COLLATE "C",
+    created_at      TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX channel_credentials_agent ON channel_credentials (agent_id, audience);
 CREATE TABLE converse_sessions (
-    id                  TEXT PRIMARY KEY,
-    workspace_id        TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    agent_id            TEXT NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
-    credential_id       TEXT NOT NULL REFERENCES channel_credentials(id) ON DELETE CASCADE,
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id        TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    agent_id            TEXT COLLATE "C" NOT NULL REFERENCES agents(id) ON DELETE CASCADE,
+    credential_id       TEXT COLLATE "C" NOT NULL REFERENCES channel_credentials(id) ON DELETE CASCADE,
     credential_version  BIGINT NOT NULL,
-    transport           TEXT NOT NULL CHECK (transport IN ('rest', 'mcp')),
+    transport           TEXT COLLATE "C" NOT NULL CHECK (transport IN ('rest', 'mcp')),
     -- the published agent revision at the exchange (its routine tools are the session's)
-    revision_id         TEXT,
-    conversation_id     TEXT REFERENCES conversations(id) ON DELETE SET NULL,
-    client_name         TEXT,
-    client_version      TEXT,
+    revision_id         TEXT COLLATE "C",
+    conversation_id     TEXT COLLATE "C" REFERENCES conversations(id) ON DELETE SET NULL,
+    client_name         TEXT COLLATE "C",
+    client_version      TEXT COLLATE "C",
     -- what the MCP transport replays to restore the session after a restart (its initialize)
-    mcp_state           TEXT,
-    created_at          TEXT NOT NULL,
-    expires_at          TEXT NOT NULL,
-    last_used_at        TEXT NOT NULL
+    mcp_state           TEXT COLLATE "C",
+    created_at          TEXT COLLATE "C" NOT NULL,
+    expires_at          TEXT COLLATE "C" NOT NULL,
+    last_used_at        TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX converse_sessions_credential ON converse_sessions (credential_id);
 CREATE INDEX converse_sessions_expiry ON converse_sessions (expires_at);
 CREATE TABLE search_workspaces (
-    workspace_id        TEXT PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
-    language            TEXT NOT NULL DEFAULT 'en',
+    workspace_id        TEXT COLLATE "C" PRIMARY KEY REFERENCES workspaces(id) ON DELETE CASCADE,
+    language            TEXT COLLATE "C" NOT NULL DEFAULT 'en',
     -- the operator's choice of model; NULL: the default for the language
-    model               TEXT,
-    space               TEXT NOT NULL,
-    target_space        TEXT,
+    model               TEXT COLLATE "C",
+    space               TEXT COLLATE "C" NOT NULL,
+    target_space        TEXT COLLATE "C",
     reembed_total       BIGINT NOT NULL DEFAULT 0,
     reembed_done        BIGINT NOT NULL DEFAULT 0,
-    reembed_started_at  TEXT,
+    reembed_started_at  TEXT COLLATE "C",
     history_days        BIGINT NOT NULL DEFAULT 90,
     history_max         BIGINT NOT NULL DEFAULT 10000,
-    updated_at          TEXT NOT NULL
+    updated_at          TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX chunks_reembed ON chunks(workspace_id, rowid) WHERE embedding IS NOT NULL AND next_embedding IS NULL;
 CREATE TABLE crawl_jobs (
-    id              TEXT PRIMARY KEY,
-    workspace_id    TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    source_id       TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
-    kind            TEXT NOT NULL CHECK (kind IN ('crawl', 'recrawl')),
-    requested_url   TEXT NOT NULL,
-    status          TEXT NOT NULL CHECK (status IN ('queued', 'processing', 'paused', 'completed', 'failed')),
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id    TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    source_id       TEXT COLLATE "C" NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    kind            TEXT COLLATE "C" NOT NULL CHECK (kind IN ('crawl', 'recrawl')),
+    requested_url   TEXT COLLATE "C" NOT NULL,
+    status          TEXT COLLATE "C" NOT NULL CHECK (status IN ('queued', 'processing', 'paused', 'completed', 'failed')),
     page_limit      BIGINT NOT NULL,
     fresh           BIGINT NOT NULL DEFAULT 1,
     -- the run that owns the job while it is processing: a run whose id this is not (it was
     -- paused, or the process that started it died) saves nothing more
-    run_id          TEXT,
+    run_id          TEXT COLLATE "C",
     discovered      BIGINT NOT NULL DEFAULT 0,
     fetched         BIGINT NOT NULL DEFAULT 0,
     indexed         BIGINT NOT NULL DEFAULT 0,
@@ -650,25 +652,25 @@ CREATE TABLE crawl_jobs (
     skipped         BIGINT NOT NULL DEFAULT 0,
     removed         BIGINT NOT NULL DEFAULT 0,
     -- skip code -> count
-    skipped_by      TEXT NOT NULL DEFAULT '{}',
+    skipped_by      TEXT COLLATE "C" NOT NULL DEFAULT '{}',
     -- [{sourceUrl, reason}] and [{sourceUrl, reason, code}], the first 200 of each
-    failures        TEXT NOT NULL DEFAULT '[]',
-    skips           TEXT NOT NULL DEFAULT '[]',
-    last_error      TEXT,
+    failures        TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    skips           TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    last_error      TEXT COLLATE "C",
     -- whether the frontier was cut by the page limit (then nothing is removed)
     truncated       BIGINT NOT NULL DEFAULT 0,
-    started_at      TEXT,
-    created_at      TEXT NOT NULL,
-    updated_at      TEXT NOT NULL,
-    completed_at    TEXT
+    started_at      TEXT COLLATE "C",
+    created_at      TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL,
+    completed_at    TEXT COLLATE "C"
 );
 CREATE INDEX crawl_jobs_ws ON crawl_jobs(workspace_id, created_at);
 CREATE INDEX crawl_jobs_source ON crawl_jobs(source_id, created_at);
 CREATE TABLE crawl_frontier (
-    job_id      TEXT NOT NULL REFERENCES crawl_jobs(id) ON DELETE CASCADE,
+    job_id      TEXT COLLATE "C" NOT NULL REFERENCES crawl_jobs(id) ON DELETE CASCADE,
     seq         BIGINT NOT NULL,
-    url_key     TEXT NOT NULL,
-    url         TEXT NOT NULL,
+    url_key     TEXT COLLATE "C" NOT NULL,
+    url         TEXT COLLATE "C" NOT NULL,
     depth       BIGINT NOT NULL,
     -- 1: a seed that does not match the include patterns, fetched for discovery only
     discovery   BIGINT NOT NULL DEFAULT 0,
@@ -678,285 +680,285 @@ CREATE TABLE crawl_frontier (
 CREATE INDEX crawl_frontier_next ON crawl_frontier(job_id, done, seq);
 CREATE INDEX crawl_frontier_seq ON crawl_frontier(job_id, seq);
 CREATE TABLE crawl_pages (
-    source_id       TEXT NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
-    url_key         TEXT NOT NULL,
-    url             TEXT NOT NULL,
-    document_id     TEXT,
-    etag            TEXT,
-    last_modified   TEXT,
-    content_hash    TEXT,
-    links           TEXT NOT NULL DEFAULT '[]',
-    last_job_id     TEXT NOT NULL,
-    updated_at      TEXT NOT NULL,
+    source_id       TEXT COLLATE "C" NOT NULL REFERENCES sources(id) ON DELETE CASCADE,
+    url_key         TEXT COLLATE "C" NOT NULL,
+    url             TEXT COLLATE "C" NOT NULL,
+    document_id     TEXT COLLATE "C",
+    etag            TEXT COLLATE "C",
+    last_modified   TEXT COLLATE "C",
+    content_hash    TEXT COLLATE "C",
+    links           TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    last_job_id     TEXT COLLATE "C" NOT NULL,
+    updated_at      TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (source_id, url_key)
 );
 CREATE INDEX crawl_pages_hash ON crawl_pages(source_id, content_hash);
 CREATE TABLE eval_snapshots (
-    id                      TEXT PRIMARY KEY,
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    agent_id                TEXT NOT NULL,
-    source_conversation_id  TEXT NOT NULL,
-    source_message_id       TEXT,
-    fidelity                TEXT NOT NULL CHECK (fidelity IN ('full', 'messages_only')),
-    body                    TEXT NOT NULL,
-    captured_at             TEXT NOT NULL,
-    captured_by             TEXT
+    id                      TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    agent_id                TEXT COLLATE "C" NOT NULL,
+    source_conversation_id  TEXT COLLATE "C" NOT NULL,
+    source_message_id       TEXT COLLATE "C",
+    fidelity                TEXT COLLATE "C" NOT NULL CHECK (fidelity IN ('full', 'messages_only')),
+    body                    TEXT COLLATE "C" NOT NULL,
+    captured_at             TEXT COLLATE "C" NOT NULL,
+    captured_by             TEXT COLLATE "C"
 );
 CREATE INDEX eval_snapshots_ws ON eval_snapshots(workspace_id, captured_at);
 CREATE TABLE eval_cases (
-    id                  TEXT PRIMARY KEY,
-    workspace_id        TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    snapshot_id         TEXT NOT NULL REFERENCES eval_snapshots(id) ON DELETE CASCADE,
-    agent_id            TEXT NOT NULL,
-    source_message_id   TEXT,
-    name                TEXT NOT NULL,
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id        TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    snapshot_id         TEXT COLLATE "C" NOT NULL REFERENCES eval_snapshots(id) ON DELETE CASCADE,
+    agent_id            TEXT COLLATE "C" NOT NULL,
+    source_message_id   TEXT COLLATE "C",
+    name                TEXT COLLATE "C" NOT NULL,
     -- the question the snapshot replays (its last user message), for lists
-    question            TEXT,
-    assertions          TEXT NOT NULL DEFAULT '[]',
+    question            TEXT COLLATE "C",
+    assertions          TEXT COLLATE "C" NOT NULL DEFAULT '[]',
     assertion_count     BIGINT NOT NULL DEFAULT 0,
-    status              TEXT NOT NULL CHECK (status IN ('pending', 'passing', 'failing', 'error')),
-    last_run_id         TEXT,
-    created_at          TEXT NOT NULL,
-    updated_at          TEXT NOT NULL
+    status              TEXT COLLATE "C" NOT NULL CHECK (status IN ('pending', 'passing', 'failing', 'error')),
+    last_run_id         TEXT COLLATE "C",
+    created_at          TEXT COLLATE "C" NOT NULL,
+    updated_at          TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX eval_cases_ws ON eval_cases(workspace_id, created_at, id);
 CREATE UNIQUE INDEX eval_cases_source ON eval_cases(workspace_id, source_message_id)
     WHERE source_message_id IS NOT NULL;
 CREATE TABLE eval_suites (
-    id              TEXT PRIMARY KEY,
-    workspace_id    TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    agent_id        TEXT,
-    comparison_id   TEXT,
-    side            TEXT,
-    revision_id     TEXT,
-    mode            TEXT NOT NULL CHECK (mode IN ('retrieval_only', 'full_assistant')),
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id    TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    agent_id        TEXT COLLATE "C",
+    comparison_id   TEXT COLLATE "C",
+    side            TEXT COLLATE "C",
+    revision_id     TEXT COLLATE "C",
+    mode            TEXT COLLATE "C" NOT NULL CHECK (mode IN ('retrieval_only', 'full_assistant')),
     repeat_count    BIGINT NOT NULL DEFAULT 1,
     pass_threshold  BIGINT NOT NULL DEFAULT 1,
-    case_ids        TEXT NOT NULL,
-    status          TEXT NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed')),
+    case_ids        TEXT COLLATE "C" NOT NULL,
+    status          TEXT COLLATE "C" NOT NULL CHECK (status IN ('queued', 'running', 'completed', 'failed')),
     done            BIGINT NOT NULL DEFAULT 0,
     total           BIGINT NOT NULL DEFAULT 0,
     -- [{caseId, status, runIds, passes, flaky, reason}] in run order
-    results         TEXT NOT NULL DEFAULT '[]',
-    summary         TEXT,
-    error           TEXT,
-    idempotency_key TEXT,
-    created_by      TEXT,
-    created_at      TEXT NOT NULL,
-    completed_at    TEXT
+    results         TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    summary         TEXT COLLATE "C",
+    error           TEXT COLLATE "C",
+    idempotency_key TEXT COLLATE "C",
+    created_by      TEXT COLLATE "C",
+    created_at      TEXT COLLATE "C" NOT NULL,
+    completed_at    TEXT COLLATE "C"
 );
 CREATE INDEX eval_suites_ws ON eval_suites(workspace_id, created_at, id);
 CREATE INDEX eval_suites_comparison ON eval_suites(comparison_id) WHERE comparison_id IS NOT NULL;
 CREATE UNIQUE INDEX eval_suites_key ON eval_suites(workspace_id, idempotency_key, side)
     WHERE idempotency_key IS NOT NULL;
 CREATE TABLE eval_runs (
-    id                  TEXT PRIMARY KEY,
-    workspace_id        TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    snapshot_id         TEXT NOT NULL,
-    case_id             TEXT,
-    suite_id            TEXT,
-    mode                TEXT NOT NULL,
-    revision_id         TEXT,
-    overrides           TEXT NOT NULL DEFAULT '{}',
-    resolved_config     TEXT NOT NULL DEFAULT '{}',
-    observed_output     TEXT NOT NULL DEFAULT '{}',
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id        TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    snapshot_id         TEXT COLLATE "C" NOT NULL,
+    case_id             TEXT COLLATE "C",
+    suite_id            TEXT COLLATE "C",
+    mode                TEXT COLLATE "C" NOT NULL,
+    revision_id         TEXT COLLATE "C",
+    overrides           TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    resolved_config     TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+    observed_output     TEXT COLLATE "C" NOT NULL DEFAULT '{}',
     -- the assertions as they were when the run started
-    assertions          TEXT NOT NULL DEFAULT '[]',
-    status              TEXT NOT NULL CHECK (status IN ('pass', 'fail', 'error', 'recorded')),
-    outcome_reason      TEXT,
-    verdicts            TEXT NOT NULL DEFAULT '[]',
-    started_at          TEXT NOT NULL,
-    completed_at        TEXT
+    assertions          TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    status              TEXT COLLATE "C" NOT NULL CHECK (status IN ('pass', 'fail', 'error', 'recorded')),
+    outcome_reason      TEXT COLLATE "C",
+    verdicts            TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+    started_at          TEXT COLLATE "C" NOT NULL,
+    completed_at        TEXT COLLATE "C"
 );
 CREATE INDEX eval_runs_case ON eval_runs(case_id, started_at);
 CREATE INDEX eval_runs_suite ON eval_runs(suite_id);
 CREATE TABLE agent_bundle_imports (
-    id                  TEXT PRIMARY KEY,
-    workspace_id        TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    idempotency_key     TEXT,
+    id                  TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id        TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    idempotency_key     TEXT COLLATE "C",
     -- sha256 of the canonical bundle without its idempotency key (a key repeated with another
     -- bundle is refused)
-    fingerprint         TEXT NOT NULL,
-    state               TEXT NOT NULL CHECK (state IN ('queued', 'applying', 'applied', 'failed', 'compensated')),
-    agent_id            TEXT,
+    fingerprint         TEXT COLLATE "C" NOT NULL,
+    state               TEXT COLLATE "C" NOT NULL CHECK (state IN ('queued', 'applying', 'applied', 'failed', 'compensated')),
+    agent_id            TEXT COLLATE "C",
     -- [{kind, element, detail}]
-    unresolved          TEXT NOT NULL DEFAULT '[]',
+    unresolved          TEXT COLLATE "C" NOT NULL DEFAULT '[]',
     -- {routines, skills, contextVariables, directives, unresolved}
-    counts              TEXT NOT NULL DEFAULT '{}',
+    counts              TEXT COLLATE "C" NOT NULL DEFAULT '{}',
     -- {code, message} of a failed or compensated attempt
-    error               TEXT,
-    created_by          TEXT,
-    created_at          TEXT NOT NULL,
+    error               TEXT COLLATE "C",
+    created_by          TEXT COLLATE "C",
+    created_at          TEXT COLLATE "C" NOT NULL,
     created_at_ms       BIGINT NOT NULL,
-    updated_at          TEXT NOT NULL,
-    finished_at         TEXT
+    updated_at          TEXT COLLATE "C" NOT NULL,
+    finished_at         TEXT COLLATE "C"
 );
 CREATE UNIQUE INDEX agent_bundle_imports_key ON agent_bundle_imports(workspace_id, idempotency_key)
     WHERE idempotency_key IS NOT NULL AND state IN ('queued', 'applying', 'applied');
 CREATE INDEX agent_bundle_imports_active ON agent_bundle_imports(created_at_ms)
     WHERE state IN ('queued', 'applying');
 CREATE TABLE usage_profiles (
-    key                         TEXT PRIMARY KEY,
-    display_name                TEXT NOT NULL,
+    key                         TEXT COLLATE "C" PRIMARY KEY,
+    display_name                TEXT COLLATE "C" NOT NULL,
     monthly_answer_limit        BIGINT,
     stored_document_limit       BIGINT,
     stored_indexed_byte_limit   BIGINT,
     monthly_indexed_byte_limit  BIGINT,
     monthly_conversation_limit  BIGINT,
     replies_per_conversation    BIGINT NOT NULL DEFAULT 10,
-    created_at                  TEXT NOT NULL,
-    updated_at                  TEXT NOT NULL
+    created_at                  TEXT COLLATE "C" NOT NULL,
+    updated_at                  TEXT COLLATE "C" NOT NULL
 );
 CREATE TABLE usage_accounts (
-    organization_id TEXT PRIMARY KEY REFERENCES organizations(id) ON DELETE CASCADE,
-    profile_key     TEXT REFERENCES usage_profiles(key),
+    organization_id TEXT COLLATE "C" PRIMARY KEY REFERENCES organizations(id) ON DELETE CASCADE,
+    profile_key     TEXT COLLATE "C" REFERENCES usage_profiles(key),
     credits         BIGINT NOT NULL DEFAULT 0,
-    updated_at      TEXT NOT NULL
+    updated_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE TABLE usage_credit_grants (
-    organization_id TEXT NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
-    reference       TEXT NOT NULL,
+    organization_id TEXT COLLATE "C" NOT NULL REFERENCES organizations(id) ON DELETE CASCADE,
+    reference       TEXT COLLATE "C" NOT NULL,
     conversations   BIGINT NOT NULL,
-    created_at      TEXT NOT NULL,
+    created_at      TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (organization_id, reference)
 );
 CREATE TABLE usage_reservations (
-    id              TEXT PRIMARY KEY,
-    organization_id TEXT NOT NULL,
-    meter           TEXT NOT NULL,
-    period          TEXT NOT NULL,
+    id              TEXT COLLATE "C" PRIMARY KEY,
+    organization_id TEXT COLLATE "C" NOT NULL,
+    meter           TEXT COLLATE "C" NOT NULL,
+    period          TEXT COLLATE "C" NOT NULL,
     amount          BIGINT NOT NULL,
-    created_at      TEXT NOT NULL,
-    expires_at      TEXT NOT NULL
+    created_at      TEXT COLLATE "C" NOT NULL,
+    expires_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX usage_reservations_org ON usage_reservations(organization_id, meter, period, expires_at);
 CREATE TABLE usage_notices (
-    organization_id TEXT NOT NULL,
-    meter           TEXT NOT NULL,
-    period          TEXT NOT NULL,
+    organization_id TEXT COLLATE "C" NOT NULL,
+    meter           TEXT COLLATE "C" NOT NULL,
+    period          TEXT COLLATE "C" NOT NULL,
     threshold       BIGINT NOT NULL,
-    created_at      TEXT NOT NULL,
+    created_at      TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (organization_id, meter, period, threshold)
 );
 CREATE TABLE org_creations (
-    user_id         TEXT NOT NULL,
-    organization_id TEXT NOT NULL,
-    created_at      TEXT NOT NULL
+    user_id         TEXT COLLATE "C" NOT NULL,
+    organization_id TEXT COLLATE "C" NOT NULL,
+    created_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX org_creations_user ON org_creations(user_id, created_at);
 CREATE TABLE org_creation_overrides (
-    user_id         TEXT PRIMARY KEY,
+    user_id         TEXT COLLATE "C" PRIMARY KEY,
     monthly_limit   BIGINT,
-    updated_at      TEXT NOT NULL
+    updated_at      TEXT COLLATE "C" NOT NULL
 );
 CREATE TABLE usage_answer_daily (
-    organization_id TEXT NOT NULL,
-    workspace_id    TEXT NOT NULL,
-    agent_id        TEXT NOT NULL,
-    day             TEXT NOT NULL,
+    organization_id TEXT COLLATE "C" NOT NULL,
+    workspace_id    TEXT COLLATE "C" NOT NULL,
+    agent_id        TEXT COLLATE "C" NOT NULL,
+    day             TEXT COLLATE "C" NOT NULL,
     answers         BIGINT NOT NULL DEFAULT 0,
     input_tokens    BIGINT NOT NULL DEFAULT 0,
     output_tokens   BIGINT NOT NULL DEFAULT 0,
     PRIMARY KEY (organization_id, day, workspace_id, agent_id)
 );
 CREATE TABLE connectors (
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    connector_id            TEXT NOT NULL CHECK (connector_id IN ('wordpress', 'whatsapp')),
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    connector_id            TEXT COLLATE "C" NOT NULL CHECK (connector_id IN ('wordpress', 'whatsapp')),
     enabled                 BIGINT NOT NULL DEFAULT 0,
     -- plain config values (JSON object of strings)
-    config                  TEXT NOT NULL DEFAULT '{}',
+    config                  TEXT COLLATE "C" NOT NULL DEFAULT '{}',
     -- sealed secrets (JSON object: key -> {nonce, ciphertext}), never returned
-    secrets                 TEXT NOT NULL DEFAULT '{}',
+    secrets                 TEXT COLLATE "C" NOT NULL DEFAULT '{}',
     -- the unique channel field (WordPress: the site URL; WhatsApp: the phone number id)
-    channel_key             TEXT,
+    channel_key             TEXT COLLATE "C",
     -- WordPress: the document source registered on enable
-    source_id               TEXT,
-    sync_status             TEXT NOT NULL DEFAULT 'idle' CHECK (sync_status IN ('idle', 'queued', 'running')),
+    source_id               TEXT COLLATE "C",
+    sync_status             TEXT COLLATE "C" NOT NULL DEFAULT 'idle' CHECK (sync_status IN ('idle', 'queued', 'running')),
     -- the run the status belongs to; a job of another run does nothing
-    sync_run_id             TEXT,
-    sync_mode               TEXT,
+    sync_run_id             TEXT COLLATE "C",
+    sync_mode               TEXT COLLATE "C",
     -- a push arrived while a run was active: run again when it ends
     sync_again              BIGINT NOT NULL DEFAULT 0,
     -- {seen, indexed, unchanged, removed}
-    sync_progress           TEXT,
-    backfill_completed_at   TEXT,
-    last_sync_at            TEXT,
-    last_sync_finished_at   TEXT,
-    modified_cursor         TEXT,
+    sync_progress           TEXT COLLATE "C",
+    backfill_completed_at   TEXT COLLATE "C",
+    last_sync_at            TEXT COLLATE "C",
+    last_sync_finished_at   TEXT COLLATE "C",
+    modified_cursor         TEXT COLLATE "C",
     last_ingested_count     BIGINT,
-    last_error              TEXT,
+    last_error              TEXT COLLATE "C",
     -- the current chain of polls; a poll job of another chain does nothing
-    poll_token              TEXT,
-    created_at              TEXT NOT NULL,
-    updated_at              TEXT NOT NULL,
+    poll_token              TEXT COLLATE "C",
+    created_at              TEXT COLLATE "C" NOT NULL,
+    updated_at              TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (workspace_id, connector_id)
 );
 CREATE UNIQUE INDEX connectors_channel ON connectors (connector_id, channel_key) WHERE channel_key IS NOT NULL;
 CREATE TABLE whatsapp_contacts (
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    wa_id                   TEXT NOT NULL,
-    profile_name            TEXT,
-    conversation_id         TEXT,
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    wa_id                   TEXT COLLATE "C" NOT NULL,
+    profile_name            TEXT COLLATE "C",
+    conversation_id         TEXT COLLATE "C",
     -- the last inbound message that went to conversation_id
-    conversation_last_at    TEXT,
-    last_inbound_at         TEXT NOT NULL,
-    created_at              TEXT NOT NULL,
+    conversation_last_at    TEXT COLLATE "C",
+    last_inbound_at         TEXT COLLATE "C" NOT NULL,
+    created_at              TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (workspace_id, wa_id)
 );
 CREATE TABLE whatsapp_threads (
-    conversation_id         TEXT PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
-    workspace_id            TEXT NOT NULL,
-    wa_id                   TEXT NOT NULL,
-    created_at              TEXT NOT NULL
+    conversation_id         TEXT COLLATE "C" PRIMARY KEY REFERENCES conversations(id) ON DELETE CASCADE,
+    workspace_id            TEXT COLLATE "C" NOT NULL,
+    wa_id                   TEXT COLLATE "C" NOT NULL,
+    created_at              TEXT COLLATE "C" NOT NULL
 );
 CREATE TABLE whatsapp_batches (
-    id                      TEXT PRIMARY KEY,
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    wa_id                   TEXT NOT NULL,
-    conversation_id         TEXT,
+    id                      TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    wa_id                   TEXT COLLATE "C" NOT NULL,
+    conversation_id         TEXT COLLATE "C",
     -- the turn in progress (its user message carries it as turnId)
-    turn_id                 TEXT NOT NULL,
+    turn_id                 TEXT COLLATE "C" NOT NULL,
     -- the queue job running the batch
     job_id                  BIGINT NOT NULL,
-    status                  TEXT NOT NULL CHECK (status IN ('running', 'answered', 'failed')),
-    error                   TEXT,
-    created_at              TEXT NOT NULL,
-    updated_at              TEXT NOT NULL
+    status                  TEXT COLLATE "C" NOT NULL CHECK (status IN ('running', 'answered', 'failed')),
+    error                   TEXT COLLATE "C",
+    created_at              TEXT COLLATE "C" NOT NULL,
+    updated_at              TEXT COLLATE "C" NOT NULL
 );
 CREATE INDEX whatsapp_batches_sender ON whatsapp_batches (workspace_id, wa_id, status);
 CREATE TABLE whatsapp_messages (
-    id                      TEXT PRIMARY KEY,
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
-    direction               TEXT NOT NULL CHECK (direction IN ('in', 'out')),
+    id                      TEXT COLLATE "C" PRIMARY KEY,
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    direction               TEXT COLLATE "C" NOT NULL CHECK (direction IN ('in', 'out')),
     -- inbound: Meta's message id (duplicates are ignored)
-    wa_message_id           TEXT,
-    wa_id                   TEXT NOT NULL,
+    wa_message_id           TEXT COLLATE "C",
+    wa_id                   TEXT COLLATE "C" NOT NULL,
     -- text, image, audio, ... (inbound); text (outbound)
-    kind                    TEXT NOT NULL,
-    body                    TEXT,
+    kind                    TEXT COLLATE "C" NOT NULL,
+    body                    TEXT COLLATE "C",
     -- in: pending, answered, skipped, unsupported, failed; out: queued, not_sent
-    status                  TEXT NOT NULL,
-    error                   TEXT,
-    batch_id                TEXT,
-    conversation_id         TEXT,
+    status                  TEXT COLLATE "C" NOT NULL,
+    error                   TEXT COLLATE "C",
+    batch_id                TEXT COLLATE "C",
+    conversation_id         TEXT COLLATE "C",
     -- out: the conversation message relayed and which part of it
-    message_id              TEXT,
+    message_id              TEXT COLLATE "C",
     part                    BIGINT,
-    delivery_id             TEXT,
-    created_at              TEXT NOT NULL,
-    updated_at              TEXT NOT NULL
+    delivery_id             TEXT COLLATE "C",
+    created_at              TEXT COLLATE "C" NOT NULL,
+    updated_at              TEXT COLLATE "C" NOT NULL
 );
 CREATE UNIQUE INDEX whatsapp_messages_inbound ON whatsapp_messages (workspace_id, wa_message_id) WHERE direction = 'in';
 CREATE UNIQUE INDEX whatsapp_messages_outbound ON whatsapp_messages (workspace_id, message_id, part) WHERE direction = 'out';
 CREATE INDEX whatsapp_messages_pending ON whatsapp_messages (workspace_id, wa_id, status) WHERE direction = 'in';
 CREATE INDEX whatsapp_messages_time ON whatsapp_messages (workspace_id, created_at);
 CREATE TABLE wordpress_posts (
-    workspace_id            TEXT NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
+    workspace_id            TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id) ON DELETE CASCADE,
     -- <post type>/<id>
-    post_key                TEXT NOT NULL,
-    document_id             TEXT NOT NULL,
-    modified                TEXT,
-    updated_at              TEXT NOT NULL,
+    post_key                TEXT COLLATE "C" NOT NULL,
+    document_id             TEXT COLLATE "C" NOT NULL,
+    modified                TEXT COLLATE "C",
+    updated_at              TEXT COLLATE "C" NOT NULL,
     PRIMARY KEY (workspace_id, post_key)
 );
 
@@ -981,8 +983,8 @@ CREATE TRIGGER chunks_deleted AFTER DELETE ON chunks
 -- Document originals: on one node they are files under <data-dir>/blobs; with several nodes they
 -- live here, content-addressed, so a file and the rows that name it commit and back up together.
 CREATE TABLE blobs (
-    sha256          TEXT PRIMARY KEY,
+    sha256          TEXT COLLATE "C" PRIMARY KEY,
     bytes           BYTEA NOT NULL,
     size_bytes      BIGINT NOT NULL,
-    created_at      TEXT NOT NULL
+    created_at      TEXT COLLATE "C" NOT NULL
 );

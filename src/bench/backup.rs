@@ -166,7 +166,8 @@ fn migrate_store(data: &Path, url: &str, runs: usize) -> anyhow::Result<Value> {
         let name = format!("steward_bench_{}_{i}", std::process::id());
         let target = postgres::create_database(url, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
         let t = Instant::now();
-        let moved = crate::ops::migrate_store::run(data, &target, &mut |_| {});
+        let moved =
+            crate::ops::migrate_store::run(data, &target, crate::storage::postgres::copy::Nul::Refuse, &mut |_| {});
         seconds.push(t.elapsed().as_secs_f64());
         postgres::drop_database(url, &name).map_err(|e| anyhow::anyhow!("{e}"))?;
         let moved = moved.map_err(|e| anyhow::anyhow!("{e}"))?;

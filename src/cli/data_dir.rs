@@ -39,9 +39,11 @@ pub(super) fn backup(config: &Config, out: &std::path::Path) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) fn migrate_store(from: &std::path::Path, to: &str) -> anyhow::Result<ExitCode> {
+pub(super) fn migrate_store(from: &std::path::Path, to: &str, replace_nul: bool) -> anyhow::Result<ExitCode> {
+    use crate::storage::postgres::copy::Nul;
     let started = std::time::Instant::now();
-    let moved = crate::ops::migrate_store::run(from, to, &mut |step| println!("  {step}"))
+    let nul = if replace_nul { Nul::Replace } else { Nul::Refuse };
+    let moved = crate::ops::migrate_store::run(from, to, nul, &mut |step| println!("  {step}"))
         .map_err(|e| anyhow::anyhow!("{}", plain(&e)))?;
     let rows: i64 = moved.copied.tables.iter().map(|t| t.rows).sum();
     println!(
@@ -53,6 +55,11 @@ pub(super) fn migrate_store(from: &std::path::Path, to: &str) -> anyhow::Result<
         moved.copied.original_bytes as f64 / 1e6,
         started.elapsed().as_secs_f64()
     );
+    for (column, n) in &moved.copied.nul_texts {
+        println!(
+            "note: {n} values of {column} held a NUL character, which PostgreSQL cannot store; written with U+FFFD"
+        );
+    }
     if !moved.missing_originals.is_empty() {
         eprintln!(
             "warning: {} stored originals documents refer to were already missing from {}",

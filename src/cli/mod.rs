@@ -115,6 +115,10 @@ pub enum Command {
         /// password may come from PGPASSWORD instead of the URL).
         #[arg(long, value_name = "URL")]
         to: String,
+        /// Write text holding a NUL character (U+0000), which PostgreSQL cannot store, with U+FFFD
+        /// instead (reported per column); without it such text stops the copy and is named.
+        #[arg(long)]
+        replace_nul: bool,
     },
     /// The model files this install has.
     Models {
@@ -307,10 +311,10 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             verify(&config)
         }
-        Some(Command::MigrateStore { from, to }) => {
+        Some(Command::MigrateStore { from, to, replace_nul }) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
-            migrate_store(&from, &to)
+            migrate_store(&from, &to, replace_nul)
         }
         Some(Command::Doctor) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;

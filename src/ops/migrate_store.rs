@@ -23,7 +23,7 @@ pub struct Moved {
 }
 
 /// Copies the install at `from` into the database at `to`; `progress` hears each step.
-pub fn run(from: &Path, to: &str, progress: &mut dyn FnMut(&str)) -> Result<Moved> {
+pub fn run(from: &Path, to: &str, nul: copy::Nul, progress: &mut dyn FnMut(&str)) -> Result<Moved> {
     let db_path = from.join("steward.db");
     if !db_path.is_file() {
         return Err(Error::invalid(format!("{} has no Steward database (steward.db) to move", from.display())));
@@ -40,7 +40,7 @@ pub fn run(from: &Path, to: &str, progress: &mut dyn FnMut(&str)) -> Result<Move
     if !applied.is_empty() {
         progress(&format!("created the PostgreSQL schema (version {})", postgres::latest()));
     }
-    copy::ensure_empty(&mut pg)?;
+    copy::check_empty(&mut pg)?;
 
     let work = tempfile::Builder::new()
         .prefix(".migrate-store-")
@@ -49,6 +49,12 @@ pub fn run(from: &Path, to: &str, progress: &mut dyn FnMut(&str)) -> Result<Move
     let copy_path = work.path().join("steward.db");
     snapshot::copy_into(&db_path, &copy_path)?;
     let (src, brought) = snapshot::open_copy_migrated(&copy_path)?;
+    let broken = snapshot::foreign_key_problems(&src)?;
+    if broken > 0 {
+        return Err(Error::invalid(format!(
+            "the database has {broken} rows that break a foreign key (steward verify says more); nothing was copied"
+        )));
+    }
     if !brought.is_empty() {
         progress(&format!("brought the copy to schema version {}", migrations::latest()));
     }
@@ -63,7 +69,7 @@ pub fn run(from: &Path, to: &str, progress: &mut dyn FnMut(&str)) -> Result<Move
             .map(|bytes| (sha, bytes))
             .map_err(|e| Error::internal_msg(format!("cannot read {}: {e}", path.display())))
     });
-    let copied = copy::copy(&src, &mut pg, &mut originals, progress)?;
+    let copied = copy::copy(&src, &mut pg, nul, &mut originals, progress)?;
     drop(src);
     let _ = work.close();
     Ok(Moved { copied, missing_originals: missing, has_session_key: from.join(super::archive::SESSION_KEY).is_file() })

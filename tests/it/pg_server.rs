@@ -3,8 +3,9 @@
 //! temporary directory with `initdb` and `postgres` as the `nobody` user when the tests run as root
 //! (PostgreSQL refuses root), listening on a Unix socket only. Each test gets its own database.
 //!
-//! The server is a child of a thread that lives as long as the process, started with a parent-death
-//! signal, so it ends with the test process; readiness is read from its log, not waited for.
+//! The server is a child of a thread that lives as long as the process; readiness is read from its
+//! log, not waited for. At exit a hook shuts it down (fast shutdown, waited for) and removes its
+//! directory; a parent-death signal ends it if the process is killed before the hook runs.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -51,10 +52,12 @@ fn as_server_user(program: &Path) -> Command {
     }
 }
 
-/// Removes the directories of earlier test processes that are gone (a killed run leaves its own).
+/// Removes the directories of earlier test processes that are gone (`run-<pid>-…`; a process
+/// killed before its exit hook leaves its own).
 fn sweep_stale(root: &Path) {
     for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
-        let pid: Option<u32> = e.file_name().to_str().and_then(|n| n.strip_prefix("run-")?.parse().ok());
+        let pid: Option<u32> =
+            e.file_name().to_str().and_then(|n| n.strip_prefix("run-")?.split('-').next()?.parse().ok());
         if let Some(pid) = pid
             && !Path::new(&format!("/proc/{pid}")).exists()
         {
@@ -63,22 +66,39 @@ fn sweep_stale(root: &Path) {
     }
 }
 
+/// The running server's process id and directory, for the exit hook.
+static RUNNING: OnceLock<(i32, PathBuf)> = OnceLock::new();
+
+/// At process exit: a fast shutdown (SIGINT), waited for, so the server releases its shared
+/// memory, then its directory is removed.
+extern "C" fn stop_at_exit() {
+    if let Some((pid, dir)) = RUNNING.get() {
+        // SAFETY: plain system calls on the server's process id, a child of this process.
+        unsafe {
+            libc::kill(*pid, libc::SIGINT);
+            libc::waitpid(*pid, std::ptr::null_mut(), 0);
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 fn start() -> Result<PgServer, String> {
     let bin = bin_dir().ok_or("PostgreSQL is not installed (scripts/install-deps.sh test installs it)")?;
     let root = std::env::temp_dir().join("steward-pg-tests");
     std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
     sweep_stale(&root);
-    let dir = root.join(format!("run-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    // a new directory of our own (mkdtemp), handed to the server's user
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("run-{}-", std::process::id()))
+        .tempdir_in(&root)
+        .map_err(|e| e.to_string())?
+        .keep();
     if is_root() {
-        std::os::unix::fs::chown(&root, None, None).ok();
-        let status = Command::new("chown").args(["nobody:nogroup"]).arg(&dir).status().map_err(|e| e.to_string())?;
+        let status =
+            Command::new("chown").args(["-h", "nobody:nogroup"]).arg(&dir).status().map_err(|e| e.to_string())?;
         if !status.success() {
             return Err("cannot hand the PostgreSQL directory to nobody".into());
         }
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o1777)).map_err(|e| e.to_string())?;
     }
     let data = dir.join("data");
     let out = as_server_user(&bin.join("initdb"))
@@ -90,7 +110,7 @@ fn start() -> Result<PgServer, String> {
     if !out.status.success() {
         return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let (tx, rx) = std::sync::mpsc::channel::<Result<i32, String>>();
     let (bin2, data2, sock) = (bin.clone(), data.clone(), dir.clone());
     std::thread::spawn(move || {
         let child = as_server_user(&bin2.join("postgres"))
@@ -111,6 +131,7 @@ fn start() -> Result<PgServer, String> {
                 return;
             }
         };
+        let pid = child.id() as i32;
         let Some(stderr) = child.stderr.take() else {
             let _ = tx.send(Err("postgres: no log".into()));
             return;
@@ -120,7 +141,7 @@ fn start() -> Result<PgServer, String> {
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
             if let Some(tx) = ready.take_if(|_| line.contains("ready to accept connections")) {
-                let _ = tx.send(Ok(()));
+                let _ = tx.send(Ok(pid));
             } else if ready.is_some() {
                 log.push_str(&line);
                 log.push('\n');
@@ -131,7 +152,11 @@ fn start() -> Result<PgServer, String> {
         }
         let _ = child.wait();
     });
-    rx.recv().map_err(|e| e.to_string())??;
+    let pid = rx.recv().map_err(|e| e.to_string())??;
+    if RUNNING.set((pid, dir.clone())).is_ok() {
+        // SAFETY: registers a function with no preconditions, run once at exit.
+        unsafe { libc::atexit(stop_at_exit) };
+    }
     Ok(PgServer { socket_dir: dir, bin })
 }
 

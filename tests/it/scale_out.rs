@@ -76,18 +76,104 @@ fn the_postgresql_schema_is_sqlites_table_by_table() {
             .collect();
         assert_eq!(got, want, "table {t}");
     }
-    // every named SQLite index, partial ones included, exists on PostgreSQL
-    let indexes: Vec<String> = lite
-        .prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
+    for t in &tables {
+        // defaults, as SQLite wrote them (PostgreSQL adds a cast)
+        let want: Vec<(String, Option<String>)> = lite
+            .prepare(&format!("SELECT name, dflt_value FROM pragma_table_info('{t}') ORDER BY cid"))
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let got: Vec<(String, Option<String>)> = c
+            .query(
+                "SELECT column_name::text, CASE WHEN is_identity = 'YES' THEN NULL ELSE column_default::text END
+                 FROM information_schema.columns
+                 WHERE table_schema = current_schema() AND table_name = $1 ORDER BY ordinal_position",
+                &[t],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| (r.get(0), r.get::<_, Option<String>>(1).map(|d| d.replace("::text", "").replace("::bigint", ""))))
+            .collect();
+        assert_eq!(got, want, "defaults of {t}");
+        // foreign keys, with their actions, as PostgreSQL states them
+        // parent, from columns, to columns, on update, on delete
+        type Fk = (String, Vec<String>, Vec<String>, String, String);
+        let mut fks: BTreeMap<i64, Fk> = BTreeMap::new();
+        let mut stmt = lite
+            .prepare(&format!(
+                "SELECT id, \"table\", \"from\", \"to\", on_update, on_delete FROM pragma_foreign_key_list('{t}') ORDER BY id, seq"
+            ))
+            .unwrap();
+        let rows = stmt
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .unwrap();
+        for row in rows {
+            let (id, parent, from, to, upd, del) = row.unwrap();
+            let e = fks.entry(id).or_insert((parent, vec![], vec![], upd, del));
+            e.1.push(from);
+            e.2.push(to);
+        }
+        let mut want: Vec<String> = fks
+            .values()
+            .map(|(parent, from, to, upd, del)| {
+                let mut d = format!("FOREIGN KEY ({}) REFERENCES {parent}({})", from.join(", "), to.join(", "));
+                for (word, action) in [("UPDATE", upd), ("DELETE", del)] {
+                    if action != "NO ACTION" {
+                        d.push_str(&format!(" ON {word} {action}"));
+                    }
+                }
+                d
+            })
+            .collect();
+        want.sort();
+        let mut got: Vec<String> = c
+            .query(
+                "SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE contype = 'f' AND conrelid = $1::text::regclass",
+                &[t],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        got.sort();
+        assert_eq!(got, want, "foreign keys of {t}");
+    }
+    // every named SQLite index exists on PostgreSQL, unique and partial alike
+    let indexes: Vec<(String, String)> = lite
+        .prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL")
         .unwrap()
-        .query_map([], |r| r.get(0))
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    for i in &indexes {
-        let n: i64 = c.query_one("SELECT count(*) FROM pg_indexes WHERE indexname = $1", &[i]).unwrap().get(0);
-        assert_eq!(n, 1, "index {i}");
+    for (name, sql) in &indexes {
+        let def: String = c.query_one("SELECT indexdef FROM pg_indexes WHERE indexname = $1", &[name]).unwrap().get(0);
+        assert_eq!(def.contains("UNIQUE"), sql.contains("UNIQUE"), "{name}: {def} / {sql}");
+        assert_eq!(def.contains(" WHERE "), sql.contains(" WHERE "), "{name}: {def} / {sql}");
     }
+    // text compares and sorts bytewise, as on SQLite, whatever the database's locale
+    let other: Vec<String> = c
+        .query(
+            "SELECT table_name || '.' || column_name FROM information_schema.columns
+             WHERE table_schema = current_schema() AND data_type = 'text' AND collation_name IS DISTINCT FROM 'C'",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(other.is_empty(), "{other:?}");
     // the triggers behave as SQLite's: audit events are append-only, a deleted chunk is queued
     // for the search indexes
     c.batch_execute(
@@ -157,7 +243,10 @@ fn sqlite_rows(db: &Path) -> BTreeMap<String, Vec<String>> {
                         rusqlite::types::ValueRef::Null => "null".to_string(),
                         rusqlite::types::ValueRef::Integer(v) => format!("i{v}"),
                         rusqlite::types::ValueRef::Real(v) => format!("r{v:?}"),
-                        rusqlite::types::ValueRef::Text(v) => format!("t{:?}", String::from_utf8_lossy(v)),
+                        // as migrate-store writes it: U+0000 as U+FFFD
+                        rusqlite::types::ValueRef::Text(v) => {
+                            format!("t{:?}", String::from_utf8_lossy(v).replace('\0', "\u{FFFD}"))
+                        }
                         rusqlite::types::ValueRef::Blob(v) => format!("b{}", hex_of(v)),
                     })
                     .collect::<Vec<_>>()
@@ -239,6 +328,8 @@ async fn filled_data_dir() -> (tempfile::TempDir, usize) {
     let chat = t.post("/api/v1/chat", &owner, json!({"message": "When are you open?"})).await;
     chat.assert_status(200);
     let mid = chat.json()["messageId"].as_str().unwrap().to_string();
+    // a visitor may type U+0000, which SQLite text holds and PostgreSQL text cannot
+    t.post("/api/v1/chat", &owner, json!({"message": "Where do I park?\u{0}"})).await.assert_status(200);
     t.put(&format!("/api/v1/evals/cases/by-source-message/{mid}"), &owner, json!({})).await.assert_status(201);
     t.post("/api/v1/agents", &owner, json!({"name": "Sales"})).await.assert_status(201);
     t.post("/api/v1/account/tokens", &owner, json!({"name": "ci", "expiresInDays": 3})).await.assert_status(201);
@@ -256,6 +347,8 @@ async fn filled_data_dir() -> (tempfile::TempDir, usize) {
     let data = dir.path().join("data");
     assert!(data.join("steward.db").is_file());
     let c = rusqlite::Connection::open(data.join("steward.db")).unwrap();
+    // the newest job pruned, as the daily cleanup does: its id is never handed out again
+    c.execute("DELETE FROM jobs WHERE id = (SELECT max(id) FROM jobs)", []).unwrap();
     let tables: Vec<String> = c
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
         .unwrap()
@@ -270,9 +363,12 @@ async fn filled_data_dir() -> (tempfile::TempDir, usize) {
     (dir, non_empty)
 }
 
-fn migrate_store(from: &Path, to: &str) -> std::process::Output {
-    Command::new(BIN).args(["migrate-store", "--from"]).arg(from).args(["--to", to]).output().unwrap()
+fn migrate_store(from: &Path, to: &str, extra: &[&str]) -> std::process::Output {
+    Command::new(BIN).args(["migrate-store", "--from"]).arg(from).args(["--to", to]).args(extra).output().unwrap()
 }
+
+/// The fixture holds a NUL character in a message: PostgreSQL text cannot store it.
+const REPLACE_NUL: &[&str] = &["--replace-nul"];
 
 fn filled() -> (tempfile::TempDir, std::path::PathBuf, usize) {
     let (dir, n) = tokio::runtime::Runtime::new().unwrap().block_on(filled_data_dir());
@@ -285,11 +381,12 @@ fn migrate_store_copies_every_record_with_ids_timestamps_and_bytes_preserved() {
     let (_dir, data, non_empty) = filled();
     assert!(non_empty >= 20, "the fixture fills {non_empty} tables");
     let url = PgServer::get().fresh_db();
-    let out = migrate_store(&data, &url);
+    let out = migrate_store(&data, &url, REPLACE_NUL);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("row counts and checksums verified for every table"), "{stdout}");
     assert!(stdout.contains("1 originals"), "{stdout}");
+    assert!(stdout.contains("values of messages.content held a NUL character"), "{stdout}");
 
     let lite = data.join("steward.db");
     let want = sqlite_rows(&lite);
@@ -304,22 +401,92 @@ fn migrate_store_copies_every_record_with_ids_timestamps_and_bytes_preserved() {
         .unwrap();
     let (sha, bytes): (String, Vec<u8>) = (row.get(0), row.get(1));
     assert_eq!(std::fs::read(data.join("blobs").join(&sha[..2]).join(&sha)).unwrap(), bytes);
-    // identities continue after the copied ids
+    // identities continue after SQLite's high-water mark, past the ids of deleted rows too
+    let mark: i64 = rusqlite::Connection::open(&lite)
+        .unwrap()
+        .query_row("SELECT seq FROM sqlite_sequence WHERE name = 'jobs'", [], |r| r.get(0))
+        .unwrap();
     let max: i64 = c.query_one("SELECT max(id) FROM jobs", &[]).unwrap().get(0);
+    assert!(mark > max, "the fixture deleted its newest job ({mark} > {max})");
     let next: i64 = c
-        .query_one("INSERT INTO jobs (kind, payload, state, run_at, created_at, updated_at) VALUES ('x', '{}', 'done', '', '', '') RETURNING id", &[])
-        .map(|r| r.get(0))
-        .unwrap_or(max + 1);
-    assert!(next > max, "{next} after {max}");
+        .query_one(
+            "INSERT INTO jobs (kind, payload, state, max_attempts, run_at, created_at, updated_at)
+             VALUES ('x', '{}', 'done', 1, 0, 0, 0) RETURNING id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(next, mark + 1);
+}
+
+#[test]
+fn text_with_a_nul_character_stops_the_copy_unless_replacing_is_asked_for() {
+    let (_dir, data, _) = filled();
+    let url = PgServer::get().fresh_db();
+    let out = migrate_store(&data, &url, &[]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("messages.content of the row id = ") && err.contains("--replace-nul"), "{err}");
+    let rows: i64 = pg(&url).query_one("SELECT count(*) FROM messages", &[]).unwrap().get(0);
+    assert_eq!(rows, 0, "nothing was committed");
+    assert!(migrate_store(&data, &url, REPLACE_NUL).status.success(), "the same target takes a second run");
+}
+
+/// The read-back check is real: a target that changes a value as it is written (a trigger here)
+/// fails the copy, which leaves no row behind; a damaged original stops it too.
+#[test]
+fn a_copy_that_reads_back_differently_or_a_damaged_original_commits_nothing() {
+    let (_dir, data, _) = filled();
+    let url = PgServer::get().fresh_db();
+    let mut c = pg(&url);
+    steward::storage::postgres::migrate(&mut steward::storage::postgres::connect(&url).unwrap()).unwrap();
+    c.batch_execute(
+        "CREATE FUNCTION tamper() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN NEW.content := NEW.content || '!'; RETURN NEW; END $$;
+         CREATE TRIGGER tamper BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION tamper();",
+    )
+    .unwrap();
+    let out = migrate_store(&data, &url, REPLACE_NUL);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("messages did not copy whole") && err.contains("nothing was committed"), "{err}");
+    for t in ["documents", "messages", "chunks", "jobs", "blobs"] {
+        let n: i64 = c.query_one(&format!("SELECT count(*) FROM {t}"), &[]).unwrap().get(0);
+        assert_eq!(n, 0, "{t}");
+    }
+    c.batch_execute("DROP TRIGGER tamper ON messages").unwrap();
+
+    // an original whose bytes no longer match its name
+    let blobs: Vec<_> = walk(&data.join("blobs"));
+    assert_eq!(blobs.len(), 1);
+    let good = std::fs::read(&blobs[0]).unwrap();
+    std::fs::write(&blobs[0], b"not what it was").unwrap();
+    let out = migrate_store(&data, &url, REPLACE_NUL);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is damaged"), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(&blobs[0], good).unwrap();
+    assert!(migrate_store(&data, &url, REPLACE_NUL).status.success());
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.file_type().unwrap().is_dir() {
+            out.extend(walk(&e.path()));
+        } else {
+            out.push(e.path());
+        }
+    }
+    out
 }
 
 #[test]
 fn migrate_store_refuses_a_target_with_rows_a_running_server_and_a_bad_url() {
     let (_dir, data, _) = filled();
     let url = PgServer::get().fresh_db();
-    assert!(migrate_store(&data, &url).status.success());
+    assert!(migrate_store(&data, &url, REPLACE_NUL).status.success());
     let before: i64 = pg(&url).query_one("SELECT count(*) FROM documents", &[]).unwrap().get(0);
-    let again = migrate_store(&data, &url);
+    let again = migrate_store(&data, &url, REPLACE_NUL);
     assert!(!again.status.success());
     let err = String::from_utf8_lossy(&again.stderr);
     assert!(err.contains("not empty"), "{err}");
@@ -327,7 +494,7 @@ fn migrate_store_refuses_a_target_with_rows_a_running_server_and_a_bad_url() {
     assert_eq!(before, after);
 
     // a password never appears in what it prints
-    let bad = migrate_store(&data, "postgres://steward:hunter2@127.0.0.1:1/nowhere");
+    let bad = migrate_store(&data, "postgres://steward:hunter2@127.0.0.1:1/nowhere", REPLACE_NUL);
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("cannot connect") && !err.contains("hunter2"), "{err}");
@@ -335,7 +502,7 @@ fn migrate_store_refuses_a_target_with_rows_a_running_server_and_a_bad_url() {
     // a server using the data directory: refused before anything is read
     let url2 = PgServer::get().fresh_db();
     let server = crate::e2e::Server::start(&data, &[]);
-    let busy = migrate_store(&data, &url2);
+    let busy = migrate_store(&data, &url2, REPLACE_NUL);
     drop(server);
     assert!(!busy.status.success());
     assert!(
@@ -354,7 +521,7 @@ fn migrate_store_brings_an_older_data_dir_to_the_current_schema_on_the_way() {
     let status = Command::new("cp").arg("-a").arg(format!("{}/.", fixture.display())).arg(data).status().unwrap();
     assert!(status.success());
     let url = PgServer::get().fresh_db();
-    let out = migrate_store(data, &url);
+    let out = migrate_store(data, &url, REPLACE_NUL);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("brought the copy to schema version"), "{stdout}");
@@ -376,7 +543,7 @@ fn a_pg_dump_of_a_migrated_database_restores_whole() {
     let (_dir, data, _) = filled();
     let server = PgServer::get();
     let url = server.fresh_db();
-    assert!(migrate_store(&data, &url).status.success());
+    assert!(migrate_store(&data, &url, REPLACE_NUL).status.success());
     let dump = tempfile::tempdir().unwrap();
     let file = dump.path().join("steward.dump");
     let out = server.tool("pg_dump").args(["-Fc", "-d", PgServer::db_name(&url), "-f"]).arg(&file).output().unwrap();

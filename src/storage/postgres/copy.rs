@@ -2,7 +2,12 @@
 //! `steward migrate-store`: every table in foreign-key order by `COPY … BINARY`, values carried
 //! exactly (ids and timestamps included), identity sequences moved past the copied ids, the
 //! originals into `blobs`, then every table read back and its row count and checksum compared with
-//! the source's before one commit. A failure anywhere leaves the target as it was.
+//! the source's before one commit. A failure anywhere leaves the target without a row (the
+//! schema, migrated before, stays: a second run into it is fine).
+//!
+//! One value cannot be carried exactly, because PostgreSQL cannot store it: U+0000 in text (a
+//! visitor can type one). By default the copy stops and names the row; asked to (`Nul::Replace`),
+//! it writes U+FFFD and reports how many values of which columns changed.
 //!
 //! The checksum of a table does not depend on row order (the two engines sort text differently):
 //! each row's values are hashed with their types, the row digests sorted, and the list hashed.
@@ -32,6 +37,9 @@ pub struct Copied {
     pub tables: Vec<TableCopy>,
     pub originals: u64,
     pub original_bytes: u64,
+    /// With [`Nul::Replace`]: how many values of each `table.column` held U+0000, which
+    /// PostgreSQL cannot store, and were written with U+FFFD instead.
+    pub nul_texts: BTreeMap<String, u64>,
 }
 
 /// A column's type on PostgreSQL (the baseline uses only these four).
@@ -140,7 +148,10 @@ fn convert(v: ValueRef<'_>, kind: Kind, table: &str, column: &str) -> Result<Val
         (ValueRef::Integer(i), Kind::Real) if i.unsigned_abs() <= 1 << 53 => Val::Real(i as f64),
         (ValueRef::Real(f), Kind::Real) => Val::Real(f),
         (ValueRef::Text(t), Kind::Text) => {
-            Val::Text(String::from_utf8(t.to_vec()).map_err(|_| wrong("text that is not UTF-8"))?)
+            let text = String::from_utf8(t.to_vec()).map_err(|_| wrong("text that is not UTF-8"))?;
+            // PostgreSQL text cannot hold U+0000 (SQLite's can: a visitor may have typed one):
+            // it becomes U+FFFD, counted and reported; the checksum covers the value written
+            Val::Text(if text.contains('\0') { text.replace('\0', "\u{FFFD}") } else { text })
         }
         (ValueRef::Blob(b), Kind::Bytes) => Val::Bytes(b.to_vec()),
         (ValueRef::Integer(_), _) => return Err(wrong("an integer")),
@@ -217,14 +228,9 @@ fn sqlite_columns(src: &rusqlite::Connection, table: &str) -> Result<Vec<String>
 }
 
 /// Refuses a target that holds any row (the schema alone is fine: a node may have migrated it).
-pub fn ensure_empty(pg: &mut Client) -> Result<()> {
-    let mut tx = pg.transaction()?;
-    let tables = pg_tables(&mut tx)?;
+/// Run inside the copy's transaction, after its lock: two copies cannot both find it empty.
+fn ensure_empty(tx: &mut Transaction<'_>, tables: &BTreeMap<String, Vec<(String, Kind)>>) -> Result<()> {
     for table in tables.keys().map(String::as_str).chain(["blobs"]) {
-        let exists: bool = tx.query_one("SELECT to_regclass($1) IS NOT NULL", &[&table])?.get(0);
-        if !exists {
-            continue;
-        }
         let any: bool = tx.query_one(&format!("SELECT EXISTS (SELECT 1 FROM {})", quote(table)), &[])?.get(0);
         if any {
             return Err(Error::conflict(format!(
@@ -235,16 +241,37 @@ pub fn ensure_empty(pg: &mut Client) -> Result<()> {
     Ok(())
 }
 
+/// [`ensure_empty`] on its own, to refuse early (before the source is read); `copy` checks
+/// again under its lock.
+pub fn check_empty(pg: &mut Client) -> Result<()> {
+    let mut tx = pg.transaction()?;
+    let tables = pg_tables(&mut tx)?;
+    ensure_empty(&mut tx, &tables)
+}
+
+/// What to do with text holding U+0000, which PostgreSQL text cannot store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Nul {
+    /// Stop, naming where (the default: nothing is changed without being asked).
+    Refuse,
+    /// Write U+FFFD in its place, and count where.
+    Replace,
+}
+
 /// Copies every table of `src` (a SQLite database at the binary's schema version) and the
 /// `originals` (sha256, bytes) into `pg` (migrated to the same version, empty), verifies, commits.
 pub fn copy(
     src: &rusqlite::Connection,
     pg: &mut Client,
+    nul: Nul,
     originals: &mut dyn Iterator<Item = Result<(String, Vec<u8>)>>,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Copied> {
     let mut tx = pg.transaction()?;
+    // the migrations' lock: no node migrates, and no other copy starts, until this one ends
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&super::MIGRATE_LOCK])?;
     let targets = pg_tables(&mut tx)?;
+    ensure_empty(&mut tx, &targets)?;
     let order = sqlite_tables_in_order(src)?;
     let mut copied = Copied::default();
     for table in &order {
@@ -261,7 +288,7 @@ pub fn copy(
             )));
         }
         let list = names.iter().map(|n| quote(n)).collect::<Vec<_>>().join(", ");
-        let (rows, checksum) = copy_table(src, &mut tx, table, cols, &list)?;
+        let (rows, checksum) = copy_table(src, &mut tx, table, cols, &list, nul, &mut copied.nul_texts)?;
         progress(&format!("{table}: {rows} rows, checksum {}", &checksum[..16]));
         copied.tables.push(TableCopy { table: table.clone(), rows, checksum });
     }
@@ -312,6 +339,8 @@ fn copy_table(
     table: &str,
     cols: &[(String, Kind)],
     list: &str,
+    nul: Nul,
+    nul_texts: &mut BTreeMap<String, u64>,
 ) -> Result<(i64, String)> {
     let types: Vec<Type> = cols.iter().map(|(_, k)| k.pg()).collect();
     let sink = tx.copy_in(&format!("COPY {} ({list}) FROM STDIN BINARY", quote(table)))?;
@@ -323,7 +352,25 @@ fn copy_table(
         let mut vals = Vec::with_capacity(cols.len());
         let mut h = Sha256::new();
         for (i, (name, kind)) in cols.iter().enumerate() {
-            let v = convert(r.get_ref(i)?, *kind, table, name)?;
+            let raw = r.get_ref(i)?;
+            if let ValueRef::Text(t) = raw
+                && t.contains(&0)
+            {
+                if nul == Nul::Refuse {
+                    let key = match r.get_ref(0)? {
+                        ValueRef::Integer(v) => v.to_string(),
+                        ValueRef::Text(v) => String::from_utf8_lossy(v).into_owned(),
+                        _ => "?".into(),
+                    };
+                    return Err(Error::invalid(format!(
+                        "{table}.{column} of the row {first} = {key} holds a NUL character (U+0000), which PostgreSQL text cannot store; nothing was copied (--replace-nul writes U+FFFD instead and reports where)",
+                        column = name,
+                        first = cols[0].0
+                    )));
+                }
+                *nul_texts.entry(format!("{table}.{name}")).or_default() += 1;
+            }
+            let v = convert(raw, *kind, table, name)?;
             hash_val(&mut h, &v);
             vals.push(v);
         }
@@ -389,7 +436,14 @@ fn advance_identities(src: &rusqlite::Connection, tx: &mut Transaction<'_>, tabl
             None
         };
         if let Some(top) = max.into_iter().chain(mark).max() {
-            tx.execute("SELECT setval(pg_get_serial_sequence($1, $2), $3)", &[&quote(&table), &column, &top.max(1)])?;
+            // never backwards: a target whose sequences were used before (rows since deleted)
+            let seq: String = tx.query_one("SELECT pg_get_serial_sequence($1, $2)", &[&quote(&table), &column])?.get(0);
+            let (last, called): (i64, bool) = {
+                let r = tx.query_one(&format!("SELECT last_value, is_called FROM {seq}"), &[])?;
+                (r.get(0), r.get(1))
+            };
+            let used = if called { last } else { 0 };
+            tx.execute("SELECT setval($1::text::regclass, $2)", &[&seq, &top.max(used).max(1)])?;
         }
     }
     Ok(())
@@ -409,6 +463,9 @@ mod tests {
         assert!(e.contains("jobs.attempts") && e.contains("text"), "{e}");
         assert!(convert(ValueRef::Blob(b"x"), Kind::Text, "t", "c").is_err());
         assert!(convert(ValueRef::Text(&[0xff]), Kind::Text, "t", "c").is_err());
+        assert!(
+            matches!(convert(ValueRef::Text(b"a\0b"), Kind::Text, "t", "c").unwrap(), Val::Text(t) if t == "a\u{FFFD}b")
+        );
     }
 
     #[test]

@@ -35,30 +35,37 @@ macro_rules! migration {
 pub const MIGRATIONS: &[Migration] = &[migration!(17, "0017_baseline")];
 
 /// The advisory lock key migrations take (`pg_advisory_xact_lock`): "STEWMIGR" in ASCII.
-const MIGRATE_LOCK: i64 = 0x5354_4557_4d49_4752;
+pub(crate) const MIGRATE_LOCK: i64 = 0x5354_4557_4d49_4752;
 
 /// A URL is for this backend when it starts `postgres://` or `postgresql://`.
 pub fn is_url(s: &str) -> bool {
     s.starts_with("postgres://") || s.starts_with("postgresql://")
 }
 
-/// The URL with any password replaced by `***`, for messages and logs.
+/// What a message may say of `url`: rebuilt from the parsed URL with user, hosts, ports and
+/// database only, so a password (in the authority or as `?password=`) never appears.
 pub fn redacted(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return "(not a URL)".into();
+    let Ok(config) = url.parse::<postgres::Config>() else {
+        return "(an unparsable PostgreSQL URL)".into();
     };
-    let (authority, tail) = match rest.find(['/', '?']) {
-        Some(i) => rest.split_at(i),
-        None => (rest, ""),
-    };
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or("");
-            let hidden = if userinfo.contains(':') { format!("{user}:***") } else { user.to_string() };
-            format!("{scheme}://{hidden}@{host}{tail}")
-        }
-        None => url.to_string(),
-    }
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let host = match h {
+                postgres::config::Host::Tcp(name) => name.clone(),
+                postgres::config::Host::Unix(path) => path.display().to_string(),
+            };
+            match config.get_ports().get(i).or(config.get_ports().first()) {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            }
+        })
+        .collect();
+    let user = config.get_user().map(|u| format!("{u}@")).unwrap_or_default();
+    let password = if config.get_password().is_some() { " (password hidden)" } else { "" };
+    format!("postgres://{user}{}/{}{password}", hosts.join(","), config.get_dbname().unwrap_or(""))
 }
 
 /// Connects to the database at `url` (plain TCP or a Unix socket directory as `host`); without a
@@ -70,8 +77,9 @@ pub fn connect(url: &str) -> Result<Client> {
             redacted(url)
         )));
     }
-    let mut config: postgres::Config =
-        url.parse().map_err(|e| Error::invalid(format!("{} is not a usable PostgreSQL URL: {e}", redacted(url))))?;
+    let mut config: postgres::Config = url
+        .parse()
+        .map_err(|_| Error::invalid("the PostgreSQL URL cannot be read (postgres://user@host:port/database)"))?;
     // the password may stay out of the URL (and so out of `ps`): libpq's PGPASSWORD
     if config.get_password().is_none()
         && let Ok(pw) = std::env::var("PGPASSWORD")
@@ -85,8 +93,12 @@ pub fn connect(url: &str) -> Result<Client> {
 
 /// `url` with its database replaced by `name`.
 pub fn with_database(url: &str, name: &str) -> String {
+    // a `dbname=` parameter would override the path: it goes
     let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, format!("?{q}")),
+        Some((b, q)) => {
+            let kept: Vec<&str> = q.split('&').filter(|p| !p.starts_with("dbname=")).collect();
+            (b, if kept.is_empty() { String::new() } else { format!("?{}", kept.join("&")) })
+        }
         None => (url, String::new()),
     };
     let scheme_end = base.find("://").map_or(0, |i| i + 3);
@@ -163,9 +175,9 @@ pub fn migrate(c: &mut Client) -> Result<Vec<u32>> {
     tx.batch_execute(
         "CREATE TABLE IF NOT EXISTS schema_migrations (
             version BIGINT PRIMARY KEY,
-            name TEXT NOT NULL,
-            checksum TEXT NOT NULL,
-            applied_at TEXT NOT NULL
+            name TEXT COLLATE \"C\" NOT NULL,
+            checksum TEXT COLLATE \"C\" NOT NULL,
+            applied_at TEXT COLLATE \"C\" NOT NULL
         )",
     )?;
     // read under the lock: a node that migrated meanwhile is seen here
@@ -212,6 +224,11 @@ pub fn lists_agree() -> std::result::Result<(), String> {
             return Err(format!("migration {} ({}) has no PostgreSQL twin in migrations/postgres/", m.version, m.name));
         }
     }
+    for m in MIGRATIONS.iter().filter(|m| m.version > base) {
+        if !SQLITE_MIGRATIONS.iter().any(|l| l.version == m.version && l.name == m.name) {
+            return Err(format!("PostgreSQL migration {} ({}) has no SQLite twin in migrations/", m.version, m.name));
+        }
+    }
     if latest() != super::migrations::latest() {
         return Err(format!("PostgreSQL is at {} and SQLite at {}", latest(), super::migrations::latest()));
     }
@@ -237,6 +254,10 @@ mod tests {
         assert_eq!(with_database("postgres://u:p@h:5432/steward", "b1"), "postgres://u:p@h:5432/b1");
         assert_eq!(with_database("postgres://u@h/steward?sslmode=disable", "b1"), "postgres://u@h/b1?sslmode=disable");
         assert_eq!(with_database("postgres://u@h", "b1"), "postgres://u@h/b1");
+        assert_eq!(
+            with_database("postgres://u@h/postgres?dbname=postgres&sslmode=disable", "b1"),
+            "postgres://u@h/b1?sslmode=disable"
+        );
         assert_eq!(with_database("postgres://u@%2Ftmp%2Fpg/steward", "b1"), "postgres://u@%2Ftmp%2Fpg/b1");
         assert!(database_name("Robert'); DROP").is_err() && database_name("").is_err());
     }
@@ -245,12 +266,15 @@ mod tests {
     fn passwords_never_reach_messages() {
         assert_eq!(
             redacted("postgres://steward:s3cret@db.internal:5432/steward"),
-            "postgres://steward:***@db.internal:5432/steward"
+            "postgres://steward@db.internal:5432/steward (password hidden)"
         );
-        assert_eq!(redacted("postgresql://u@h/d?sslmode=disable"), "postgresql://u@h/d?sslmode=disable");
-        assert_eq!(redacted("postgres://h:5432/d"), "postgres://h:5432/d");
-        assert_eq!(redacted("postgres://u:p@ss@h/d"), "postgres://u:***@h/d");
-        assert_eq!(redacted("nonsense"), "(not a URL)");
+        assert_eq!(redacted("postgresql://u@h/d?sslmode=disable"), "postgres://u@h:5432/d");
+        assert_eq!(redacted("postgres://u@%2Ftmp%2Fpg/d"), "postgres://u@/tmp/pg:5432/d");
+        for url in ["postgres://u:pa/ss@h/d", "postgres://u@h/d?password=s3cret", "postgres://u:s3cret@h:5432/d"] {
+            let shown = redacted(url);
+            assert!(!shown.contains("s3cret") && !shown.contains("pa/ss"), "{url} → {shown}");
+        }
+        assert_eq!(redacted("nonsense"), "(an unparsable PostgreSQL URL)");
         let e = connect("postgres://u:hunter2@127.0.0.1:1/d").err().unwrap().to_string();
         assert!(!e.contains("hunter2") && e.contains("cannot connect"), "{e}");
         assert!(connect("mysql://x").err().unwrap().to_string().contains("not a PostgreSQL URL"));
