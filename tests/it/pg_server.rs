@@ -86,6 +86,9 @@ fn start() -> Result<PgServer, String> {
     let bin = bin_dir().ok_or("PostgreSQL is not installed (scripts/install-deps.sh test installs it)")?;
     let root = std::env::temp_dir().join("steward-pg-tests");
     std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
+    // the server's user must reach its directory whatever the umask was
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).map_err(|e| e.to_string())?;
     sweep_stale(&root);
     // a new directory of our own (mkdtemp), handed to the server's user
     let dir = tempfile::Builder::new()
