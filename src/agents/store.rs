@@ -1,7 +1,7 @@
 //! SQL for agents, their logos, skills, directives, context variables and revisions. Private to
 //! `agents`: other modules call the agents functions.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 
 use super::context::{Enablement, Stored, Variable};
 use super::directives::Directive;
@@ -10,13 +10,13 @@ use super::skills::Skill;
 use super::{Agent, Logo, Settings};
 use crate::error::Result;
 use crate::ids::WorkspaceId;
-use crate::storage::Tx;
+use crate::storage::{Conn, Row, Tx};
 
 // -- agents
 
 const COLS: &str = "id, workspace_id, name, is_default, settings, draft_generation, draft_updated_at, published_revision_id, created_at, updated_at";
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Agent> {
+fn row(r: &Row) -> rusqlite::Result<Agent> {
     let raw: String = r.get(4)?;
     Ok(Agent {
         id: r.get(0)?,
@@ -32,17 +32,17 @@ fn row(r: &rusqlite::Row) -> rusqlite::Result<Agent> {
     })
 }
 
-pub(super) fn find(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Agent>> {
+pub(super) fn find(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Agent>> {
     Ok(c.query_row(&format!("SELECT {COLS} FROM agents WHERE id = ?1 AND workspace_id = ?2"), params![id, ws.0], row)
         .optional()?)
 }
 
-pub(super) fn default_agent(c: &Connection, ws: &WorkspaceId) -> Result<Option<Agent>> {
+pub(super) fn default_agent(c: &Conn, ws: &WorkspaceId) -> Result<Option<Agent>> {
     Ok(c.query_row(&format!("SELECT {COLS} FROM agents WHERE workspace_id = ?1 AND is_default = 1"), [&ws.0], row)
         .optional()?)
 }
 
-pub(super) fn list(c: &Connection, ws: &WorkspaceId) -> Result<Vec<Agent>> {
+pub(super) fn list(c: &Conn, ws: &WorkspaceId) -> Result<Vec<Agent>> {
     let mut st = c.prepare(&format!("SELECT {COLS} FROM agents WHERE workspace_id = ?1 ORDER BY created_at, id"))?;
     Ok(st.query_map([&ws.0], row)?.collect::<rusqlite::Result<_>>()?)
 }
@@ -94,7 +94,7 @@ pub(super) fn make_default(tx: &Tx, ws: &WorkspaceId, id: &str, now: &str) -> Re
 
 // -- logos
 
-pub(super) fn logo_info(c: &Connection, id: &str) -> Result<Option<Logo>> {
+pub(super) fn logo_info(c: &Conn, id: &str) -> Result<Option<Logo>> {
     Ok(c.query_row(
         "SELECT mime_type, filename, length(bytes), updated_at FROM agent_logos WHERE agent_id = ?1",
         [id],
@@ -103,7 +103,7 @@ pub(super) fn logo_info(c: &Connection, id: &str) -> Result<Option<Logo>> {
     .optional()?)
 }
 
-pub(super) fn logo_bytes(c: &Connection, id: &str) -> Result<Option<(String, Vec<u8>)>> {
+pub(super) fn logo_bytes(c: &Conn, id: &str) -> Result<Option<(String, Vec<u8>)>> {
     Ok(c.query_row("SELECT mime_type, bytes FROM agent_logos WHERE agent_id = ?1", [id], |r| {
         Ok((r.get(0)?, r.get(1)?))
     })
@@ -138,7 +138,7 @@ pub(super) fn delete_logo(tx: &Tx, id: &str) -> Result<bool> {
 const SKILL_COLS: &str =
     "id, agent_id, name, capability, target, config, invocation_mode, enabled, created_at, updated_at";
 
-fn skill_row(r: &rusqlite::Row) -> rusqlite::Result<Skill> {
+fn skill_row(r: &Row) -> rusqlite::Result<Skill> {
     Ok(Skill {
         id: r.get(0)?,
         agent_id: r.get(1)?,
@@ -153,17 +153,17 @@ fn skill_row(r: &rusqlite::Row) -> rusqlite::Result<Skill> {
     })
 }
 
-pub(super) fn skills_of(c: &Connection, agent_id: &str) -> Result<Vec<Skill>> {
+pub(super) fn skills_of(c: &Conn, agent_id: &str) -> Result<Vec<Skill>> {
     let mut st = c.prepare(&format!("SELECT {SKILL_COLS} FROM agent_skills WHERE agent_id = ?1 ORDER BY name"))?;
     Ok(st.query_map([agent_id], skill_row)?.collect::<rusqlite::Result<_>>()?)
 }
 
-pub(super) fn skill_by_name(c: &Connection, agent_id: &str, name: &str) -> Result<Option<Skill>> {
+pub(super) fn skill_by_name(c: &Conn, agent_id: &str, name: &str) -> Result<Option<Skill>> {
     let sql = format!("SELECT {SKILL_COLS} FROM agent_skills WHERE agent_id = ?1 AND name = ?2");
     Ok(c.query_row(&sql, params![agent_id, name], skill_row).optional()?)
 }
 
-pub(super) fn skill_by_id(c: &Connection, agent_id: &str, id: &str) -> Result<Option<Skill>> {
+pub(super) fn skill_by_id(c: &Conn, agent_id: &str, id: &str) -> Result<Option<Skill>> {
     let sql = format!("SELECT {SKILL_COLS} FROM agent_skills WHERE agent_id = ?1 AND id = ?2");
     Ok(c.query_row(&sql, params![agent_id, id], skill_row).optional()?)
 }
@@ -211,7 +211,7 @@ pub(super) fn delete_skill(tx: &Tx, skill_id: &str) -> Result<()> {
 
 const DIRECTIVE_COLS: &str = "id, agent_id, name, body, created_at, updated_at";
 
-fn directive_row(r: &rusqlite::Row) -> rusqlite::Result<Directive> {
+fn directive_row(r: &Row) -> rusqlite::Result<Directive> {
     let raw: String = r.get(3)?;
     Ok(Directive {
         id: r.get(0)?,
@@ -224,19 +224,19 @@ fn directive_row(r: &rusqlite::Row) -> rusqlite::Result<Directive> {
     })
 }
 
-pub(super) fn directives_of(c: &Connection, agent_id: &str) -> Result<Vec<Directive>> {
+pub(super) fn directives_of(c: &Conn, agent_id: &str) -> Result<Vec<Directive>> {
     let sql = format!("SELECT {DIRECTIVE_COLS} FROM directives WHERE agent_id = ?1 ORDER BY created_at, id");
     let mut st = c.prepare(&sql)?;
     Ok(st.query_map([agent_id], directive_row)?.collect::<rusqlite::Result<_>>()?)
 }
 
-pub(super) fn directive_by_id(c: &Connection, agent_id: &str, id: &str) -> Result<Option<Directive>> {
+pub(super) fn directive_by_id(c: &Conn, agent_id: &str, id: &str) -> Result<Option<Directive>> {
     let sql = format!("SELECT {DIRECTIVE_COLS} FROM directives WHERE agent_id = ?1 AND id = ?2");
     Ok(c.query_row(&sql, params![agent_id, id], directive_row).optional()?)
 }
 
 /// Whether the agent has a directive of that name.
-pub(super) fn directive_named(c: &Connection, agent_id: &str, name: &str) -> Result<bool> {
+pub(super) fn directive_named(c: &Conn, agent_id: &str, name: &str) -> Result<bool> {
     Ok(c.query_row("SELECT 1 FROM directives WHERE agent_id = ?1 AND name = ?2", params![agent_id, name], |_| Ok(()))
         .optional()?
         .is_some())
@@ -268,7 +268,7 @@ pub(super) fn delete_directive(tx: &Tx, id: &str) -> Result<()> {
 const VARIABLE_COLS: &str =
     "id, name, description, value_type, trust_tier, sensitivity, default_surfacing, created_at, updated_at";
 
-fn variable_row(r: &rusqlite::Row) -> rusqlite::Result<Variable> {
+fn variable_row(r: &Row) -> rusqlite::Result<Variable> {
     Ok(Variable {
         id: r.get(0)?,
         name: r.get(1)?,
@@ -282,12 +282,12 @@ fn variable_row(r: &rusqlite::Row) -> rusqlite::Result<Variable> {
     })
 }
 
-pub(super) fn variable(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<Variable>> {
+pub(super) fn variable(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Variable>> {
     let sql = format!("SELECT {VARIABLE_COLS} FROM context_variables WHERE id = ?1 AND workspace_id = ?2");
     Ok(c.query_row(&sql, params![id, ws.0], variable_row).optional()?)
 }
 
-pub(super) fn variables(c: &Connection, ws: &WorkspaceId) -> Result<Vec<Variable>> {
+pub(super) fn variables(c: &Conn, ws: &WorkspaceId) -> Result<Vec<Variable>> {
     let mut st =
         c.prepare(&format!("SELECT {VARIABLE_COLS} FROM context_variables WHERE workspace_id = ?1 ORDER BY name"))?;
     Ok(st.query_map([&ws.0], variable_row)?.collect::<rusqlite::Result<_>>()?)
@@ -304,7 +304,7 @@ pub(super) fn insert_variable(tx: &Tx, ws: &WorkspaceId, v: &Variable) -> Result
 }
 
 /// Whether another variable of the workspace has this name.
-pub(super) fn variable_named_other(c: &Connection, ws: &WorkspaceId, name: &str, id: &str) -> Result<bool> {
+pub(super) fn variable_named_other(c: &Conn, ws: &WorkspaceId, name: &str, id: &str) -> Result<bool> {
     Ok(c.query_row(
         "SELECT 1 FROM context_variables WHERE workspace_id = ?1 AND name = ?2 AND id <> ?3",
         params![ws.0, name, id],
@@ -328,12 +328,12 @@ pub(super) fn delete_variable(tx: &Tx, id: &str) -> Result<()> {
 }
 
 /// The agents that enable a variable.
-pub(super) fn agents_enabling(c: &Connection, variable_id: &str) -> Result<Vec<String>> {
+pub(super) fn agents_enabling(c: &Conn, variable_id: &str) -> Result<Vec<String>> {
     let mut st = c.prepare("SELECT agent_id FROM agent_context_variables WHERE variable_id = ?1")?;
     Ok(st.query_map([variable_id], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?)
 }
 
-pub(super) fn enablements(c: &Connection, agent_id: &str) -> Result<Vec<Enablement>> {
+pub(super) fn enablements(c: &Conn, agent_id: &str) -> Result<Vec<Enablement>> {
     let mut st = c.prepare(
         "SELECT e.variable_id, v.name, e.source, e.surfacing, e.enabled, e.resolver_skill_id, e.updated_at
          FROM agent_context_variables e JOIN context_variables v ON v.id = e.variable_id WHERE e.agent_id = ?1 ORDER BY v.name",
@@ -373,12 +373,12 @@ pub(super) fn delete_enablement(tx: &Tx, agent_id: &str, variable_id: &str) -> R
 
 // -- context values
 
-fn stored_row(r: &rusqlite::Row, at: usize) -> rusqlite::Result<Stored> {
+fn stored_row(r: &Row, at: usize) -> rusqlite::Result<Stored> {
     Ok(Stored { data: r.get(at)?, nonce: r.get(at + 1)?, ciphertext: r.get(at + 2)? })
 }
 
 /// A variable's values: `(scope type, scope id, stored value, updated at)`.
-pub(super) fn values_of(c: &Connection, variable_id: &str) -> Result<Vec<(String, String, Stored, String)>> {
+pub(super) fn values_of(c: &Conn, variable_id: &str) -> Result<Vec<(String, String, Stored, String)>> {
     let mut st = c.prepare(
         "SELECT scope_type, scope_id, data, nonce, ciphertext, updated_at FROM context_values WHERE variable_id = ?1 ORDER BY scope_type, scope_id",
     )?;
@@ -386,7 +386,7 @@ pub(super) fn values_of(c: &Connection, variable_id: &str) -> Result<Vec<(String
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub(super) fn value_at(c: &Connection, variable_id: &str, scope_type: &str, scope_id: &str) -> Result<Option<Stored>> {
+pub(super) fn value_at(c: &Conn, variable_id: &str, scope_type: &str, scope_id: &str) -> Result<Option<Stored>> {
     Ok(c.query_row(
         "SELECT data, nonce, ciphertext FROM context_values WHERE variable_id = ?1 AND scope_type = ?2 AND scope_id = ?3",
         params![variable_id, scope_type, scope_id],
@@ -434,7 +434,7 @@ pub(super) fn delete_value(tx: &Tx, variable_id: &str, scope_type: &str, scope_i
 /// scope id, data)`.
 pub(super) type ClearValue = (String, String, String, String, String);
 
-pub(super) fn sensitive_values_in_clear(c: &Connection) -> Result<Vec<ClearValue>> {
+pub(super) fn sensitive_values_in_clear(c: &Conn) -> Result<Vec<ClearValue>> {
     let mut st = c.prepare(
         "SELECT v.workspace_id, cv.variable_id, cv.scope_type, cv.scope_id, cv.data FROM context_values cv
          JOIN context_variables v ON v.id = cv.variable_id WHERE v.sensitivity = 'sensitive' AND cv.ciphertext IS NULL",
@@ -448,7 +448,7 @@ pub(super) fn sensitive_values_in_clear(c: &Connection) -> Result<Vec<ClearValue
 const REVISION_COLS: &str =
     "id, agent_id, generation, kind, version_number, snapshot, base_published_revision_id, created_at, published_at";
 
-fn revision_row(r: &rusqlite::Row) -> rusqlite::Result<Revision> {
+fn revision_row(r: &Row) -> rusqlite::Result<Revision> {
     Ok(Revision {
         id: r.get(0)?,
         agent_id: r.get(1)?,
@@ -462,18 +462,18 @@ fn revision_row(r: &rusqlite::Row) -> rusqlite::Result<Revision> {
     })
 }
 
-pub(super) fn revision(c: &Connection, agent_id: &str, id: &str) -> Result<Option<Revision>> {
+pub(super) fn revision(c: &Conn, agent_id: &str, id: &str) -> Result<Option<Revision>> {
     let sql = format!("SELECT {REVISION_COLS} FROM agent_revisions WHERE agent_id = ?1 AND id = ?2");
     Ok(c.query_row(&sql, params![agent_id, id], revision_row).optional()?)
 }
 
-pub(super) fn revision_of_generation(c: &Connection, agent_id: &str, generation: i64) -> Result<Option<Revision>> {
+pub(super) fn revision_of_generation(c: &Conn, agent_id: &str, generation: i64) -> Result<Option<Revision>> {
     let sql = format!("SELECT {REVISION_COLS} FROM agent_revisions WHERE agent_id = ?1 AND generation = ?2");
     Ok(c.query_row(&sql, params![agent_id, generation], revision_row).optional()?)
 }
 
 /// Candidates newest first (with the published revisions too when `include_published`).
-pub(super) fn revisions(c: &Connection, agent_id: &str, include_published: bool) -> Result<Vec<Revision>> {
+pub(super) fn revisions(c: &Conn, agent_id: &str, include_published: bool) -> Result<Vec<Revision>> {
     let only = if include_published { "" } else { " AND kind = 'candidate'" };
     let sql = format!("SELECT {REVISION_COLS} FROM agent_revisions WHERE agent_id = ?1{only} ORDER BY generation DESC");
     let mut st = c.prepare(&sql)?;
@@ -534,7 +534,7 @@ pub(super) fn publish_revision(tx: &Tx, agent_id: &str, revision_id: &str, key: 
 }
 
 /// The revision a publish command with this key published, if any.
-pub(super) fn published_by_key(c: &Connection, agent_id: &str, key: &str) -> Result<Option<String>> {
+pub(super) fn published_by_key(c: &Conn, agent_id: &str, key: &str) -> Result<Option<String>> {
     Ok(c.query_row(
         "SELECT revision_id FROM agent_publish_commands WHERE agent_id = ?1 AND idempotency_key = ?2",
         params![agent_id, key],
@@ -544,7 +544,7 @@ pub(super) fn published_by_key(c: &Connection, agent_id: &str, key: &str) -> Res
 }
 
 /// The agent's published revision: `(id, version, snapshot)`.
-pub(super) fn published(c: &Connection, agent_id: &str) -> Result<Option<(String, i64, Snapshot)>> {
+pub(super) fn published(c: &Conn, agent_id: &str) -> Result<Option<(String, i64, Snapshot)>> {
     Ok(c.query_row(
         "SELECT r.id, r.version_number, r.snapshot FROM agents a JOIN agent_revisions r ON r.id = a.published_revision_id WHERE a.id = ?1",
         [agent_id],
@@ -556,7 +556,7 @@ pub(super) fn published(c: &Connection, agent_id: &str) -> Result<Option<(String
     .optional()?)
 }
 
-pub(super) fn snapshot_of(c: &Connection, revision_id: &str) -> Result<Option<Snapshot>> {
+pub(super) fn snapshot_of(c: &Conn, revision_id: &str) -> Result<Option<Snapshot>> {
     Ok(c.query_row("SELECT snapshot FROM agent_revisions WHERE id = ?1", [revision_id], |r| r.get::<_, String>(0))
         .optional()?
         .and_then(|s| serde_json::from_str(&s).ok()))

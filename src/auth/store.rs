@@ -1,21 +1,21 @@
 //! SQL for organizations, users, workspaces, sessions, invitations and API tokens.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 
 use super::permissions::{PermSet, Role};
 use super::{ApiToken, Invitation, Organization, TokenKind, User, Workspace};
 use crate::error::Result;
 use crate::ids::{OrgId, UserId, WorkspaceId};
-use crate::storage::Tx;
+use crate::storage::{Conn, Row, Tx};
 
-pub fn the_organization(c: &Connection) -> Result<Option<Organization>> {
+pub fn the_organization(c: &Conn) -> Result<Option<Organization>> {
     Ok(c.query_row("SELECT id, name, created_at FROM organizations ORDER BY created_at LIMIT 1", [], |r| {
         Ok(Organization { id: r.get(0)?, name: r.get(1)?, created_at: r.get(2)? })
     })
     .optional()?)
 }
 
-pub fn organization(c: &Connection, id: &OrgId) -> Result<Option<Organization>> {
+pub fn organization(c: &Conn, id: &OrgId) -> Result<Option<Organization>> {
     Ok(c.query_row("SELECT id, name, created_at FROM organizations WHERE id = ?1", [id], |r| {
         Ok(Organization { id: r.get(0)?, name: r.get(1)?, created_at: r.get(2)? })
     })
@@ -30,16 +30,16 @@ pub fn insert_org(tx: &Tx, org: &Organization) -> Result<()> {
     Ok(())
 }
 
-fn user_row(r: &rusqlite::Row) -> rusqlite::Result<(User, String)> {
+fn user_row(r: &Row) -> rusqlite::Result<(User, String)> {
     Ok((User { id: r.get(0)?, email: r.get(1)?, name: r.get(2)?, created_at: r.get(3)? }, r.get(4)?))
 }
 
-pub fn user_by_email(c: &Connection, email: &str) -> Result<Option<(User, String)>> {
+pub fn user_by_email(c: &Conn, email: &str) -> Result<Option<(User, String)>> {
     Ok(c.query_row("SELECT id, email, name, created_at, password_hash FROM users WHERE email = ?1", [email], user_row)
         .optional()?)
 }
 
-pub fn user_by_id(c: &Connection, id: &UserId) -> Result<Option<User>> {
+pub fn user_by_id(c: &Conn, id: &UserId) -> Result<Option<User>> {
     Ok(c.query_row("SELECT id, email, name, created_at, password_hash FROM users WHERE id = ?1", [id], user_row)
         .optional()?
         .map(|(u, _)| u))
@@ -62,7 +62,7 @@ pub fn insert_membership(tx: &Tx, org: &OrgId, user: &UserId, role: Role, now: &
 }
 
 /// The user's organization and role (one organization per server in this edition).
-pub fn membership_of(c: &Connection, user: &UserId) -> Result<Option<(OrgId, Role)>> {
+pub fn membership_of(c: &Conn, user: &UserId) -> Result<Option<(OrgId, Role)>> {
     // on every request: cached statements
     let row: Option<(OrgId, String)> = c
         .prepare_cached("SELECT organization_id, role FROM memberships WHERE user_id = ?1 ORDER BY created_at LIMIT 1")?
@@ -71,7 +71,7 @@ pub fn membership_of(c: &Connection, user: &UserId) -> Result<Option<(OrgId, Rol
     Ok(row.and_then(|(o, r)| Role::parse(&r).map(|role| (o, role))))
 }
 
-pub fn owners_of(c: &Connection, org: &OrgId) -> Result<Vec<User>> {
+pub fn owners_of(c: &Conn, org: &OrgId) -> Result<Vec<User>> {
     let mut stmt = c.prepare(
         "SELECT u.id, u.email, u.name, u.created_at, u.password_hash FROM users u
          JOIN memberships m ON m.user_id = u.id WHERE m.organization_id = ?1 AND m.role = 'owner' ORDER BY m.created_at",
@@ -81,7 +81,7 @@ pub fn owners_of(c: &Connection, org: &OrgId) -> Result<Vec<User>> {
 }
 
 /// The organization's members with their roles, oldest first.
-pub fn members_of(c: &Connection, org: &OrgId) -> Result<Vec<(User, Role, String)>> {
+pub fn members_of(c: &Conn, org: &OrgId) -> Result<Vec<(User, Role, String)>> {
     let mut stmt = c.prepare(
         "SELECT u.id, u.email, u.name, u.created_at, u.password_hash, m.role, m.created_at FROM users u
          JOIN memberships m ON m.user_id = u.id WHERE m.organization_id = ?1 ORDER BY m.created_at, u.id",
@@ -92,7 +92,7 @@ pub fn members_of(c: &Connection, org: &OrgId) -> Result<Vec<(User, Role, String
 }
 
 /// One member of the organization, with their role.
-pub fn member_of(c: &Connection, org: &OrgId, user: &str) -> Result<Option<(User, Role)>> {
+pub fn member_of(c: &Conn, org: &OrgId, user: &str) -> Result<Option<(User, Role)>> {
     let row = c
         .query_row(
             "SELECT u.id, u.email, u.name, u.created_at, u.password_hash, m.role FROM users u
@@ -104,7 +104,7 @@ pub fn member_of(c: &Connection, org: &OrgId, user: &str) -> Result<Option<(User
     Ok(row.and_then(|(u, role)| Role::parse(&role).map(|role| (u, role))))
 }
 
-fn ws_row(r: &rusqlite::Row) -> rusqlite::Result<Workspace> {
+fn ws_row(r: &Row) -> rusqlite::Result<Workspace> {
     Ok(Workspace {
         id: r.get(0)?,
         organization_id: r.get(1)?,
@@ -125,7 +125,7 @@ pub fn insert_workspace(tx: &Tx, ws: &Workspace) -> Result<()> {
     Ok(())
 }
 
-pub fn workspaces_of(c: &Connection, org: &OrgId) -> Result<Vec<Workspace>> {
+pub fn workspaces_of(c: &Conn, org: &OrgId) -> Result<Vec<Workspace>> {
     let mut stmt = c.prepare(&format!(
         "SELECT {WS_COLS} FROM workspaces WHERE organization_id = ?1 ORDER BY is_default DESC, created_at"
     ))?;
@@ -133,11 +133,11 @@ pub fn workspaces_of(c: &Connection, org: &OrgId) -> Result<Vec<Workspace>> {
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub fn workspace(c: &Connection, id: &str) -> Result<Option<Workspace>> {
+pub fn workspace(c: &Conn, id: &str) -> Result<Option<Workspace>> {
     Ok(c.query_row(&format!("SELECT {WS_COLS} FROM workspaces WHERE id = ?1"), [id], ws_row).optional()?)
 }
 
-pub fn default_workspace(c: &Connection, org: &OrgId) -> Result<Option<Workspace>> {
+pub fn default_workspace(c: &Conn, org: &OrgId) -> Result<Option<Workspace>> {
     Ok(c.prepare_cached(&format!(
         "SELECT {WS_COLS} FROM workspaces WHERE organization_id = ?1 ORDER BY is_default DESC, created_at LIMIT 1"
     ))?
@@ -150,7 +150,7 @@ pub fn rename_workspace(tx: &Tx, id: &WorkspaceId, name: &str, now: &str) -> Res
     Ok(())
 }
 
-pub fn workspace_name_taken(c: &Connection, org: &OrgId, name: &str, except: Option<&WorkspaceId>) -> Result<bool> {
+pub fn workspace_name_taken(c: &Conn, org: &OrgId, name: &str, except: Option<&WorkspaceId>) -> Result<bool> {
     let n: i64 = c.query_row(
         "SELECT count(*) FROM workspaces WHERE organization_id = ?1 AND lower(name) = lower(?2) AND id IS NOT ?3",
         params![org, name, except],
@@ -178,7 +178,7 @@ pub fn insert_session(
 }
 
 /// (user id, expires_at)
-pub fn session(c: &Connection, hash: &str) -> Result<Option<(UserId, String)>> {
+pub fn session(c: &Conn, hash: &str) -> Result<Option<(UserId, String)>> {
     Ok(c.prepare_cached("SELECT user_id, expires_at FROM sessions WHERE token_hash = ?1")?
         .query_row([hash], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?)
@@ -195,7 +195,7 @@ pub fn delete_expired_sessions(tx: &Tx, now: &str) -> Result<usize> {
 
 // -- invitations
 
-fn inv_row(r: &rusqlite::Row) -> rusqlite::Result<Invitation> {
+fn inv_row(r: &Row) -> rusqlite::Result<Invitation> {
     Ok(Invitation {
         id: r.get(0)?,
         email: r.get(1)?,
@@ -229,14 +229,14 @@ pub fn insert_invitation(tx: &Tx, inv: &Invitation, token_hash: &str) -> Result<
     Ok(())
 }
 
-pub fn invitations(c: &Connection, org: &OrgId) -> Result<Vec<Invitation>> {
+pub fn invitations(c: &Conn, org: &OrgId) -> Result<Vec<Invitation>> {
     let mut stmt =
         c.prepare(&format!("SELECT {INV_COLS} FROM invitations WHERE organization_id = ?1 ORDER BY created_at DESC"))?;
     let rows = stmt.query_map([org], inv_row)?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub fn invitation(c: &Connection, org: &OrgId, id: &str) -> Result<Option<Invitation>> {
+pub fn invitation(c: &Conn, org: &OrgId, id: &str) -> Result<Option<Invitation>> {
     Ok(c.query_row(
         &format!("SELECT {INV_COLS} FROM invitations WHERE organization_id = ?1 AND id = ?2"),
         params![org, id],
@@ -245,7 +245,7 @@ pub fn invitation(c: &Connection, org: &OrgId, id: &str) -> Result<Option<Invita
     .optional()?)
 }
 
-pub fn invitation_by_hash(c: &Connection, hash: &str) -> Result<Option<Invitation>> {
+pub fn invitation_by_hash(c: &Conn, hash: &str) -> Result<Option<Invitation>> {
     Ok(c.query_row(&format!("SELECT {INV_COLS} FROM invitations WHERE token_hash = ?1"), [hash], inv_row).optional()?)
 }
 
@@ -264,7 +264,7 @@ pub fn accept_invitation(tx: &Tx, id: &str, user: &UserId, now: &str) -> Result<
 
 // -- API tokens
 
-fn token_row(r: &rusqlite::Row) -> rusqlite::Result<ApiToken> {
+fn token_row(r: &Row) -> rusqlite::Result<ApiToken> {
     let kind: String = r.get(1)?;
     Ok(ApiToken {
         id: r.get(0)?,
@@ -307,13 +307,13 @@ pub fn insert_token(tx: &Tx, t: &ApiToken, hash: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn token_by_hash(c: &Connection, hash: &str) -> Result<Option<ApiToken>> {
+pub fn token_by_hash(c: &Conn, hash: &str) -> Result<Option<ApiToken>> {
     Ok(c.prepare_cached(&format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE token_hash = ?1"))?
         .query_row([hash], token_row)
         .optional()?)
 }
 
-pub fn personal_tokens(c: &Connection, user: &UserId) -> Result<Vec<ApiToken>> {
+pub fn personal_tokens(c: &Conn, user: &UserId) -> Result<Vec<ApiToken>> {
     let mut stmt = c.prepare(&format!(
         "SELECT {TOKEN_COLS} FROM api_tokens WHERE kind = 'personal' AND user_id = ?1 AND revoked_at IS NULL ORDER BY created_at DESC"
     ))?;
@@ -321,7 +321,7 @@ pub fn personal_tokens(c: &Connection, user: &UserId) -> Result<Vec<ApiToken>> {
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub fn service_credentials(c: &Connection, ws: &WorkspaceId) -> Result<Vec<ApiToken>> {
+pub fn service_credentials(c: &Conn, ws: &WorkspaceId) -> Result<Vec<ApiToken>> {
     let mut stmt = c.prepare(&format!(
         "SELECT {TOKEN_COLS} FROM api_tokens WHERE kind = 'service' AND workspace_id = ?1 AND revoked_at IS NULL ORDER BY created_at DESC"
     ))?;
@@ -329,7 +329,7 @@ pub fn service_credentials(c: &Connection, ws: &WorkspaceId) -> Result<Vec<ApiTo
     Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
-pub fn token(c: &Connection, id: &str) -> Result<Option<ApiToken>> {
+pub fn token(c: &Conn, id: &str) -> Result<Option<ApiToken>> {
     Ok(c.query_row(&format!("SELECT {TOKEN_COLS} FROM api_tokens WHERE id = ?1"), [id], token_row).optional()?)
 }
 

@@ -1,11 +1,11 @@
 //! SQL for `agent_bundle_imports`. Private to `bundles`.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde_json::{Value, json};
 
 use super::{Counts, ImportJob, ImportState, Unresolved, UnresolvedKind};
 use crate::error::Result;
-use crate::storage::Tx;
+use crate::storage::{Conn, Row, Tx};
 
 const COLS: &str = "id, workspace_id, idempotency_key, fingerprint, state, agent_id, unresolved, counts, error, created_at, created_at_ms, updated_at, finished_at";
 
@@ -49,7 +49,7 @@ fn counts_text(c: &Counts) -> String {
     .to_string()
 }
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<ImportJob> {
+fn row(r: &Row) -> rusqlite::Result<ImportJob> {
     let state: String = r.get(4)?;
     let error: Option<String> = r.get(8)?;
     Ok(ImportJob {
@@ -72,12 +72,12 @@ fn row(r: &rusqlite::Row) -> rusqlite::Result<ImportJob> {
     })
 }
 
-pub(super) fn get(c: &Connection, id: &str) -> Result<Option<ImportJob>> {
+pub(super) fn get(c: &Conn, id: &str) -> Result<Option<ImportJob>> {
     Ok(c.query_row(&format!("SELECT {COLS} FROM agent_bundle_imports WHERE id = ?1"), [id], row).optional()?)
 }
 
 /// The attempt holding `key` in the workspace (active or applied), if any.
-pub(super) fn holding_key(c: &Connection, ws: &str, key: &str) -> Result<Option<ImportJob>> {
+pub(super) fn holding_key(c: &Conn, ws: &str, key: &str) -> Result<Option<ImportJob>> {
     let sql = format!(
         "SELECT {COLS} FROM agent_bundle_imports WHERE workspace_id = ?1 AND idempotency_key = ?2
          AND state IN ('queued', 'applying', 'applied')"
@@ -106,7 +106,7 @@ pub(super) fn start_applying(tx: &Tx, id: &str, agent_id: &str, now: &str) -> Re
 
 /// Whether the attempt is still applying (its fence: a step writes only while this holds, inside
 /// the step's transaction).
-pub(super) fn still_applying(c: &Connection, id: &str) -> Result<bool> {
+pub(super) fn still_applying(c: &Conn, id: &str) -> Result<bool> {
     Ok(c.query_row("SELECT state FROM agent_bundle_imports WHERE id = ?1", [id], |r| r.get::<_, String>(0))
         .optional()?
         .is_some_and(|s| s == "applying"))
@@ -140,7 +140,7 @@ pub(super) fn finish_inactive(
 }
 
 /// Ids of active attempts created at or before `cutoff_ms` (all of them with `i64::MAX`).
-pub(super) fn active_before(c: &Connection, cutoff_ms: i64) -> Result<Vec<String>> {
+pub(super) fn active_before(c: &Conn, cutoff_ms: i64) -> Result<Vec<String>> {
     let mut st = c.prepare(
         "SELECT id FROM agent_bundle_imports WHERE state IN ('queued', 'applying') AND created_at_ms <= ?1 ORDER BY created_at_ms",
     )?;

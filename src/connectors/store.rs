@@ -9,13 +9,13 @@ use super::{Connector, ConnectorId, Progress, SyncState, SyncStatus};
 use crate::crypto::SealedJson;
 use crate::error::Result;
 use crate::ids::WorkspaceId;
-use crate::storage::{Conn, Tx};
+use crate::storage::{Conn, Row, Tx};
 
 const COLS: &str = "workspace_id, connector_id, enabled, config, secrets, source_id, sync_status, sync_run_id, \
      sync_mode, sync_again, sync_progress, backfill_completed_at, last_sync_at, last_sync_finished_at, \
      modified_cursor, last_ingested_count, last_error, created_at, updated_at";
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Connector> {
+fn row(r: &Row) -> rusqlite::Result<Connector> {
     let id: String = r.get(1)?;
     let config: String = r.get(3)?;
     let secrets: String = r.get(4)?;

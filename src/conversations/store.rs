@@ -1,7 +1,7 @@
 //! SQL for conversations and messages (private to `conversations`).
 
 use rusqlite::types::{FromSql, FromSqlError, FromSqlResult, ValueRef};
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 
 use super::feedback::Rating;
@@ -10,7 +10,7 @@ use super::{
     Source, Visibility,
 };
 use crate::error::Result;
-use crate::storage::Tx;
+use crate::storage::{Conn, Row, Tx};
 
 /// Reads a stored name into its enum (an unknown name is a conversion error, never a guess).
 macro_rules! from_sql_names {
@@ -30,7 +30,7 @@ const CONV_COLS: &str = "id, workspace_id, agent_id, revision_id, channel, visib
     last_message_at, created_at, updated_at, \
     (SELECT coalesce(nullif(trim(u.name), ''), u.email) FROM users u WHERE u.id = owner_user_id), public_session_id";
 
-fn conv_row(r: &rusqlite::Row) -> rusqlite::Result<Conversation> {
+fn conv_row(r: &Row) -> rusqlite::Result<Conversation> {
     Ok(Conversation {
         id: r.get(0)?,
         workspace_id: r.get(1)?,
@@ -67,7 +67,7 @@ pub fn insert(tx: &Tx, id: &str, c: &NewConversation, now: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn find(c: &Connection, ws: &str, id: &str) -> Result<Option<Conversation>> {
+pub fn find(c: &Conn, ws: &str, id: &str) -> Result<Option<Conversation>> {
     Ok(c.query_row(
         &format!("SELECT {CONV_COLS} FROM conversations WHERE id = ?1 AND workspace_id = ?2"),
         params![id, ws],
@@ -76,7 +76,7 @@ pub fn find(c: &Connection, ws: &str, id: &str) -> Result<Option<Conversation>> 
     .optional()?)
 }
 
-pub fn of_public_session(c: &Connection, ws: &str, session: &str, limit: usize) -> Result<Vec<Conversation>> {
+pub fn of_public_session(c: &Conn, ws: &str, session: &str, limit: usize) -> Result<Vec<Conversation>> {
     let mut st = c.prepare(&format!(
         "SELECT {CONV_COLS} FROM conversations WHERE workspace_id = ?1 AND public_session_id = ?2 AND visibility = 'visitor'
          ORDER BY updated_at DESC, id DESC LIMIT ?3"
@@ -88,7 +88,7 @@ pub fn of_public_session(c: &Connection, ws: &str, session: &str, limit: usize) 
 /// A page of visitor conversations, most recently active first. The cursor is
 /// `(updated_at, id)` of the last row of the previous page.
 pub fn list(
-    c: &Connection,
+    c: &Conn,
     ws: &str,
     agent: Option<&str>,
     ownership: Option<OwnershipState>,
@@ -164,7 +164,7 @@ pub fn set_ownership(tx: &Tx, id: &str, state: OwnershipState, reason: Option<&s
 const MSG_COLS: &str =
     "id, conversation_id, seq, role, source, content, citations, metadata, trace_id, request_id, created_at";
 
-fn msg_row(r: &rusqlite::Row) -> rusqlite::Result<Message> {
+fn msg_row(r: &Row) -> rusqlite::Result<Message> {
     Ok(Message {
         id: r.get(0)?,
         conversation_id: r.get(1)?,
@@ -233,14 +233,14 @@ pub fn patch_turn_message(tx: &Tx, conversation: &str, turn_id: &str, patch: &su
 }
 
 /// Messages after position `after_seq`, oldest first, at most `limit`.
-pub fn messages_after(c: &Connection, conversation: &str, after_seq: i64, limit: usize) -> Result<Vec<Message>> {
+pub fn messages_after(c: &Conn, conversation: &str, after_seq: i64, limit: usize) -> Result<Vec<Message>> {
     let mut st = c.prepare(&format!(
         "SELECT {MSG_COLS} FROM messages WHERE conversation_id = ?1 AND seq > ?2 ORDER BY seq LIMIT ?3"
     ))?;
     Ok(st.query_map(params![conversation, after_seq, limit as i64], msg_row)?.collect::<rusqlite::Result<_>>()?)
 }
 
-pub fn message_position(c: &Connection, ws: &str, message_id: &str) -> Result<Option<(String, i64)>> {
+pub fn message_position(c: &Conn, ws: &str, message_id: &str) -> Result<Option<(String, i64)>> {
     Ok(c.query_row(
         "SELECT conversation_id, seq FROM messages WHERE id = ?1 AND workspace_id = ?2",
         params![message_id, ws],
@@ -250,7 +250,7 @@ pub fn message_position(c: &Connection, ws: &str, message_id: &str) -> Result<Op
 }
 
 /// The last `limit` messages, oldest first.
-pub fn last_messages(c: &Connection, conversation: &str, limit: usize) -> Result<Vec<Message>> {
+pub fn last_messages(c: &Conn, conversation: &str, limit: usize) -> Result<Vec<Message>> {
     let mut st =
         c.prepare(&format!("SELECT {MSG_COLS} FROM messages WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT ?2"))?;
     let mut v: Vec<Message> =
@@ -261,7 +261,7 @@ pub fn last_messages(c: &Connection, conversation: &str, limit: usize) -> Result
 
 /// Assistant-role messages (the agent's and operators' replies) after `after_seq` (none: the
 /// last `limit`), oldest first, at most `limit`.
-pub fn replies(c: &Connection, conversation: &str, after_seq: Option<i64>, limit: usize) -> Result<Vec<Message>> {
+pub fn replies(c: &Conn, conversation: &str, after_seq: Option<i64>, limit: usize) -> Result<Vec<Message>> {
     let mut v: Vec<Message> = match after_seq {
         Some(after) => {
             let mut st = c.prepare(&format!(
@@ -314,7 +314,7 @@ pub fn resolve_feedback(tx: &Tx, ws: &str, message_id: &str, by: &str, now: &str
 
 const FEEDBACK_COLS: &str = "f.message_id, f.workspace_id, f.conversation_id, f.rating, f.comment, f.user_id, f.created_at, f.updated_at, f.resolved_at";
 
-fn feedback_row(r: &rusqlite::Row) -> rusqlite::Result<super::feedback::Feedback> {
+fn feedback_row(r: &Row) -> rusqlite::Result<super::feedback::Feedback> {
     Ok(super::feedback::Feedback {
         message_id: r.get(0)?,
         workspace_id: r.get(1)?,
@@ -328,7 +328,7 @@ fn feedback_row(r: &rusqlite::Row) -> rusqlite::Result<super::feedback::Feedback
     })
 }
 
-pub fn feedback_of(c: &Connection, ws: &str, message_id: &str) -> Result<Option<super::feedback::Feedback>> {
+pub fn feedback_of(c: &Conn, ws: &str, message_id: &str) -> Result<Option<super::feedback::Feedback>> {
     Ok(c.query_row(
         &format!("SELECT {FEEDBACK_COLS} FROM message_feedback f WHERE f.workspace_id = ?1 AND f.message_id = ?2"),
         params![ws, message_id],
@@ -339,11 +339,7 @@ pub fn feedback_of(c: &Connection, ws: &str, message_id: &str) -> Result<Option<
 
 /// Open negative feedback (thumbs down, not resolved), most recently written first, with the
 /// answer it is about.
-pub fn open_negative_feedback(
-    c: &Connection,
-    ws: &str,
-    limit: usize,
-) -> Result<Vec<(super::feedback::Feedback, Message)>> {
+pub fn open_negative_feedback(c: &Conn, ws: &str, limit: usize) -> Result<Vec<(super::feedback::Feedback, Message)>> {
     let mut st = c.prepare(&format!(
         "SELECT {FEEDBACK_COLS}, {} FROM message_feedback f JOIN messages m ON m.id = f.message_id
          WHERE f.workspace_id = ?1 AND f.rating = 'down' AND f.resolved_at IS NULL
@@ -371,7 +367,7 @@ pub fn open_negative_feedback(
 }
 
 /// Human-owned visitor conversations, most recently active first.
-pub fn open_handoffs(c: &Connection, ws: &str, limit: usize) -> Result<Vec<Conversation>> {
+pub fn open_handoffs(c: &Conn, ws: &str, limit: usize) -> Result<Vec<Conversation>> {
     let mut st = c.prepare(&format!(
         "SELECT {CONV_COLS} FROM conversations WHERE workspace_id = ?1 AND visibility = 'visitor' AND ownership_state = 'human_owned'
          ORDER BY updated_at DESC, id DESC LIMIT ?2"
@@ -381,7 +377,7 @@ pub fn open_handoffs(c: &Connection, ws: &str, limit: usize) -> Result<Vec<Conve
 }
 
 /// The message with this id in the workspace.
-pub fn message(c: &Connection, ws: &str, id: &str) -> Result<Option<Message>> {
+pub fn message(c: &Conn, ws: &str, id: &str) -> Result<Option<Message>> {
     Ok(c.query_row(
         &format!("SELECT {MSG_COLS} FROM messages WHERE workspace_id = ?1 AND id = ?2"),
         params![ws, id],
@@ -391,13 +387,13 @@ pub fn message(c: &Connection, ws: &str, id: &str) -> Result<Option<Message>> {
 }
 
 /// The channel of a conversation.
-pub fn channel(c: &Connection, id: &str) -> Result<Option<String>> {
+pub fn channel(c: &Conn, id: &str) -> Result<Option<String>> {
     Ok(c.query_row("SELECT channel FROM conversations WHERE id = ?1", params![id], |r| r.get(0)).optional()?)
 }
 
 /// Whether the turn `turn_id` saved its user message, and its reply (the assistant message it
 /// wrote, if any).
-pub fn turn_messages(c: &Connection, conversation: &str, turn_id: &str) -> Result<(bool, Option<Message>)> {
+pub fn turn_messages(c: &Conn, conversation: &str, turn_id: &str) -> Result<(bool, Option<Message>)> {
     let user = c
         .query_row(
             "SELECT 1 FROM messages WHERE conversation_id = ?1 AND role = 'user' AND json_extract(metadata, '$.turnId') = ?2",

@@ -5,11 +5,11 @@ use rusqlite::{OptionalExtension, params};
 use super::Credential;
 use super::session::{ConverseSession, Transport};
 use crate::error::Result;
-use crate::storage::{Conn as Connection, Tx};
+use crate::storage::{Conn as Connection, Row, Tx};
 
 const COLS: &str = "id, workspace_id, agent_id, audience, label, prefix, version, revoked_at, expires_at, last_used_at, created_at, updated_at";
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Credential> {
+fn row(r: &Row) -> rusqlite::Result<Credential> {
     Ok(Credential {
         id: r.get(0)?,
         workspace_id: r.get(1)?,
@@ -87,7 +87,7 @@ pub fn touch_credential(tx: &Tx, id: &str, now: &str) -> Result<()> {
 
 const SESSION_COLS: &str = "id, workspace_id, agent_id, credential_id, credential_version, transport, revision_id, conversation_id, client_name, client_version, created_at, expires_at";
 
-fn session_row(r: &rusqlite::Row) -> rusqlite::Result<ConverseSession> {
+fn session_row(r: &Row) -> rusqlite::Result<ConverseSession> {
     let transport: String = r.get(5)?;
     Ok(ConverseSession {
         id: r.get(0)?,

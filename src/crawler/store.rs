@@ -8,14 +8,14 @@ use rusqlite::{OptionalExtension, params};
 use super::{Counters, CrawlJob, JobFilter, NOTES_KEPT, PageNote, PageRecord, Pending};
 use crate::error::Result;
 use crate::ids::WorkspaceId;
-use crate::storage::{Conn, Tx};
+use crate::storage::{Conn, Row, Tx};
 
 const JOB_COLS: &str =
     "id, workspace_id, source_id, kind, requested_url, status, page_limit, fresh, discovered, fetched,
      indexed, unchanged, failed, skipped, removed, skipped_by, failures, skips, last_error, truncated, started_at,
      created_at, updated_at, completed_at, uncertain";
 
-fn job_row(r: &rusqlite::Row) -> rusqlite::Result<CrawlJob> {
+fn job_row(r: &Row) -> rusqlite::Result<CrawlJob> {
     let json = |i: usize| -> rusqlite::Result<String> { r.get(i) };
     Ok(CrawlJob {
         id: r.get(0)?,
@@ -290,7 +290,7 @@ pub fn drop_frontier(tx: &Tx, job: &str) -> Result<()> {
 
 // -- pages
 
-fn page_row(r: &rusqlite::Row) -> rusqlite::Result<PageRecord> {
+fn page_row(r: &Row) -> rusqlite::Result<PageRecord> {
     let links: String = r.get(6)?;
     Ok(PageRecord {
         key: r.get(0)?,

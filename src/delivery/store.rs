@@ -1,15 +1,15 @@
 //! SQL for deliveries and their attempts (private to `delivery`).
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 
 use super::{Attempt, Delivery, DeliveryFilter, NewDelivery};
 use crate::error::Result;
-use crate::storage::Tx;
+use crate::storage::{Conn, Row, Tx};
 
 const COLS: &str = "id, workspace_id, channel, event, target, conversation_id, idempotency_key, status, attempts, \
     last_status_code, last_error, created_at, updated_at, delivered_at";
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<Delivery> {
+fn row(r: &Row) -> rusqlite::Result<Delivery> {
     Ok(Delivery {
         id: r.get(0)?,
         workspace_id: r.get(1)?,
@@ -42,7 +42,7 @@ pub fn set_job(tx: &Tx, id: &str, job_id: i64) -> Result<()> {
     Ok(())
 }
 
-pub fn get(c: &Connection, id: &str) -> Result<Option<Delivery>> {
+pub fn get(c: &Conn, id: &str) -> Result<Option<Delivery>> {
     Ok(c.query_row(&format!("SELECT {COLS} FROM deliveries WHERE id = ?1"), [id], row).optional()?)
 }
 
@@ -63,7 +63,7 @@ pub fn record_attempt(tx: &Tx, id: &str, a: &Attempt, status: &str) -> Result<()
     Ok(())
 }
 
-pub fn attempts(c: &Connection, id: &str) -> Result<Vec<Attempt>> {
+pub fn attempts(c: &Conn, id: &str) -> Result<Vec<Attempt>> {
     let mut st = c.prepare(
         "SELECT attempt, at, outcome, status_code, duration_ms, error FROM delivery_attempts WHERE delivery_id = ?1 ORDER BY attempt",
     )?;
@@ -81,7 +81,7 @@ pub fn attempts(c: &Connection, id: &str) -> Result<Vec<Attempt>> {
 }
 
 /// A page of the workspace's deliveries, newest first.
-pub fn list(c: &Connection, ws: &str, f: &DeliveryFilter) -> Result<(Vec<Delivery>, i64)> {
+pub fn list(c: &Conn, ws: &str, f: &DeliveryFilter) -> Result<(Vec<Delivery>, i64)> {
     let filter = "workspace_id = ?1 AND (?2 IS NULL OR status = ?2) AND (?3 IS NULL OR channel = ?3) AND (?4 IS NULL OR conversation_id = ?4)";
     let total: i64 = c.query_row(
         &format!("SELECT count(*) FROM deliveries WHERE {filter}"),
@@ -98,7 +98,7 @@ pub fn list(c: &Connection, ws: &str, f: &DeliveryFilter) -> Result<(Vec<Deliver
 }
 
 /// Deliveries by status across workspaces (the benchmark and the health view).
-pub fn count_by_status(c: &Connection) -> Result<Vec<(String, i64)>> {
+pub fn count_by_status(c: &Conn) -> Result<Vec<(String, i64)>> {
     let mut st = c.prepare("SELECT status, count(*) FROM deliveries GROUP BY status ORDER BY status")?;
     let rows = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)

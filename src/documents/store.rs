@@ -9,14 +9,14 @@ use super::{ChunkFacts, DocumentMeta};
 use super::{ChunkSummary, Document, Source};
 use crate::error::Result;
 use crate::ids::WorkspaceId;
-use crate::storage::{Conn, SqlValue, Tx};
+use crate::storage::{Conn, Row, SqlValue, Tx};
 
 // -- sources
 
 const SOURCE_COLS: &str = "s.id, s.workspace_id, s.kind, s.name, s.external_id, s.builtin, s.config, s.metadata, s.enrichment_override, s.created_at, s.updated_at,
     (SELECT count(*) FROM documents d WHERE d.source_id = s.id)";
 
-fn source_row(r: &rusqlite::Row) -> rusqlite::Result<Source> {
+fn source_row(r: &Row) -> rusqlite::Result<Source> {
     let config: String = r.get(6)?;
     let metadata: String = r.get(7)?;
     Ok(Source {
@@ -104,7 +104,7 @@ pub const DOC_COLS: &str = "d.id, d.workspace_id, d.source_id, d.title, d.extern
     d.source_mime_type, d.source_size_bytes, d.detected_format, d.chunk_count, d.enrichment, d.processed_at, d.created_at,
     d.updated_at, d.metered_bytes, s.kind, s.name, s.external_id";
 
-pub fn doc_row(r: &rusqlite::Row) -> rusqlite::Result<Document> {
+pub fn doc_row(r: &Row) -> rusqlite::Result<Document> {
     let metadata: String = r.get(9)?;
     let enrichment: Option<String> = r.get(19)?;
     Ok(Document {

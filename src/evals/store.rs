@@ -6,12 +6,12 @@ use serde_json::Value;
 use super::assertions::{self, Assertion};
 use super::{Case, Run, Snapshot, SnapshotBody, Suite, Summary};
 use crate::error::{Error, Result};
-use crate::storage::{Conn, Tx};
+use crate::storage::{Conn, Row, Tx};
 
 const SNAP_COLS: &str =
     "id, workspace_id, agent_id, source_conversation_id, source_message_id, fidelity, body, captured_at, captured_by";
 
-fn snapshot_row(r: &rusqlite::Row) -> rusqlite::Result<(Snapshot, String)> {
+fn snapshot_row(r: &Row) -> rusqlite::Result<(Snapshot, String)> {
     let body: String = r.get(6)?;
     Ok((
         Snapshot {
@@ -67,7 +67,7 @@ pub fn snapshot(c: &Conn, ws: &str, id: &str) -> Result<Option<Snapshot>> {
 const CASE_COLS: &str = "id, workspace_id, snapshot_id, agent_id, source_message_id, name, assertions, status,
      last_run_id, created_at, updated_at, question";
 
-fn case_row(r: &rusqlite::Row) -> rusqlite::Result<(Case, String)> {
+fn case_row(r: &Row) -> rusqlite::Result<(Case, String)> {
     Ok((
         Case {
             id: r.get(0)?,
@@ -223,7 +223,7 @@ const RUN_COLS: &str =
     "id, workspace_id, snapshot_id, case_id, suite_id, mode, revision_id, overrides, resolved_config,
      observed_output, assertions, status, outcome_reason, verdicts, started_at, completed_at";
 
-fn run_row(r: &rusqlite::Row) -> rusqlite::Result<Run> {
+fn run_row(r: &Row) -> rusqlite::Result<Run> {
     let json = |i: usize| -> rusqlite::Result<Value> {
         let s: String = r.get(i)?;
         Ok(serde_json::from_str(&s).unwrap_or(Value::Null))
@@ -302,7 +302,7 @@ pub fn suite_case_runs(c: &Conn, suite_id: &str, case_id: &str) -> Result<Vec<Ru
 const SUITE_COLS: &str = "id, workspace_id, agent_id, comparison_id, side, revision_id, mode, repeat_count,
      pass_threshold, case_ids, status, done, total, results, summary, error, created_at, completed_at";
 
-fn suite_row(r: &rusqlite::Row) -> rusqlite::Result<Suite> {
+fn suite_row(r: &Row) -> rusqlite::Result<Suite> {
     let text = |i: usize| -> rusqlite::Result<String> { r.get(i) };
     let summary: Option<String> = r.get(14)?;
     Ok(Suite {

@@ -1,12 +1,12 @@
 //! SQL for the job queue (private to `jobs`): enqueue, claim with leases, finish, retry, dead
 //! jobs, orphan recovery and the depth gauges.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 use serde_json::Value;
 
 use super::{Enqueued, NewJob, Outcome};
 use crate::error::Result;
-use crate::storage::{Tx, is_unique_violation};
+use crate::storage::{Conn, Row, Tx, is_unique_violation};
 
 #[derive(Debug, Clone)]
 pub struct JobRow {
@@ -33,7 +33,7 @@ pub struct QueueDepth {
 
 const COLS: &str = "id, kind, payload, dedupe_key, priority, state, attempts, max_attempts, run_at, lease_until, last_error, workspace_id";
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<JobRow> {
+fn row(r: &Row) -> rusqlite::Result<JobRow> {
     let payload: String = r.get(2)?;
     Ok(JobRow {
         id: r.get(0)?,
@@ -52,9 +52,9 @@ fn row(r: &rusqlite::Row) -> rusqlite::Result<JobRow> {
 }
 
 pub fn insert(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<Enqueued> {
-    let res = tx.execute(
+    let res: rusqlite::Result<i64> = tx.query_row(
         "INSERT INTO jobs (kind, payload, dedupe_key, priority, state, attempts, max_attempts, run_at, workspace_id, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?7, ?8, ?8)",
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?7, ?8, ?8) RETURNING id",
         params![
             job.kind,
             job.payload.to_string(),
@@ -65,9 +65,10 @@ pub fn insert(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<Enque
             job.workspace_id,
             now
         ],
+        |r| r.get(0),
     );
     match res {
-        Ok(_) => Ok(Enqueued { id: tx.last_insert_rowid(), created: true }),
+        Ok(id) => Ok(Enqueued { id, created: true }),
         Err(e) if is_unique_violation(&e) => {
             let id: i64 = tx.query_row("SELECT id FROM jobs WHERE dedupe_key = ?1", [&job.dedupe_key], |r| r.get(0))?;
             Ok(Enqueued { id, created: false })
@@ -187,7 +188,7 @@ pub fn recover_orphans(tx: &Tx, now: i64) -> Result<usize> {
     )?)
 }
 
-pub fn next_due(c: &Connection, kinds: &str) -> Result<Option<i64>> {
+pub fn next_due(c: &Conn, kinds: &str) -> Result<Option<i64>> {
     Ok(c.query_row(
         "SELECT min(t) FROM (SELECT min(run_at) AS t FROM jobs WHERE state = 'queued' AND kind IN (SELECT value FROM json_each(?1))
                              UNION ALL SELECT min(lease_until) FROM jobs WHERE state = 'running')",
@@ -197,7 +198,7 @@ pub fn next_due(c: &Connection, kinds: &str) -> Result<Option<i64>> {
 }
 
 /// Jobs due now (of a kind this process runs) or running.
-pub fn pending_count(c: &Connection, now: i64, kinds: &str) -> Result<i64> {
+pub fn pending_count(c: &Conn, now: i64, kinds: &str) -> Result<i64> {
     Ok(c.query_row(
         "SELECT count(*) FROM jobs WHERE (state = 'queued' AND run_at <= ?1 AND kind IN (SELECT value FROM json_each(?2))) OR state = 'running'",
         params![now, kinds],
@@ -205,11 +206,11 @@ pub fn pending_count(c: &Connection, now: i64, kinds: &str) -> Result<i64> {
     )?)
 }
 
-pub fn get(c: &Connection, id: i64) -> Result<Option<JobRow>> {
+pub fn get(c: &Conn, id: i64) -> Result<Option<JobRow>> {
     Ok(c.query_row(&format!("SELECT {COLS} FROM jobs WHERE id = ?1"), [id], row).optional()?)
 }
 
-pub fn depth(c: &Connection) -> Result<Vec<QueueDepth>> {
+pub fn depth(c: &Conn) -> Result<Vec<QueueDepth>> {
     let mut stmt = c.prepare("SELECT kind, state, count(*) FROM jobs GROUP BY kind, state ORDER BY kind, state")?;
     let rows = stmt.query_map([], |r| Ok(QueueDepth { kind: r.get(0)?, state: r.get(1)?, count: r.get(2)? }))?;
     Ok(rows.collect::<rusqlite::Result<_>>()?)

@@ -32,7 +32,10 @@ pub fn write<W: Write>(data_dir: &Path, out: W) -> Result<(Manifest, W)> {
     let (schema_version, tables, shas) = {
         let c = snapshot::open_read_only(&copy)?;
         let st = migrations::status(&c)?;
-        let shas: BTreeSet<String> = crate::documents::blob_references(&c)?.into_iter().map(|(_, sha)| sha).collect();
+        let shas: BTreeSet<String> = crate::documents::blob_references(&crate::storage::Conn::sqlite(&c))?
+            .into_iter()
+            .map(|(_, sha)| sha)
+            .collect();
         (migrations::schema_version(&st), snapshot::table_counts(&c)?, shas)
     };
     let mut w = ArchiveWriter::new(out)?;

@@ -59,7 +59,10 @@ pub fn run(from: &Path, to: &str, nul: copy::Nul, progress: &mut dyn FnMut(&str)
         progress(&format!("brought the copy to schema version {}", migrations::latest()));
     }
 
-    let mut shas: Vec<String> = crate::documents::blob_references(&src)?.into_iter().map(|(_, sha)| sha).collect();
+    let mut shas: Vec<String> = crate::documents::blob_references(&crate::storage::Conn::sqlite(&src))?
+        .into_iter()
+        .map(|(_, sha)| sha)
+        .collect();
     shas.dedup();
     let (present, missing): (Vec<String>, Vec<String>) =
         shas.into_iter().partition(|sha| blobs::is_sha256(sha) && blobs::path(from, sha).is_file());

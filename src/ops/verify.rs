@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use crate::documents::blobs;
 use crate::error::{Error, Result};
 use crate::search::inspect::{self, Health};
-use crate::storage::{migrations, snapshot};
+use crate::storage::{Conn, migrations, snapshot};
 
 /// One finding.
 #[derive(Debug, Clone)]
@@ -72,17 +72,17 @@ pub fn verify(data_dir: &Path) -> Result<Report> {
             migrations::schema_version(&st),
             st.pending
         ));
-        originals(data_dir, &c, &mut r)?;
+        originals(data_dir, &Conn::sqlite(&c), &mut r)?;
         return Ok(r);
     }
     r.ok(format!("schema version {}", migrations::schema_version(&st)));
-    originals(data_dir, &c, &mut r)?;
-    indexes(data_dir, &c, &mut r)?;
+    originals(data_dir, &Conn::sqlite(&c), &mut r)?;
+    indexes(data_dir, &Conn::sqlite(&c), &mut r)?;
     Ok(r)
 }
 
 /// Every referenced original present and whole; files nothing refers to.
-fn originals(data_dir: &Path, c: &crate::storage::Conn, r: &mut Report) -> Result<()> {
+fn originals(data_dir: &Path, c: &Conn, r: &mut Report) -> Result<()> {
     let refs = crate::documents::blob_references(c)?;
     let mut by_sha: HashMap<String, Vec<String>> = HashMap::new();
     for (doc, sha) in refs {
@@ -124,7 +124,7 @@ fn originals(data_dir: &Path, c: &crate::storage::Conn, r: &mut Report) -> Resul
     Ok(())
 }
 
-fn indexes(data_dir: &Path, c: &crate::storage::Conn, r: &mut Report) -> Result<()> {
+fn indexes(data_dir: &Path, c: &Conn, r: &mut Report) -> Result<()> {
     let i = inspect::inspect(&data_dir.join("index"), c)?;
     for (name, health, missing) in [("text", &i.text, &i.missing_text), ("vector", &i.vectors, &i.missing_vectors)] {
         match health {

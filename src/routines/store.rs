@@ -6,13 +6,13 @@ use rusqlite::{OptionalExtension, params};
 use super::definition::Definition;
 use super::{Decision, Destination, RoutineRecord};
 use crate::error::Result;
-use crate::storage::{Conn as Connection, Tx};
+use crate::storage::{Conn as Connection, Row, Tx};
 
 // -- routines
 
 const COLS: &str = "id, agent_id, workspace_id, name, version, definition, created_at, updated_at";
 
-fn row(r: &rusqlite::Row) -> rusqlite::Result<RoutineRecord> {
+fn row(r: &Row) -> rusqlite::Result<RoutineRecord> {
     let raw: String = r.get(5)?;
     let definition: Definition = serde_json::from_str(&raw)
         .map_err(|e| rusqlite::types::FromSqlError::Other(format!("routine definition: {e}").into()))
@@ -93,7 +93,7 @@ pub fn exporting_to(c: &Connection, ws: &str, destination: &str) -> Result<Vec<S
 const DCOLS: &str = "handle, workspace_id, agent_id, conversation_id, routine_id, step_id, reason, options, content_hash, \
     deadline, timeout_option, status, chosen_option, resolved_by, resolved_at, created_at, routine_name";
 
-fn drow(r: &rusqlite::Row) -> rusqlite::Result<Decision> {
+fn drow(r: &Row) -> rusqlite::Result<Decision> {
     let options: String = r.get(7)?;
     Ok(Decision {
         handle: r.get(0)?,
@@ -168,7 +168,7 @@ pub fn resolve_decision(tx: &Tx, handle: &str, option: &str, by: Option<&str>, n
 const WCOLS: &str =
     "id, workspace_id, name, url, secret_sealed, last_delivery_status, last_delivery_at, created_at, updated_at";
 
-fn wrow(r: &rusqlite::Row) -> rusqlite::Result<Destination> {
+fn wrow(r: &Row) -> rusqlite::Result<Destination> {
     let sealed: String = r.get(4)?;
     Ok(Destination {
         id: r.get(0)?,

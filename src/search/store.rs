@@ -2,13 +2,13 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use rusqlite::{OptionalExtension, params, params_from_iter};
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::documents::DocumentMeta;
 use crate::error::Result;
-use crate::storage::{SqlValue, Tx};
+use crate::storage::{Conn, Row, SqlValue, Tx};
 
 pub fn encode_vector(v: &[f32]) -> Vec<u8> {
     let mut out = Vec::with_capacity(v.len() * 4);
@@ -35,7 +35,7 @@ pub fn database_id(tx: &Tx) -> Result<i64> {
 }
 
 /// [`database_id`] without recording one (a read-only look).
-pub fn database_id_of(c: &Connection) -> Result<Option<i64>> {
+pub fn database_id_of(c: &Conn) -> Result<Option<i64>> {
     Ok(c.query_row("SELECT applied_seq FROM index_state WHERE name = 'database'", [], |r| r.get(0)).optional()?)
 }
 
@@ -43,7 +43,7 @@ pub fn database_id_of(c: &Connection) -> Result<Option<i64>> {
 /// index is rebuilt from scratch and recorded here once that rebuild is complete. An index whose
 /// saved position names another generation (a copy from before a rebuild, or a rebuild that did
 /// not finish) is not current. 0 when none was recorded (an index from before generations).
-pub fn generations(c: &Connection) -> Result<(i64, i64)> {
+pub fn generations(c: &Conn) -> Result<(i64, i64)> {
     let one = |name: &str| -> Result<i64> {
         Ok(c.query_row("SELECT applied_seq FROM index_state WHERE name = ?1", [name], |r| r.get(0))
             .optional()?
@@ -66,13 +66,13 @@ pub fn set_generation(tx: &Tx, text: bool, generation: i64, now: &str) -> Result
 }
 
 /// The highest op sequence ever issued (survives pruning).
-pub fn max_seq(c: &Connection) -> Result<i64> {
+pub fn max_seq(c: &Conn) -> Result<i64> {
     Ok(c.query_row("SELECT seq FROM sqlite_sequence WHERE name = 'index_ops'", [], |r| r.get(0))
         .optional()?
         .unwrap_or(0))
 }
 
-pub fn min_seq(c: &Connection) -> Result<Option<i64>> {
+pub fn min_seq(c: &Conn) -> Result<Option<i64>> {
     Ok(c.query_row("SELECT min(seq) FROM index_ops", [], |r| r.get(0))?)
 }
 
@@ -97,7 +97,7 @@ pub struct Op {
     pub workspace_id: String,
 }
 
-pub fn ops_after(c: &Connection, seq: i64, limit: usize) -> Result<Vec<Op>> {
+pub fn ops_after(c: &Conn, seq: i64, limit: usize) -> Result<Vec<Op>> {
     let mut stmt = c.prepare_cached(
         "SELECT seq, op, chunk_rowid, workspace_id FROM index_ops WHERE seq > ?1 ORDER BY seq LIMIT ?2",
     )?;
@@ -123,7 +123,7 @@ pub struct LiveChunk {
     pub embedding: Option<Vec<f32>>,
 }
 
-fn live_row(r: &rusqlite::Row) -> rusqlite::Result<LiveChunk> {
+fn live_row(r: &Row) -> rusqlite::Result<LiveChunk> {
     let emb: Option<Vec<u8>> = r.get(6)?;
     Ok(LiveChunk {
         key: r.get::<_, i64>(0)? as u64,
@@ -138,7 +138,7 @@ fn live_row(r: &rusqlite::Row) -> rusqlite::Result<LiveChunk> {
 
 const LIVE_COLS: &str = "c.rowid, c.workspace_id, c.document_id, d.title, c.heading_path, c.content, c.embedding";
 
-pub fn chunks_by_keys(c: &Connection, keys: &[u64]) -> Result<Vec<LiveChunk>> {
+pub fn chunks_by_keys(c: &Conn, keys: &[u64]) -> Result<Vec<LiveChunk>> {
     let mut out = Vec::with_capacity(keys.len());
     for part in keys.chunks(500) {
         let marks = vec!["?"; part.len()].join(",");
@@ -155,7 +155,7 @@ pub fn chunks_by_keys(c: &Connection, keys: &[u64]) -> Result<Vec<LiveChunk>> {
 }
 
 /// Up to `limit` live chunks after rowid `after`, in rowid order (a background rebuild's batch).
-pub fn live_after(c: &Connection, after: u64, limit: usize) -> Result<Vec<LiveChunk>> {
+pub fn live_after(c: &Conn, after: u64, limit: usize) -> Result<Vec<LiveChunk>> {
     let mut stmt = c.prepare_cached(&format!(
         "SELECT {LIVE_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id
          WHERE c.rowid > ?1 AND c.revision = d.indexed_revision AND c.embedding IS NOT NULL
@@ -167,16 +167,12 @@ pub fn live_after(c: &Connection, after: u64, limit: usize) -> Result<Vec<LiveCh
 
 /// [`live_after`] and the last op issued, read in one transaction: the batch is the database as
 /// of that op.
-pub fn live_batch(c: &Connection, after: u64, limit: usize) -> Result<(i64, Vec<LiveChunk>)> {
-    let tx = c.unchecked_transaction()?;
-    let seq = max_seq(&tx)?;
-    let batch = live_after(&tx, after, limit)?;
-    tx.commit()?;
-    Ok((seq, batch))
+pub fn live_batch(c: &Conn, after: u64, limit: usize) -> Result<(i64, Vec<LiveChunk>)> {
+    c.snapshot(|c| Ok((max_seq(c)?, live_after(c, after, limit)?)))
 }
 
 /// The key and workspace of every live chunk (what `steward verify` expects in the indexes).
-pub fn live_keys(c: &Connection) -> Result<Vec<(u64, String)>> {
+pub fn live_keys(c: &Conn) -> Result<Vec<(u64, String)>> {
     let mut stmt = c.prepare(
         "SELECT c.rowid, c.workspace_id FROM chunks c JOIN documents d ON d.id = c.document_id
          WHERE c.revision = d.indexed_revision AND c.embedding IS NOT NULL ORDER BY c.rowid",
@@ -186,19 +182,19 @@ pub fn live_keys(c: &Connection) -> Result<Vec<(u64, String)>> {
 }
 
 /// Calls `f` for every live chunk (of a document's indexed revision, embedded) of one workspace.
-pub fn for_each_live_of(c: &Connection, ws: &str, mut f: impl FnMut(LiveChunk) -> Result<()>) -> Result<()> {
+pub fn for_each_live_of(c: &Conn, ws: &str, mut f: impl FnMut(LiveChunk) -> Result<()>) -> Result<()> {
     let mut stmt = c.prepare(&format!(
         "SELECT {LIVE_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id
          WHERE c.workspace_id = ?1 AND c.revision = d.indexed_revision AND c.embedding IS NOT NULL ORDER BY c.rowid"
     ))?;
     let mut rows = stmt.query([ws])?;
     while let Some(r) = rows.next()? {
-        f(live_row(r)?)?;
+        f(live_row(&r)?)?;
     }
     Ok(())
 }
 
-pub fn live_count(c: &Connection) -> Result<i64> {
+pub fn live_count(c: &Conn) -> Result<i64> {
     Ok(c.query_row(
         "SELECT count(*) FROM chunks c JOIN documents d ON d.id = c.document_id WHERE c.revision = d.indexed_revision AND c.embedding IS NOT NULL",
         [],
@@ -207,7 +203,7 @@ pub fn live_count(c: &Connection) -> Result<i64> {
 }
 
 /// Keys of the live chunks of `documents`.
-pub fn live_keys_of_documents(c: &Connection, workspace: &str, documents: &HashSet<String>) -> Result<HashSet<u64>> {
+pub fn live_keys_of_documents(c: &Conn, workspace: &str, documents: &HashSet<String>) -> Result<HashSet<u64>> {
     let mut out = HashSet::new();
     let ids: Vec<&String> = documents.iter().collect();
     for part in ids.chunks(500) {
@@ -248,7 +244,7 @@ pub struct Hydrated {
 /// replaced after the index saw it is dropped here).
 /// The document of each live chunk among `keys` (chunks deleted or replaced since they were
 /// indexed are left out).
-pub fn documents_of(c: &Connection, workspace: &str, keys: &[u64]) -> Result<Vec<(u64, String)>> {
+pub fn documents_of(c: &Conn, workspace: &str, keys: &[u64]) -> Result<Vec<(u64, String)>> {
     let mut out = Vec::with_capacity(keys.len());
     for part in keys.chunks(500) {
         let marks = vec!["?"; part.len()].join(",");
@@ -267,7 +263,7 @@ pub fn documents_of(c: &Connection, workspace: &str, keys: &[u64]) -> Result<Vec
     Ok(out)
 }
 
-pub fn hydrate(c: &Connection, workspace: &str, keys: &[u64]) -> Result<Vec<Hydrated>> {
+pub fn hydrate(c: &Conn, workspace: &str, keys: &[u64]) -> Result<Vec<Hydrated>> {
     let mut out = Vec::with_capacity(keys.len());
     for part in keys.chunks(500) {
         let marks = vec!["?"; part.len()].join(",");
@@ -366,7 +362,7 @@ pub struct HistoryPage {
 
 /// Newest first; `before` is the (created_at, id) of the last entry of the previous page.
 pub fn history_page(
-    c: &Connection,
+    c: &Conn,
     workspace: &str,
     before: Option<(String, String)>,
     limit: usize,
@@ -437,7 +433,7 @@ pub struct StoredSearch {
     pub took_ms: f64,
 }
 
-pub fn search_record(c: &Connection, workspace: &str, id: &str) -> Result<Option<StoredSearch>> {
+pub fn search_record(c: &Conn, workspace: &str, id: &str) -> Result<Option<StoredSearch>> {
     Ok(c.query_row(
         "SELECT query, mode, metadata_filter, results, created_at, took_ms FROM searches WHERE workspace_id = ?1 AND id = ?2",
         params![workspace, id],
@@ -459,7 +455,7 @@ pub fn search_record(c: &Connection, workspace: &str, id: &str) -> Result<Option
 
 /// (document id, metadata) of the workspace's searchable documents, optionally of some sources.
 pub fn documents_metadata(
-    c: &Connection,
+    c: &Conn,
     workspace: &str,
     sources: Option<&[String]>,
 ) -> Result<Vec<(String, DocumentMeta)>> {
@@ -484,7 +480,7 @@ pub fn documents_metadata(
 /// (key, content) of the chunks `keys` that exist: relevance feedback reads a chunk here when the
 /// text index does not show it yet (the vector index can find a chunk before the text index's
 /// reader reloads).
-pub fn chunk_contents_by_key(c: &Connection, keys: &[u64]) -> Result<Vec<(u64, String)>> {
+pub fn chunk_contents_by_key(c: &Conn, keys: &[u64]) -> Result<Vec<(u64, String)>> {
     let marks = vec!["?"; keys.len().max(1)].join(",");
     let sql = format!("SELECT rowid, content FROM chunks WHERE rowid IN ({marks})");
     let mut stmt = c.prepare_cached(&sql)?;
@@ -513,7 +509,7 @@ pub struct SpaceRow {
 
 const SPACE_COLS: &str = "workspace_id, language, model, space, target_space, reembed_total, reembed_done, reembed_started_at, updated_at, history_days, history_max";
 
-fn space_row(r: &rusqlite::Row) -> rusqlite::Result<SpaceRow> {
+fn space_row(r: &Row) -> rusqlite::Result<SpaceRow> {
     Ok(SpaceRow {
         workspace_id: r.get(0)?,
         language: r.get(1)?,
@@ -529,12 +525,12 @@ fn space_row(r: &rusqlite::Row) -> rusqlite::Result<SpaceRow> {
     })
 }
 
-pub fn space_rows(c: &Connection) -> Result<Vec<SpaceRow>> {
+pub fn space_rows(c: &Conn) -> Result<Vec<SpaceRow>> {
     let mut st = c.prepare(&format!("SELECT {SPACE_COLS} FROM search_workspaces ORDER BY workspace_id"))?;
     Ok(st.query_map([], space_row)?.collect::<rusqlite::Result<Vec<_>>>()?)
 }
 
-pub fn space_row_of(c: &Connection, ws: &str) -> Result<Option<SpaceRow>> {
+pub fn space_row_of(c: &Conn, ws: &str) -> Result<Option<SpaceRow>> {
     Ok(c.query_row(&format!("SELECT {SPACE_COLS} FROM search_workspaces WHERE workspace_id = ?1"), [ws], space_row)
         .optional()?)
 }
@@ -590,7 +586,7 @@ pub type KeyedVectors = Vec<(u64, Vec<f32>)>;
 
 /// The live chunks of a workspace with their target-space vectors (`next_embedding`), for the
 /// index a re-embedding switches to; chunks without one are reported by key.
-pub fn next_vectors(c: &Connection, ws: &str) -> Result<(KeyedVectors, Vec<u64>)> {
+pub fn next_vectors(c: &Conn, ws: &str) -> Result<(KeyedVectors, Vec<u64>)> {
     let mut st = c.prepare(
         "SELECT c.rowid, c.next_embedding FROM chunks c JOIN documents d ON d.id = c.document_id
          WHERE c.workspace_id = ?1 AND c.revision = d.indexed_revision AND c.embedding IS NOT NULL ORDER BY c.rowid",
@@ -608,7 +604,7 @@ pub fn next_vectors(c: &Connection, ws: &str) -> Result<(KeyedVectors, Vec<u64>)
 }
 
 /// The live chunks of one workspace with their vectors (a workspace's index rebuilt alone).
-pub fn live_vectors_of(c: &Connection, ws: &str) -> Result<Vec<(u64, Vec<f32>)>> {
+pub fn live_vectors_of(c: &Conn, ws: &str) -> Result<Vec<(u64, Vec<f32>)>> {
     let mut st = c.prepare(
         "SELECT c.rowid, c.embedding FROM chunks c JOIN documents d ON d.id = c.document_id
          WHERE c.workspace_id = ?1 AND c.revision = d.indexed_revision AND c.embedding IS NOT NULL ORDER BY c.rowid",
@@ -638,7 +634,7 @@ pub fn delete_old_searches(tx: &Tx, ws: &str, cutoff: &str, max: i64) -> Result<
 }
 
 /// The chunk index and content hash of chunks `ids` of `ws` that still exist.
-pub fn chunk_refs(c: &Connection, ws: &str, ids: &[&str]) -> Result<std::collections::HashMap<String, (i64, String)>> {
+pub fn chunk_refs(c: &Conn, ws: &str, ids: &[&str]) -> Result<std::collections::HashMap<String, (i64, String)>> {
     let mut out = std::collections::HashMap::new();
     for part in ids.chunks(500) {
         let marks = vec!["?"; part.len()].join(",");
@@ -664,7 +660,7 @@ pub struct ChunkNow {
 
 const NOW_COLS: &str = "c.rowid, c.id, c.document_id, d.source_id, d.title, c.content, c.heading_path, c.page, c.sheet, c.chunk_index, d.metadata, c.content_hash";
 
-fn chunk_now(r: &rusqlite::Row) -> rusqlite::Result<ChunkNow> {
+fn chunk_now(r: &Row) -> rusqlite::Result<ChunkNow> {
     Ok(ChunkNow {
         hydrated: Hydrated {
             key: r.get::<_, i64>(0)? as u64,
@@ -684,7 +680,7 @@ fn chunk_now(r: &rusqlite::Row) -> rusqlite::Result<ChunkNow> {
 }
 
 /// The chunk `id` of `ws`, while its document's live revision holds it.
-pub fn hydrate_chunk_id(c: &Connection, ws: &str, id: &str) -> Result<Option<ChunkNow>> {
+pub fn hydrate_chunk_id(c: &Conn, ws: &str, id: &str) -> Result<Option<ChunkNow>> {
     Ok(c.query_row(
         &format!(
             "SELECT {NOW_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id
@@ -697,7 +693,7 @@ pub fn hydrate_chunk_id(c: &Connection, ws: &str, id: &str) -> Result<Option<Chu
 }
 
 /// The live chunk at position `index` of document `doc` (or its last one, when it has fewer now).
-pub fn chunk_at(c: &Connection, ws: &str, doc: &str, index: i64) -> Result<Option<ChunkNow>> {
+pub fn chunk_at(c: &Conn, ws: &str, doc: &str, index: i64) -> Result<Option<ChunkNow>> {
     Ok(c.query_row(
         &format!(
             "SELECT {NOW_COLS} FROM chunks c JOIN documents d ON d.id = c.document_id
@@ -711,7 +707,7 @@ pub fn chunk_at(c: &Connection, ws: &str, doc: &str, index: i64) -> Result<Optio
 }
 
 /// Titles of documents `ids` of `ws` that still exist.
-pub fn titles_of(c: &Connection, ws: &str, ids: &[String]) -> Result<std::collections::HashMap<String, String>> {
+pub fn titles_of(c: &Conn, ws: &str, ids: &[String]) -> Result<std::collections::HashMap<String, String>> {
     let mut out = std::collections::HashMap::new();
     for part in ids.chunks(500) {
         let marks = vec!["?"; part.len()].join(",");

@@ -4,6 +4,8 @@
 //!
 //! Nothing here is async: callers run these functions on a blocking thread (see `App::blocking`).
 
+mod conn;
+pub mod dialect;
 pub mod migrations;
 pub mod postgres;
 pub mod snapshot;
@@ -16,7 +18,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::types::{FromSql, FromSqlResult, ToSql, ToSqlOutput, ValueRef};
-use rusqlite::{Connection, OpenFlags, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 
 use crate::error::{Error, Result};
 use crate::ids::{OrgId, UserId, WorkspaceId};
@@ -34,17 +36,30 @@ impl From<r2d2::Error> for Error {
     }
 }
 
-pub type Conn = Connection;
-pub type Tx<'a> = Transaction<'a>;
-pub type Row<'a> = rusqlite::Row<'a>;
+pub use conn::{Conn, MappedRows, Row, Rows, Statement, Tx};
 pub type SqlValue = rusqlite::types::Value;
 
 pub struct Db {
-    path: PathBuf,
-    writer: Mutex<Connection>,
-    readers: r2d2::Pool<SqliteConnectionManager>,
+    backend: Backend,
     identity: Arc<IdentityWatch>,
 }
+
+#[allow(clippy::large_enum_variant, reason = "one per process, never moved")]
+enum Backend {
+    Sqlite {
+        path: PathBuf,
+        writer: Mutex<Connection>,
+        readers: r2d2::Pool<SqliteConnectionManager>,
+    },
+    /// PostgreSQL (docs/scale-out.md): a pool; every write transaction takes [`WRITE_LOCK`].
+    Postgres {
+        pool: r2d2::Pool<postgres::session::Manager>,
+    },
+}
+
+/// The advisory lock every PostgreSQL write transaction takes first: one write at a time across
+/// all nodes, the guarantee the stores were written for ("STEWRITE" in ASCII).
+const WRITE_LOCK: i64 = 0x5354_4557_5249_5445;
 
 /// The tables whose rows decide who a caller is and what it may do: organizations, users,
 /// memberships, workspaces, sessions and API tokens. A write to any of them bumps the identity
@@ -118,31 +133,83 @@ impl Db {
             .connection_timeout(Duration::from_secs(10))
             .build(manager)
             .map_err(|e| Error::internal_msg(format!("cannot open read connections: {e}")))?;
-        Ok(Db { path: path.to_path_buf(), writer: Mutex::new(writer), readers, identity })
+        Ok(Db { backend: Backend::Sqlite { path: path.to_path_buf(), writer: Mutex::new(writer), readers }, identity })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// Opens the PostgreSQL database at `url` with a pool of `pool_size` connections and applies
+    /// pending migrations (once, under an advisory lock, however many nodes start together).
+    pub fn open_postgres(url: &str, pool_size: u32) -> Result<Db> {
+        postgres::connect(url)?; // a plain message for a bad URL or an unreachable server
+        let pool = r2d2::Pool::builder()
+            .max_size(pool_size.max(2))
+            .min_idle(Some(1))
+            .test_on_check_out(false)
+            .connection_timeout(Duration::from_secs(10))
+            .build(postgres::session::Manager { url: url.to_string() })
+            .map_err(|e| Error::unavailable(format!("cannot open PostgreSQL connections: {e}")))?;
+        let db = Db { backend: Backend::Postgres { pool }, identity: Arc::new(IdentityWatch::default()) };
+        db.migrate(None)?;
+        Ok(db)
+    }
+
+    /// The SQLite file (`None` on PostgreSQL).
+    pub fn path(&self) -> Option<&Path> {
+        match &self.backend {
+            Backend::Sqlite { path, .. } => Some(path),
+            Backend::Postgres { .. } => None,
+        }
+    }
+
+    /// True on PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.backend, Backend::Postgres { .. })
     }
 
     /// Runs `f` on a pooled read-only connection.
-    pub fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
-        let conn = self.readers.get()?;
-        f(&conn)
+    pub fn read<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite { readers, .. } => {
+                let conn = readers.get()?;
+                f(&Conn::sqlite(&conn))
+            }
+            Backend::Postgres { pool } => {
+                let mut pooled = pool.get()?;
+                let postgres::session::PgClient { client, statements } = &mut *pooled;
+                let session = postgres::session::Session::new(client, statements, false);
+                f(&Conn::pg(&session))
+            }
+        }
     }
 
-    /// Runs `f` inside a `BEGIN IMMEDIATE` transaction on the single writer connection; commits
-    /// when `f` returns `Ok`, rolls back otherwise.
-    pub fn write<T>(&self, f: impl FnOnce(&Transaction) -> Result<T>) -> Result<T> {
-        let mut conn = self.writer.lock();
-        let result = (|| {
-            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-            let out = f(&tx)?;
-            tx.commit()?;
-            Ok(out)
-        })();
-        self.end_of_write();
-        result
+    /// Runs `f` inside a write transaction, alone (SQLite: `BEGIN IMMEDIATE` on the single writer
+    /// connection; PostgreSQL: [`WRITE_LOCK`] first); commits when `f` returns `Ok`, rolls back
+    /// otherwise.
+    pub fn write<T>(&self, f: impl FnOnce(&Tx) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite { writer, .. } => {
+                let mut conn = writer.lock();
+                let result = (|| {
+                    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                    let out = f(&Tx::sqlite(&tx))?;
+                    tx.commit()?;
+                    Ok(out)
+                })();
+                self.end_of_write();
+                result
+            }
+            Backend::Postgres { pool } => {
+                let mut pooled = pool.get()?;
+                let postgres::session::PgClient { client, statements } = &mut *pooled;
+                let mut tx = client.transaction()?;
+                tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])?;
+                let out = {
+                    let session = postgres::session::Session::new(&mut tx, statements, true);
+                    f(&Tx::pg(&session))?
+                };
+                tx.commit()?;
+                Ok(out)
+            }
+        }
     }
 
     /// Bumps the identity generation if the write that just ended (committed or rolled back)
@@ -157,20 +224,35 @@ impl Db {
     /// Changes whenever a write to one of the identity tables (organizations, users, memberships,
     /// workspaces, sessions, API tokens) ends. Read it before reading those
     /// tables; a result derived from them stays valid while the generation is unchanged.
+    ///
+    /// On PostgreSQL another node's write is not seen here (yet: docs/scale-out.md, section 5),
+    /// so the generation moves on every read of it and nothing derived from those tables is kept.
     pub fn identity_generation(&self) -> u64 {
-        self.identity.generation.load(Ordering::SeqCst)
+        match self.backend {
+            Backend::Sqlite { .. } => self.identity.generation.load(Ordering::SeqCst),
+            Backend::Postgres { .. } => self.identity.generation.fetch_add(1, Ordering::SeqCst),
+        }
     }
 
-    /// Applies pending migrations (at open, and in tests that open without migrating).
+    /// Applies pending migrations (at open, and in tests that open without migrating; `up_to`
+    /// applies to SQLite only).
     pub fn migrate(&self, up_to: Option<u32>) -> Result<Vec<u32>> {
-        let mut w = self.writer.lock();
-        let applied = migrations::apply(&mut w, up_to);
-        self.end_of_write();
-        applied
+        match &self.backend {
+            Backend::Sqlite { writer, .. } => {
+                let mut w = writer.lock();
+                let applied = migrations::apply(&mut w, up_to);
+                self.end_of_write();
+                applied
+            }
+            Backend::Postgres { pool } => postgres::migrate(&mut pool.get()?.client),
+        }
     }
 
     pub fn migration_status(&self) -> Result<migrations::Status> {
-        self.read(migrations::status)
+        match &self.backend {
+            Backend::Sqlite { readers, .. } => migrations::status(&*readers.get()?),
+            Backend::Postgres { pool } => postgres::status(&mut pool.get()?.client),
+        }
     }
 
     /// A cheap liveness check of the read path.
@@ -180,8 +262,9 @@ impl Db {
 
     /// Checkpoints the WAL into the main file (at shutdown).
     pub fn checkpoint(&self) -> Result<()> {
-        let w = self.writer.lock();
-        w.execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")?;
+        if let Backend::Sqlite { writer, .. } = &self.backend {
+            writer.lock().execute_batch("PRAGMA wal_checkpoint(TRUNCATE);")?;
+        }
         Ok(())
     }
 }
@@ -213,10 +296,19 @@ pub fn json_col(row: &Row, idx: &str) -> rusqlite::Result<JsonColumn> {
     Ok(s.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(serde_json::Value::Null))
 }
 
-/// True when the error is a UNIQUE constraint violation.
+/// True when the error is a UNIQUE (or primary key) constraint violation, on either engine.
 pub fn is_unique_violation(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-        || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY)
+    match e {
+        rusqlite::Error::SqliteFailure(f, _) => {
+            f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+                || f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+        }
+        rusqlite::Error::ToSqlConversionFailure(inner) => inner
+            .downcast_ref::<postgres::session::PgError>()
+            .and_then(|pg| pg.0.code())
+            .is_some_and(|code| *code == ::postgres::error::SqlState::UNIQUE_VIOLATION),
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,14 @@
 //! SQL for the turn's own tables: turn traces (the quality report reads them) and test
 //! executions. Private to `turn`.
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{OptionalExtension, params};
 
 use super::kinds::RouteKind;
 use super::test_exec::Execution;
 use super::trace::{StoredGrounding, TraceRow, TurnRecord};
 use crate::error::Result;
 use crate::ids::WorkspaceId;
-use crate::storage::Tx;
+use crate::storage::{Conn, Row, Tx};
 
 // -- traces
 
@@ -50,7 +50,7 @@ const TRACE_COLS: &str = "id, conversation_id, agent_id, revision_id, user_messa
     availability, coverage, coverage_reason, grounding_verdict, claim_count, sourced_claim_count, unsourced_claim_count, \
     invalid_source_count, trace, created_at";
 
-fn trace_row(r: &rusqlite::Row, with_trace: bool) -> rusqlite::Result<TraceRow> {
+fn trace_row(r: &Row, with_trace: bool) -> rusqlite::Result<TraceRow> {
     let verdict: Option<String> = r.get(13)?;
     let grounding = match verdict {
         Some(verdict) => Some(StoredGrounding {
@@ -87,7 +87,7 @@ fn trace_row(r: &rusqlite::Row, with_trace: bool) -> rusqlite::Result<TraceRow> 
     })
 }
 
-pub(super) fn trace(c: &Connection, ws: &WorkspaceId, id: &str) -> Result<Option<TraceRow>> {
+pub(super) fn trace(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<TraceRow>> {
     Ok(c.query_row(
         &format!("SELECT {TRACE_COLS} FROM turn_traces WHERE id = ?1 AND workspace_id = ?2"),
         params![id, ws.0],
@@ -110,7 +110,7 @@ const QUALITY_WHERE: &str = "workspace_id = ?1 AND surface IN ('chat', 'public',
     AND (?4 IS NULL OR (?4 = 1 AND invalid_source_count > 0) OR (?4 = 0 AND invalid_source_count = 0))
     AND (?5 IS NULL OR agent_id = ?5)";
 
-pub(super) fn quality_count(c: &Connection, ws: &WorkspaceId, f: &QualityFilter) -> Result<i64> {
+pub(super) fn quality_count(c: &Conn, ws: &WorkspaceId, f: &QualityFilter) -> Result<i64> {
     Ok(c.query_row(
         &format!("SELECT count(*) FROM turn_traces WHERE {QUALITY_WHERE}"),
         params![ws.0, f.grounding_verdict, f.has_unsourced_claims, f.has_invalid_sources, f.agent_id],
@@ -120,7 +120,7 @@ pub(super) fn quality_count(c: &Connection, ws: &WorkspaceId, f: &QualityFilter)
 
 /// Up to `limit` turns, newest first, after the `(created_at, id)` cursor.
 pub(super) fn quality_page(
-    c: &Connection,
+    c: &Conn,
     ws: &WorkspaceId,
     f: &QualityFilter,
     after: Option<&(String, String)>,
@@ -149,7 +149,7 @@ pub(super) fn quality_page(
 
 /// Turns per day and coverage since `since` (an RFC 3339 day start): `(day, coverage, count)`.
 pub(super) fn daily_coverage(
-    c: &Connection,
+    c: &Conn,
     ws: &WorkspaceId,
     since: &str,
     agent_id: Option<&str>,
@@ -168,7 +168,7 @@ pub(super) fn daily_coverage(
 
 const EXEC_COLS: &str = "id, agent_id, mode, sides, frozen_draft, draft_generation, seed_conversation_id, test_values, skill_effects, created_at";
 
-fn exec_row(r: &rusqlite::Row) -> rusqlite::Result<Execution> {
+fn exec_row(r: &Row) -> rusqlite::Result<Execution> {
     Ok(Execution {
         id: r.get(0)?,
         agent_id: r.get(1)?,
@@ -183,7 +183,7 @@ fn exec_row(r: &rusqlite::Row) -> rusqlite::Result<Execution> {
     })
 }
 
-pub(super) fn execution(c: &Connection, ws: &str, agent_id: &str, id: &str) -> Result<Option<Execution>> {
+pub(super) fn execution(c: &Conn, ws: &str, agent_id: &str, id: &str) -> Result<Option<Execution>> {
     Ok(c.query_row(
         &format!("SELECT {EXEC_COLS} FROM test_executions WHERE id = ?1 AND agent_id = ?2 AND workspace_id = ?3"),
         params![id, agent_id, ws],
@@ -192,7 +192,7 @@ pub(super) fn execution(c: &Connection, ws: &str, agent_id: &str, id: &str) -> R
     .optional()?)
 }
 
-pub(super) fn execution_by_key(c: &Connection, agent_id: &str, key: &str) -> Result<Option<Execution>> {
+pub(super) fn execution_by_key(c: &Conn, agent_id: &str, key: &str) -> Result<Option<Execution>> {
     Ok(c.query_row(
         &format!("SELECT {EXEC_COLS} FROM test_executions WHERE agent_id = ?1 AND idempotency_key = ?2"),
         params![agent_id, key],
@@ -233,7 +233,7 @@ pub(super) fn insert_execution(
 
 /// Up to `limit` executions of the agent, newest first, after the `(created_at, id)` cursor.
 pub(super) fn executions(
-    c: &Connection,
+    c: &Conn,
     ws: &WorkspaceId,
     agent_id: &str,
     after: Option<&(String, String)>,

@@ -6,7 +6,7 @@ use rusqlite::{OptionalExtension, params};
 
 use super::{Batch, Contact, Counts, LogEntry};
 use crate::error::Result;
-use crate::storage::{Conn, Tx};
+use crate::storage::{Conn, Row, Tx};
 
 pub fn contact(c: &Conn, ws: &str, wa_id: &str) -> Result<Option<Contact>> {
     Ok(c.query_row(
@@ -115,7 +115,7 @@ pub fn set_delivery(tx: &Tx, row: &str, delivery: &str) -> Result<()> {
 const LOG_COLS: &str =
     "id, direction, wa_id, kind, body, status, error, conversation_id, delivery_id, batch_id, created_at, updated_at";
 
-fn log_row(r: &rusqlite::Row) -> rusqlite::Result<LogEntry> {
+fn log_row(r: &Row) -> rusqlite::Result<LogEntry> {
     Ok(LogEntry {
         id: r.get(0)?,
         direction: r.get(1)?,
@@ -169,7 +169,7 @@ pub fn counts(c: &Conn, ws: &str) -> Result<Counts> {
 
 const BATCH_COLS: &str = "id, workspace_id, wa_id, conversation_id, turn_id, job_id, status";
 
-fn batch_row(r: &rusqlite::Row) -> rusqlite::Result<Batch> {
+fn batch_row(r: &Row) -> rusqlite::Result<Batch> {
     Ok(Batch {
         id: r.get(0)?,
         workspace_id: r.get(1)?,

@@ -8,6 +8,7 @@
 //! the calling (blocking) thread.
 
 pub mod copy;
+pub mod session;
 
 use postgres::{Client, NoTls};
 use sha2::{Digest, Sha256};
@@ -131,9 +132,14 @@ pub fn drop_database(url: &str, name: &str) -> Result<()> {
 
 /// A PostgreSQL error as one line: the server's message when there is one.
 pub fn plain(e: &postgres::Error) -> String {
+    use std::error::Error as _;
     match e.as_db_error() {
         Some(db) => db.message().to_string(),
-        None => e.to_string(),
+        // the driver's own words ("error connecting to server") and the cause under them
+        None => match e.source() {
+            Some(cause) => format!("{e}: {cause}"),
+            None => e.to_string(),
+        },
     }
 }
 
@@ -160,6 +166,22 @@ pub fn applied(c: &mut Client) -> Result<Vec<(u32, String)>> {
 /// The schema version of the database: its highest applied migration (0 for none).
 pub fn schema_version(c: &mut Client) -> Result<u32> {
     Ok(applied(c)?.iter().map(|(v, _)| *v).max().unwrap_or(0))
+}
+
+/// The migration status, in SQLite's terms (`doctor`, readiness).
+pub fn status(c: &mut Client) -> Result<super::migrations::Status> {
+    let done = applied(c)?;
+    let mut st = super::migrations::Status { applied: vec![], pending: vec![], unknown: vec![], modified: vec![] };
+    for (v, sum) in &done {
+        st.applied.push(*v);
+        match MIGRATIONS.iter().find(|m| m.version == *v) {
+            None => st.unknown.push(*v),
+            Some(m) if checksum(m.sql) != *sum => st.modified.push(*v),
+            Some(_) => {}
+        }
+    }
+    st.pending = MIGRATIONS.iter().map(|m| m.version).filter(|v| !done.iter().any(|(d, _)| d == v)).collect();
+    Ok(st)
 }
 
 /// The schema version this binary brings.

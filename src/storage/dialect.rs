@@ -1,0 +1,229 @@
+//! A store's SQL, written for SQLite, as PostgreSQL reads it (docs/scale-out.md, section 2):
+//! placeholders `?N` and `?` become `$N` (a bare `?` takes the next number after the largest so
+//! far, as in SQLite), and the few SQLite spellings the stores use get PostgreSQL's. String
+//! literals, quoted identifiers and comments are never rewritten.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+
+/// A statement in PostgreSQL's dialect, and how many parameters it takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Translated {
+    pub sql: String,
+    pub params: usize,
+}
+
+/// Marks a masked literal in the text the rewrites see (never in SQL: a control character).
+const MASK: char = '\u{1}';
+
+/// Translates `sql`.
+pub fn to_postgres(sql: &str) -> Translated {
+    let (masked, literals, params) = mask(sql);
+    let mut text = rewrite(&masked);
+    // put the literals back, in order
+    let mut out = String::with_capacity(text.len() + literals.iter().map(String::len).sum::<usize>());
+    let mut lits = literals.into_iter();
+    for ch in text.drain(..) {
+        if ch == MASK {
+            out.push_str(&lits.next().unwrap_or_default());
+        } else {
+            out.push(ch);
+        }
+    }
+    Translated { sql: out, params }
+}
+
+/// Numbers the placeholders and takes every literal, quoted identifier and comment out of the
+/// text (each leaves one `MASK`).
+fn mask(sql: &str) -> (String, Vec<String>, usize) {
+    let chars: Vec<char> = sql.chars().collect();
+    let (mut out, mut literals, mut max) = (String::with_capacity(sql.len()), Vec::new(), 0usize);
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        match c {
+            '\'' | '"' => {
+                let start = i;
+                i += 1;
+                while i < chars.len() {
+                    if chars[i] == c {
+                        // a doubled quote is an escaped one
+                        if chars.get(i + 1) == Some(&c) {
+                            i += 2;
+                            continue;
+                        }
+                        break;
+                    }
+                    i += 1;
+                }
+                let end = (i + 1).min(chars.len());
+                literals.push(chars[start..end].iter().collect());
+                out.push(MASK);
+                i = end;
+            }
+            '-' if chars.get(i + 1) == Some(&'-') => {
+                let start = i;
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+                literals.push(chars[start..i].iter().collect());
+                out.push(MASK);
+            }
+            '/' if chars.get(i + 1) == Some(&'*') => {
+                let start = i;
+                i += 2;
+                while i < chars.len() && !(chars[i] == '*' && chars.get(i + 1) == Some(&'/')) {
+                    i += 1;
+                }
+                let end = (i + 2).min(chars.len());
+                literals.push(chars[start..end].iter().collect());
+                out.push(MASK);
+                i = end;
+            }
+            '?' => {
+                let mut j = i + 1;
+                while j < chars.len() && chars[j].is_ascii_digit() {
+                    j += 1;
+                }
+                let n = if j > i + 1 {
+                    chars[i + 1..j].iter().collect::<String>().parse().unwrap_or(max + 1)
+                } else {
+                    max + 1
+                };
+                max = max.max(n);
+                out.push('$');
+                out.push_str(&n.to_string());
+                i = j;
+            }
+            _ => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    (out, literals, max)
+}
+
+fn re(pattern: &str) -> Regex {
+    // the patterns are constants of this file, checked by its tests
+    #[allow(clippy::unwrap_used, reason = "constant patterns, compiled by the tests")]
+    Regex::new(pattern).unwrap()
+}
+
+static INSERT_OR_IGNORE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bINSERT\s+OR\s+IGNORE\s+INTO\b"));
+static RETURNING: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bRETURNING\b"));
+static JSON_EACH: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bjson_each\(\s*([^()]+?)\s*\)"));
+static MIN_MAX_2: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(max|min)\(([^(),]+),([^(),]+)\)"));
+static INSTR: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\binstr\("));
+static AS_REAL: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bAS\s+REAL\)"));
+static IS_NOT_PARAM: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bIS\s+NOT\s+(\$\d+)"));
+static IS_PARAM: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bIS\s+(\$\d+)"));
+static LIMIT_ALL: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bLIMIT\s+-1\b"));
+
+/// SQLite's spellings, PostgreSQL's way, on text with its literals masked.
+fn rewrite(text: &str) -> String {
+    let mut s = text.to_string();
+    if INSERT_OR_IGNORE.is_match(&s) {
+        s = INSERT_OR_IGNORE.replace_all(&s, "INSERT INTO").into_owned();
+        let body = s.trim_end().trim_end_matches(';').trim_end().to_string();
+        s = match RETURNING.find(&body) {
+            Some(m) => format!("{} ON CONFLICT DO NOTHING {}", body[..m.start()].trim_end(), &body[m.start()..]),
+            None => format!("{body} ON CONFLICT DO NOTHING"),
+        };
+    }
+    s = JSON_EACH.replace_all(&s, "json_array_elements_text(($1)::json)").into_owned();
+    s = MIN_MAX_2
+        .replace_all(&s, |c: &regex::Captures<'_>| {
+            let f = if c[1].eq_ignore_ascii_case("max") { "GREATEST" } else { "LEAST" };
+            format!("{f}({},{})", &c[2], &c[3])
+        })
+        .into_owned();
+    s = INSTR.replace_all(&s, "strpos(").into_owned();
+    s = AS_REAL.replace_all(&s, "AS DOUBLE PRECISION)").into_owned();
+    s = IS_NOT_PARAM.replace_all(&s, "IS DISTINCT FROM $1").into_owned();
+    s = IS_PARAM.replace_all(&s, "IS NOT DISTINCT FROM $1").into_owned();
+    s = LIMIT_ALL.replace_all(&s, "LIMIT ALL").into_owned();
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn pg(sql: &str) -> String {
+        to_postgres(sql).sql
+    }
+
+    #[test]
+    fn placeholders_are_numbered_as_sqlite_numbers_them() {
+        assert_eq!(
+            to_postgres("SELECT a FROM t WHERE b = ?1 AND c = ?2 OR d = ?1"),
+            Translated { sql: "SELECT a FROM t WHERE b = $1 AND c = $2 OR d = $1".into(), params: 2 }
+        );
+        assert_eq!(
+            to_postgres("WHERE a = ? AND b = ? AND c = ?"),
+            Translated { sql: "WHERE a = $1 AND b = $2 AND c = $3".into(), params: 3 }
+        );
+        assert_eq!(to_postgres("WHERE a = ?3 AND b = ?").sql, "WHERE a = $3 AND b = $4");
+        assert_eq!(to_postgres("SELECT 1").params, 0);
+    }
+
+    #[test]
+    fn literals_identifiers_and_comments_are_left_alone() {
+        assert_eq!(
+            pg("SELECT '?1', \"a?b\", 'it''s ?' FROM t WHERE x = ?1"),
+            "SELECT '?1', \"a?b\", 'it''s ?' FROM t WHERE x = $1"
+        );
+        assert_eq!(
+            pg("SELECT 'INSERT OR IGNORE INTO x' -- json_each(?)\n, ?"),
+            "SELECT 'INSERT OR IGNORE INTO x' -- json_each(?)\n, $1"
+        );
+        assert_eq!(pg("SELECT /* max(a, b) ? */ max(a, b)"), "SELECT /* max(a, b) ? */ GREATEST(a, b)");
+        assert_eq!(pg("SELECT 'unterminated"), "SELECT 'unterminated");
+    }
+
+    #[test]
+    fn sqlite_spellings_become_postgresql_ones() {
+        assert_eq!(
+            pg("INSERT OR IGNORE INTO t (a) VALUES (?1)"),
+            "INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING"
+        );
+        assert_eq!(
+            pg("INSERT OR IGNORE INTO t (a) VALUES (?1) RETURNING a;"),
+            "INSERT INTO t (a) VALUES ($1) ON CONFLICT DO NOTHING RETURNING a"
+        );
+        assert_eq!(
+            pg("WHERE kind IN (SELECT value FROM json_each(?2))"),
+            "WHERE kind IN (SELECT value FROM json_array_elements_text(($2)::json))"
+        );
+        assert_eq!(
+            pg("SET attempts = max(attempts - 1, 0), n = max(n)"),
+            "SET attempts = GREATEST(attempts - 1, 0), n = max(n)"
+        );
+        assert_eq!(pg("WHERE instr(lower(t), lower(?)) > 0"), "WHERE strpos(lower(t), lower($1)) > 0");
+        assert_eq!(pg("CAST(x AS REAL)"), "CAST(x AS DOUBLE PRECISION)");
+        assert_eq!(
+            pg("WHERE a IS ?2 AND b IS NOT ?3 AND c IS NULL"),
+            "WHERE a IS NOT DISTINCT FROM $2 AND b IS DISTINCT FROM $3 AND c IS NULL"
+        );
+        assert_eq!(pg("ORDER BY id LIMIT -1 OFFSET ?2"), "ORDER BY id LIMIT ALL OFFSET $2");
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_translates_without_panicking_and_keeps_its_literals(
+            sql in "[a-zA-Z0-9 ?'\"(),;*/\\-\n$]{0,80}",
+            lit in "[a-z ?()]{0,12}",
+        ) {
+            let out = to_postgres(&sql);
+            prop_assert!(!out.sql.contains(MASK));
+            let quoted = format!("SELECT '{lit}' , ?");
+            let t = to_postgres(&quoted);
+            prop_assert_eq!(t.sql, format!("SELECT '{lit}' , $1"));
+            prop_assert_eq!(t.params, 1);
+        }
+    }
+}

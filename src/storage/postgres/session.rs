@@ -1,0 +1,380 @@
+//! What the store seam (`storage::Conn`) runs on when the database is PostgreSQL: a pooled
+//! connection with its prepared statements, a session on it (inside a transaction or not), and the
+//! two conversions between SQLite's five storage classes, which the stores' parameters and column
+//! types speak, and PostgreSQL's types.
+//!
+//! A parameter is converted to the type PostgreSQL inferred for its placeholder (an integer for a
+//! `text` placeholder is written as its digits, a 0/1 for a `boolean` as the boolean), and a column
+//! comes back as the storage class SQLite would have given (every integer width and `boolean` as
+//! an integer, `numeric` as an integer or a real, `jsonb` as its text), so the stores' own
+//! `FromSql` conversions apply unchanged.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use bytes::{BufMut, BytesMut};
+use parking_lot::Mutex;
+use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
+use postgres::{GenericClient, Statement};
+use rusqlite::types::Value;
+
+use super::super::dialect::{self, Translated};
+
+/// A PostgreSQL error as a store sees it (inside rusqlite's error type): its message is the
+/// server's, not the driver's "db error".
+#[derive(Debug)]
+pub struct PgError(pub postgres::Error);
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PostgreSQL: {}", super::plain(&self.0))
+    }
+}
+
+impl std::error::Error for PgError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0)
+    }
+}
+
+/// A pooled PostgreSQL connection and the statements prepared on it (by translated text).
+pub struct PgClient {
+    pub(crate) client: postgres::Client,
+    pub(crate) statements: RefCell<HashMap<String, Statement>>,
+}
+
+/// The statements a connection keeps prepared at most (then it starts over).
+const KEPT_STATEMENTS: usize = 512;
+
+/// Opens pooled connections (`r2d2`).
+pub struct Manager {
+    pub(crate) url: String,
+}
+
+impl r2d2::ManageConnection for Manager {
+    type Connection = PgClient;
+    type Error = postgres::Error;
+
+    fn connect(&self) -> Result<PgClient, postgres::Error> {
+        let mut config: postgres::Config = self.url.parse()?;
+        if config.get_password().is_none()
+            && let Ok(pw) = std::env::var("PGPASSWORD")
+        {
+            config.password(pw);
+        }
+        Ok(PgClient { client: config.connect(postgres::NoTls)?, statements: RefCell::new(HashMap::new()) })
+    }
+
+    fn is_valid(&self, conn: &mut PgClient) -> Result<(), postgres::Error> {
+        conn.client.simple_query("").map(|_| ())
+    }
+
+    fn has_broken(&self, conn: &mut PgClient) -> bool {
+        conn.client.is_closed()
+    }
+}
+
+/// What `storage::Conn` asks of PostgreSQL.
+pub trait PgExec {
+    /// The prepared statement of `sql` (in PostgreSQL's dialect), prepared once per connection.
+    fn statement(&self, sql: &str) -> Result<Statement, postgres::Error>;
+    fn query(&self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, postgres::Error>;
+    fn execute(&self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<u64, postgres::Error>;
+    fn batch_execute(&self, sql: &str) -> Result<(), postgres::Error>;
+    /// True inside a transaction (`Db::write`).
+    fn in_transaction(&self) -> bool;
+}
+
+/// A session on one connection: a pooled client (reads) or a transaction on it (writes).
+pub struct Session<'a, C: GenericClient> {
+    client: RefCell<&'a mut C>,
+    statements: &'a RefCell<HashMap<String, Statement>>,
+    in_transaction: bool,
+}
+
+impl<'a, C: GenericClient> Session<'a, C> {
+    pub fn new(client: &'a mut C, statements: &'a RefCell<HashMap<String, Statement>>, in_transaction: bool) -> Self {
+        Session { client: RefCell::new(client), statements, in_transaction }
+    }
+}
+
+impl<C: GenericClient> PgExec for Session<'_, C> {
+    fn statement(&self, sql: &str) -> Result<Statement, postgres::Error> {
+        if let Some(st) = self.statements.borrow().get(sql) {
+            return Ok(st.clone());
+        }
+        let st = self.client.borrow_mut().prepare(sql)?;
+        let mut kept = self.statements.borrow_mut();
+        if kept.len() >= KEPT_STATEMENTS {
+            kept.clear();
+        }
+        kept.insert(sql.to_string(), st.clone());
+        Ok(st)
+    }
+
+    fn query(&self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, postgres::Error> {
+        self.client.borrow_mut().query(st, params)
+    }
+
+    fn execute(&self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<u64, postgres::Error> {
+        self.client.borrow_mut().execute(st, params)
+    }
+
+    fn batch_execute(&self, sql: &str) -> Result<(), postgres::Error> {
+        self.client.borrow_mut().batch_execute(sql)
+    }
+
+    fn in_transaction(&self) -> bool {
+        self.in_transaction
+    }
+}
+
+/// The translations made so far, by SQLite text (statements are a fixed set, plus the few built
+/// with a variable number of placeholders).
+static TRANSLATED: LazyLock<Mutex<HashMap<String, Arc<Translated>>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// `sql` in PostgreSQL's dialect (cached).
+pub fn translate(sql: &str) -> Arc<Translated> {
+    if let Some(t) = TRANSLATED.lock().get(sql) {
+        return t.clone();
+    }
+    let t = Arc::new(dialect::to_postgres(sql));
+    let mut all = TRANSLATED.lock();
+    if all.len() >= 4096 {
+        all.clear();
+    }
+    all.insert(sql.to_string(), t.clone());
+    t
+}
+
+thread_local! {
+    /// Reads the values out of a store's parameters: they are bound to `SELECT ?1, …, ?N` on an
+    /// in-memory SQLite connection, exactly as SQLite would bind them, and read back.
+    static BINDER: Option<rusqlite::Connection> = rusqlite::Connection::open_in_memory().ok();
+}
+
+/// The values of `params` (rusqlite's `Params`: `params![…]`, arrays, iterators), `n` of them.
+pub fn values<P: rusqlite::Params>(params: P, n: usize) -> rusqlite::Result<Vec<Value>> {
+    BINDER.with(|b| {
+        let Some(b) = b else {
+            return Err(rusqlite::Error::InvalidQuery);
+        };
+        let sql = if n == 0 {
+            "SELECT 0".to_string()
+        } else {
+            format!("SELECT {}", (1..=n).map(|i| format!("?{i}")).collect::<Vec<_>>().join(", "))
+        };
+        let mut st = b.prepare_cached(&sql)?;
+        let mut rows = st.query(params)?;
+        let Some(row) = rows.next()? else {
+            return Ok(Vec::new());
+        };
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        (0..n).map(|i| row.get::<_, Value>(i)).collect()
+    })
+}
+
+/// A parameter on its way to PostgreSQL, converted to its placeholder's type.
+#[derive(Debug)]
+pub struct Arg(pub Value);
+
+type BoxError = Box<dyn std::error::Error + Sync + Send>;
+
+fn is_text(ty: &Type) -> bool {
+    [Type::TEXT, Type::VARCHAR, Type::BPCHAR, Type::NAME, Type::UNKNOWN].contains(ty)
+}
+
+impl ToSql for Arg {
+    fn to_sql(&self, ty: &Type, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+        match &self.0 {
+            Value::Null => Ok(IsNull::Yes),
+            Value::Integer(i) => match *ty {
+                Type::INT8 => i.to_sql(ty, out),
+                Type::INT4 => i32::try_from(*i)?.to_sql(ty, out),
+                Type::INT2 => i16::try_from(*i)?.to_sql(ty, out),
+                Type::FLOAT8 => (*i as f64).to_sql(ty, out),
+                Type::FLOAT4 => (*i as f32).to_sql(ty, out),
+                Type::BOOL => (*i != 0).to_sql(ty, out),
+                Type::NUMERIC => numeric_to_sql(&i.to_string(), out),
+                _ if is_text(ty) => i.to_string().to_sql(ty, out),
+                _ => Err(format!("an integer cannot be passed as {ty}").into()),
+            },
+            Value::Real(f) => match *ty {
+                Type::FLOAT8 => f.to_sql(ty, out),
+                Type::FLOAT4 => (*f as f32).to_sql(ty, out),
+                Type::INT8 if f.fract() == 0.0 => (*f as i64).to_sql(ty, out),
+                Type::NUMERIC => numeric_to_sql(&f.to_string(), out),
+                _ if is_text(ty) => f.to_string().to_sql(ty, out),
+                _ => Err(format!("a real number cannot be passed as {ty}").into()),
+            },
+            Value::Text(s) => match *ty {
+                Type::JSON => {
+                    out.put_slice(s.as_bytes());
+                    Ok(IsNull::No)
+                }
+                Type::JSONB => {
+                    out.put_u8(1);
+                    out.put_slice(s.as_bytes());
+                    Ok(IsNull::No)
+                }
+                // SQLite's affinity: digits bound to an integer column are that integer
+                Type::INT8 => s.trim().parse::<i64>()?.to_sql(ty, out),
+                Type::INT4 => s.trim().parse::<i32>()?.to_sql(ty, out),
+                Type::FLOAT8 => s.trim().parse::<f64>()?.to_sql(ty, out),
+                Type::BYTEA => s.as_bytes().to_sql(ty, out),
+                _ => s.to_sql(ty, out),
+            },
+            Value::Blob(b) => match *ty {
+                Type::BYTEA => b.to_sql(ty, out),
+                _ => Err(format!("bytes cannot be passed as {ty}").into()),
+            },
+        }
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+
+    to_sql_checked!();
+}
+
+/// A decimal number in `numeric`'s binary form.
+fn numeric_to_sql(decimal: &str, out: &mut BytesMut) -> Result<IsNull, BoxError> {
+    let (neg, digits) = match decimal.strip_prefix('-') {
+        Some(d) => (true, d),
+        None => (false, decimal),
+    };
+    let (int, frac) = digits.split_once('.').unwrap_or((digits, ""));
+    if !int.chars().chain(frac.chars()).all(|c| c.is_ascii_digit()) {
+        return Err(format!("{decimal} is not a decimal number").into());
+    }
+    // groups of four digits around the point
+    let pad_int = format!("{}{int}", "0".repeat((4 - int.len() % 4) % 4));
+    let pad_frac = format!("{frac}{}", "0".repeat((4 - frac.len() % 4) % 4));
+    let mut groups: Vec<i16> = Vec::new();
+    for chunk in pad_int.as_bytes().chunks(4).chain(pad_frac.as_bytes().chunks(4)) {
+        groups.push(std::str::from_utf8(chunk)?.parse()?);
+    }
+    let int_groups = (pad_int.len() / 4) as i16;
+    let lead = groups.iter().take_while(|g| **g == 0).count();
+    let groups = &groups[lead.min(groups.len())..];
+    let weight = int_groups - 1 - lead as i16;
+    out.put_i16(groups.len() as i16);
+    out.put_i16(if groups.is_empty() { 0 } else { weight });
+    out.put_u16(if neg { 0x4000 } else { 0 });
+    out.put_u16(frac.len() as u16);
+    for g in groups {
+        out.put_i16(*g);
+    }
+    Ok(IsNull::No)
+}
+
+/// A column's raw bytes, whatever its type.
+struct Raw<'a>(&'a [u8]);
+
+impl<'a> FromSql<'a> for Raw<'a> {
+    fn from_sql(_: &Type, raw: &'a [u8]) -> Result<Self, BoxError> {
+        Ok(Raw(raw))
+    }
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// Column `i` of `row` as the storage class SQLite would have given.
+pub fn column(row: &postgres::Row, i: usize) -> Result<Value, BoxError> {
+    let ty = row.columns()[i].type_().clone();
+    let Some(Raw(raw)) = row.try_get::<_, Option<Raw<'_>>>(i)? else {
+        return Ok(Value::Null);
+    };
+    Ok(match ty {
+        Type::INT8 => Value::Integer(i64::from_sql(&ty, raw)?),
+        Type::INT4 => Value::Integer(i32::from_sql(&ty, raw)?.into()),
+        Type::INT2 => Value::Integer(i16::from_sql(&ty, raw)?.into()),
+        Type::OID => Value::Integer(u32::from_sql(&ty, raw)?.into()),
+        Type::BOOL => Value::Integer(bool::from_sql(&ty, raw)?.into()),
+        Type::FLOAT8 => Value::Real(f64::from_sql(&ty, raw)?),
+        Type::FLOAT4 => Value::Real(f32::from_sql(&ty, raw)?.into()),
+        Type::NUMERIC => numeric_from_sql(raw)?,
+        Type::BYTEA => Value::Blob(raw.to_vec()),
+        Type::JSONB => Value::Text(String::from_utf8(raw.get(1..).unwrap_or_default().to_vec())?),
+        _ => Value::Text(String::from_utf8(raw.to_vec())?),
+    })
+}
+
+/// `numeric`'s binary form as an integer (no fraction, in range) or a real.
+fn numeric_from_sql(raw: &[u8]) -> Result<Value, BoxError> {
+    let word = |k: usize| -> Result<u16, BoxError> {
+        Ok(u16::from_be_bytes([*raw.get(k).ok_or("short numeric")?, *raw.get(k + 1).ok_or("short numeric")?]))
+    };
+    let (ndigits, weight, sign, dscale) = (word(0)? as usize, word(2)? as i16, word(4)?, word(6)?);
+    if sign == 0xC000 {
+        return Ok(Value::Real(f64::NAN));
+    }
+    let mut int: i128 = 0;
+    let mut real = 0f64;
+    let mut whole = dscale == 0;
+    for k in 0..ndigits {
+        let d = i128::from(word(8 + 2 * k)?);
+        let power = i32::from(weight) - k as i32;
+        real += d as f64 * 10000f64.powi(power);
+        if power >= 0 {
+            int = int.checked_mul(10000).and_then(|v| v.checked_add(d)).ok_or("numeric out of range")?;
+        } else if d != 0 {
+            whole = false;
+        }
+    }
+    // trailing zero groups the weight implies
+    let last_power = i32::from(weight) - ndigits as i32 + 1;
+    for _ in 0..last_power.max(0) {
+        int = int.checked_mul(10000).ok_or("numeric out of range")?;
+    }
+    let neg = sign == 0x4000;
+    if whole && let Ok(v) = i64::try_from(if neg { -int } else { int }) {
+        return Ok(Value::Integer(v));
+    }
+    Ok(Value::Real(if neg { -real } else { real }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numerics_round_trip_through_the_binary_form() {
+        for (text, want) in [
+            ("0", Value::Integer(0)),
+            ("42", Value::Integer(42)),
+            ("-7", Value::Integer(-7)),
+            ("10000", Value::Integer(10000)),
+            ("123456789012", Value::Integer(123_456_789_012)),
+            ("2.5", Value::Real(2.5)),
+            ("-0.0625", Value::Real(-0.0625)),
+        ] {
+            let mut out = BytesMut::new();
+            numeric_to_sql(text, &mut out).unwrap();
+            assert_eq!(numeric_from_sql(&out).unwrap(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn parameters_are_read_back_with_their_storage_class() {
+        let got = values(rusqlite::params![7i64, 2.5f64, "x", vec![1u8, 2], Option::<i64>::None, true], 6).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                Value::Integer(7),
+                Value::Real(2.5),
+                Value::Text("x".into()),
+                Value::Blob(vec![1, 2]),
+                Value::Null,
+                Value::Integer(1)
+            ]
+        );
+        assert!(values(rusqlite::params![1i64], 2).is_err(), "a missing parameter is an error, as on SQLite");
+        assert_eq!(values(rusqlite::params![], 0).unwrap(), Vec::<Value>::new());
+    }
+}
