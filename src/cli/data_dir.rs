@@ -45,19 +45,22 @@ pub(super) fn migrate_store(from: &std::path::Path, to: &str, replace_nul: bool)
     let nul = if replace_nul { Nul::Replace } else { Nul::Refuse };
     let moved = crate::ops::migrate_store::run(from, to, nul, &mut |step| println!("  {step}"))
         .map_err(|e| anyhow::anyhow!("{}", plain(&e)))?;
+    use crate::storage::postgres::copy::plural;
     let rows: i64 = moved.copied.tables.iter().map(|t| t.rows).sum();
     println!(
-        "moved {} into {}: {} tables, {rows} rows, {} originals ({:.1} MB) in {:.1} s; row counts and checksums verified for every table",
+        "moved {} into {}: {}, {}, {} ({:.1} MB) in {:.1} s; row counts and checksums verified for every table",
         from.display(),
         crate::storage::postgres::redacted(to),
-        moved.copied.tables.len(),
-        moved.copied.originals,
+        plural(moved.copied.tables.len() as i64, "table"),
+        plural(rows, "row"),
+        plural(moved.copied.originals as i64, "original"),
         moved.copied.original_bytes as f64 / 1e6,
         started.elapsed().as_secs_f64()
     );
     for (column, n) in &moved.copied.nul_texts {
         println!(
-            "note: {n} values of {column} held a NUL character, which PostgreSQL cannot store; written with U+FFFD"
+            "note: {} of {column} held a NUL character, which PostgreSQL cannot store; written with U+FFFD",
+            plural(*n as i64, "value")
         );
     }
     if !moved.missing_originals.is_empty() {

@@ -108,9 +108,9 @@ pub enum Command {
     /// row counts and checksums verified per table (stop the server first). Serving from
     /// PostgreSQL is not built yet: docs/scale-out.md.
     MigrateStore {
-        /// The data directory to copy from.
+        /// The data directory to copy from [default: --data-dir].
         #[arg(long, value_name = "DATA_DIR")]
-        from: PathBuf,
+        from: Option<PathBuf>,
         /// The empty PostgreSQL database to copy into (postgres://user@host:port/database; the
         /// password may come from PGPASSWORD instead of the URL).
         #[arg(long, value_name = "URL")]
@@ -314,7 +314,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Some(Command::MigrateStore { from, to, replace_nul }) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;
             init_tracing(&Config { log_level: "warn".into(), ..config.clone() });
-            migrate_store(&from, &to, replace_nul)
+            migrate_store(&from.unwrap_or_else(|| config.data_dir.clone()), &to, replace_nul)
         }
         Some(Command::Doctor) => {
             let config = config::load(&overrides(&cli.global, &cli.serve))?;

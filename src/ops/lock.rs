@@ -36,7 +36,10 @@ pub fn server_stopped(data_dir: &Path, doing: &str) -> Result<File> {
         .open(&path)
         .map_err(|e| Error::internal_msg(format!("cannot open {}: {e}", path.display())))?;
     f.try_lock().map_err(|_| {
-        Error::invalid(format!("a steward server is using {}; stop it before {doing}", data_dir.display()))
+        Error::invalid(format!(
+            "a steward server (or another command that needs the directory to itself) is using {}; stop it before {doing}",
+            data_dir.display()
+        ))
     })?;
     Ok(f)
 }

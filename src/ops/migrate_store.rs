@@ -24,23 +24,36 @@ pub struct Moved {
 
 /// Copies the install at `from` into the database at `to`; `progress` hears each step.
 pub fn run(from: &Path, to: &str, nul: copy::Nul, progress: &mut dyn FnMut(&str)) -> Result<Moved> {
+    if !from.is_dir() {
+        return Err(Error::invalid(format!("{} does not exist or is not a directory", from.display())));
+    }
     let db_path = from.join("steward.db");
     if !db_path.is_file() {
         return Err(Error::invalid(format!("{} has no Steward database (steward.db) to move", from.display())));
     }
     let _server = super::lock::server_stopped(from, "moving its data")?;
     let _hold = super::lock::backup(from)?;
-    if let Some(st) = snapshot::peek_status(&db_path)?
-        && !st.unknown.is_empty()
-    {
-        return Err(Error::invalid(migrations::newer_message(&st)));
+    let status = snapshot::peek_status(&db_path).map_err(|e| {
+        let why = e.source.as_ref().map_or_else(|| e.message.clone(), |s| s.to_string());
+        Error::invalid(format!("cannot read {}: {why}", db_path.display()))
+    })?;
+    match status {
+        Some(st) if !st.unknown.is_empty() => return Err(Error::invalid(migrations::newer_message(&st))),
+        Some(st) if !st.applied.is_empty() => {}
+        _ => {
+            return Err(Error::invalid(format!(
+                "{} is not a Steward database (no migration is recorded in it); nothing was copied",
+                db_path.display()
+            )));
+        }
     }
     let mut pg = postgres::connect(to)?;
+    // before anything is created there: empty, or Steward's schema without rows
+    copy::check_target(&mut pg)?;
     let applied = postgres::migrate(&mut pg)?;
     if !applied.is_empty() {
         progress(&format!("created the PostgreSQL schema (version {})", postgres::latest()));
     }
-    copy::check_empty(&mut pg)?;
 
     let work = tempfile::Builder::new()
         .prefix(".migrate-store-")
@@ -68,9 +81,15 @@ pub fn run(from: &Path, to: &str, nul: copy::Nul, progress: &mut dyn FnMut(&str)
         shas.into_iter().partition(|sha| blobs::is_sha256(sha) && blobs::path(from, sha).is_file());
     let mut originals = present.into_iter().map(|sha| {
         let path = blobs::path(from, &sha);
-        std::fs::read(&path)
-            .map(|bytes| (sha, bytes))
-            .map_err(|e| Error::internal_msg(format!("cannot read {}: {e}", path.display())))
+        let bytes =
+            std::fs::read(&path).map_err(|e| Error::internal_msg(format!("cannot read {}: {e}", path.display())))?;
+        if blobs::sha256_hex(&bytes) != sha {
+            return Err(Error::invalid(format!(
+                "the stored original {} is damaged (its content no longer has the SHA-256 its name says); nothing was committed. `steward verify` lists the documents it belongs to; restore it from a backup, or delete those documents, then run this again",
+                path.display()
+            )));
+        }
+        Ok((sha, bytes))
     });
     let copied = copy::copy(&src, &mut pg, nul, &mut originals, progress)?;
     drop(src);

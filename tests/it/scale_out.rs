@@ -385,8 +385,8 @@ fn migrate_store_copies_every_record_with_ids_timestamps_and_bytes_preserved() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("row counts and checksums verified for every table"), "{stdout}");
-    assert!(stdout.contains("1 originals"), "{stdout}");
-    assert!(stdout.contains("values of messages.content held a NUL character"), "{stdout}");
+    assert!(stdout.contains("1 original ("), "{stdout}");
+    assert!(stdout.contains(" of messages.content held a NUL character"), "{stdout}");
 
     let lite = data.join("steward.db");
     let want = sqlite_rows(&lite);
@@ -498,6 +498,38 @@ fn migrate_store_refuses_a_target_with_rows_a_running_server_and_a_bad_url() {
     assert!(!bad.status.success());
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("cannot connect") && !err.contains("hunter2"), "{err}");
+
+    // a database with tables that are not Steward's: refused before anything is created in it
+    let other = PgServer::get().fresh_db();
+    pg(&other).batch_execute("CREATE TABLE customers (id integer); INSERT INTO customers VALUES (1)").unwrap();
+    let refused = migrate_store(&data, &other, REPLACE_NUL);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("tables that are not Steward's (public.customers)"), "{err}");
+    let tables: i64 = pg(&other)
+        .query_one("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(tables, 1, "nothing was created");
+    // a database that is not UTF8
+    let latin = format!("t{}_latin1", std::process::id());
+    pg(&PgServer::get().url("postgres"))
+        .batch_execute(&format!(
+            "CREATE DATABASE {latin} ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0"
+        ))
+        .unwrap();
+    let refused = migrate_store(&data, &PgServer::get().url(&latin), REPLACE_NUL);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("uses the LATIN1 encoding; Steward needs UTF8"), "{err}");
+    // a SQLite file that is not Steward's
+    let foreign = tempfile::tempdir().unwrap();
+    rusqlite::Connection::open(foreign.path().join("steward.db"))
+        .unwrap()
+        .execute_batch("CREATE TABLE foo (x)")
+        .unwrap();
+    let refused = migrate_store(foreign.path(), &PgServer::get().fresh_db(), REPLACE_NUL);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("is not a Steward database"), "{err}");
 
     // a server using the data directory: refused before anything is read
     let url2 = PgServer::get().fresh_db();

@@ -161,6 +161,11 @@ fn convert(v: ValueRef<'_>, kind: Kind, table: &str, column: &str) -> Result<Val
     })
 }
 
+/// "1 row", "2 rows".
+pub fn plural(n: i64, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
 fn quote(ident: &str) -> String {
     format!("\"{}\"", ident.replace('"', "\"\""))
 }
@@ -241,9 +246,34 @@ fn ensure_empty(tx: &mut Transaction<'_>, tables: &BTreeMap<String, Vec<(String,
     Ok(())
 }
 
-/// [`ensure_empty`] on its own, to refuse early (before the source is read); `copy` checks
-/// again under its lock.
-pub fn check_empty(pg: &mut Client) -> Result<()> {
+/// Before anything is created in the target: it holds no table that is not Steward's (in any
+/// schema), and none of Steward's holds a row. `copy` checks the rows again under its lock.
+pub fn check_target(pg: &mut Client) -> Result<()> {
+    let ours = super::table_names();
+    let rows = pg.query(
+        "SELECT table_schema::text, table_name::text FROM information_schema.tables
+         WHERE table_type = 'BASE TABLE' AND table_schema NOT IN ('pg_catalog', 'information_schema')
+         ORDER BY 1, 2",
+        &[],
+    )?;
+    let current: String = pg.query_one("SELECT current_schema()::text", &[])?.get(0);
+    let foreign: Vec<String> = rows
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+        .filter(|(schema, table)| *schema != current || !ours.contains(table.as_str()))
+        .map(|(schema, table)| format!("{schema}.{table}"))
+        .collect();
+    if !foreign.is_empty() {
+        let shown: Vec<&str> = foreign.iter().take(5).map(String::as_str).collect();
+        return Err(Error::conflict(format!(
+            "the target database is not empty: it holds tables that are not Steward's ({}{}); migrate-store copies into a new, empty database",
+            shown.join(", "),
+            if foreign.len() > 5 { ", …" } else { "" }
+        )));
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
     let mut tx = pg.transaction()?;
     let tables = pg_tables(&mut tx)?;
     ensure_empty(&mut tx, &tables)
@@ -289,7 +319,7 @@ pub fn copy(
         }
         let list = names.iter().map(|n| quote(n)).collect::<Vec<_>>().join(", ");
         let (rows, checksum) = copy_table(src, &mut tx, table, cols, &list, nul, &mut copied.nul_texts)?;
-        progress(&format!("{table}: {rows} rows, checksum {}", &checksum[..16]));
+        progress(&format!("copied {table}: {} (checksum {})", plural(rows, "row"), &checksum[..16]));
         copied.tables.push(TableCopy { table: table.clone(), rows, checksum });
     }
     if let Some(t) = targets.keys().find(|t| !order.contains(t)) {
@@ -309,7 +339,7 @@ pub fn copy(
         copied.originals += 1;
         copied.original_bytes += bytes.len() as u64;
     }
-    progress(&format!("originals: {} ({} bytes)", copied.originals, copied.original_bytes));
+    progress(&format!("copied {} ({} bytes)", plural(copied.originals as i64, "original"), copied.original_bytes));
     // read everything back before committing
     for t in &copied.tables {
         let (rows, checksum) = read_back(&mut tx, &t.table, &targets[&t.table])?;
@@ -320,6 +350,7 @@ pub fn copy(
             )));
         }
     }
+    progress("read back every table: row counts and checksums match");
     let bad: i64 = tx
         .query_one(
             "SELECT count(*) FROM blobs WHERE encode(sha256(bytes), 'hex') <> sha256 OR length(bytes) <> size_bytes",

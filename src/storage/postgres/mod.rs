@@ -43,11 +43,20 @@ pub fn is_url(s: &str) -> bool {
     s.starts_with("postgres://") || s.starts_with("postgresql://")
 }
 
+/// More than one `@` before the query: part of a password would be read as the host.
+fn unescaped_at(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    rest.split('?').next().unwrap_or("").matches('@').count() > 1
+}
+
 /// What a message may say of `url`: rebuilt from the parsed URL with user, hosts, ports and
 /// database only, so a password (in the authority or as `?password=`) never appears.
 pub fn redacted(url: &str) -> String {
+    if unescaped_at(url) {
+        return "(a PostgreSQL URL with an unescaped @)".into();
+    }
     let Ok(config) = url.parse::<postgres::Config>() else {
-        return "(an unparsable PostgreSQL URL)".into();
+        return "(an unreadable PostgreSQL URL)".into();
     };
     let hosts: Vec<String> = config
         .get_hosts()
@@ -55,6 +64,7 @@ pub fn redacted(url: &str) -> String {
         .enumerate()
         .map(|(i, h)| {
             let host = match h {
+                postgres::config::Host::Tcp(name) if name.contains(':') => format!("[{name}]"),
                 postgres::config::Host::Tcp(name) => name.clone(),
                 postgres::config::Host::Unix(path) => path.display().to_string(),
             };
@@ -73,10 +83,14 @@ pub fn redacted(url: &str) -> String {
 /// password in the URL, `PGPASSWORD` is used when set.
 pub fn connect(url: &str) -> Result<Client> {
     if !is_url(url) {
-        return Err(Error::invalid(format!(
-            "{} is not a PostgreSQL URL (postgres://user:password@host:port/database)",
-            redacted(url)
-        )));
+        return Err(Error::invalid(
+            "the database must be given as a PostgreSQL URL: postgres://user@host:5432/database (the password in it, percent-encoded, or in PGPASSWORD)",
+        ));
+    }
+    if unescaped_at(url) {
+        return Err(Error::invalid(
+            "the PostgreSQL URL has more than one @: write an @ in the user name or password as %40",
+        ));
     }
     let mut config: postgres::Config = url
         .parse()
@@ -184,6 +198,19 @@ pub fn status(c: &mut Client) -> Result<super::migrations::Status> {
     Ok(st)
 }
 
+/// The tables Steward's PostgreSQL schema makes (and its migrations' own).
+pub fn table_names() -> std::collections::BTreeSet<&'static str> {
+    let mut names = std::collections::BTreeSet::from(["schema_migrations"]);
+    for m in MIGRATIONS {
+        for part in m.sql.split("CREATE TABLE ").skip(1) {
+            if let Some(name) = part.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).next() {
+                names.insert(name);
+            }
+        }
+    }
+    names
+}
+
 /// The schema version this binary brings.
 pub fn latest() -> u32 {
     MIGRATIONS.last().map_or(0, |m| m.version)
@@ -192,6 +219,18 @@ pub fn latest() -> u32 {
 /// Applies the pending migrations in one transaction under the migration lock; returns the
 /// versions applied (empty when another node applied them first).
 pub fn migrate(c: &mut Client) -> Result<Vec<u32>> {
+    let (name, encoding): (String, String) = {
+        let r = c.query_one(
+            "SELECT current_database()::text, pg_encoding_to_char(encoding)::text FROM pg_database WHERE datname = current_database()",
+            &[],
+        )?;
+        (r.get(0), r.get(1))
+    };
+    if encoding != "UTF8" {
+        return Err(Error::invalid(format!(
+            "the database {name} uses the {encoding} encoding; Steward needs UTF8 (CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0)"
+        )));
+    }
     let mut tx = c.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATE_LOCK])?;
     tx.batch_execute(
@@ -296,9 +335,16 @@ mod tests {
             let shown = redacted(url);
             assert!(!shown.contains("s3cret") && !shown.contains("pa/ss"), "{url} → {shown}");
         }
-        assert_eq!(redacted("nonsense"), "(an unparsable PostgreSQL URL)");
+        assert_eq!(redacted("nonsense"), "(an unreadable PostgreSQL URL)");
+        assert_eq!(redacted("postgres://u:Tr0ub@dor-SEKRET@h/d"), "(a PostgreSQL URL with an unescaped @)");
+        assert_eq!(redacted("postgres://u@[::1]:5433/d"), "postgres://u@[::1]:5433/d");
+        let e = connect("postgres://u:Tr0ub@dor-SEKRET@h/d").err().unwrap().to_string();
+        assert!(e.contains("%40") && !e.contains("SEKRET"), "{e}");
         let e = connect("postgres://u:hunter2@127.0.0.1:1/d").err().unwrap().to_string();
         assert!(!e.contains("hunter2") && e.contains("cannot connect"), "{e}");
-        assert!(connect("mysql://x").err().unwrap().to_string().contains("not a PostgreSQL URL"));
+        for bad in ["mysql://x", "", "host=h password=p"] {
+            let e = connect(bad).err().unwrap().to_string();
+            assert!(e.contains("must be given as a PostgreSQL URL") && !e.contains("password=p"), "{e}");
+        }
     }
 }
