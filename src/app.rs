@@ -126,7 +126,9 @@ impl App {
     /// threads: see [`App::start_background`]. A data directory a newer Steward wrote is refused
     /// before anything in it changes.
     pub fn build(config: Config, opts: Options) -> Result<Arc<App>> {
-        if let Some(msg) = crate::ops::written_by_newer(&config.db_path())? {
+        if config.database.is_none()
+            && let Some(msg) = crate::ops::written_by_newer(&config.db_path())?
+        {
             return Err(Error::internal_msg(msg));
         }
         std::fs::create_dir_all(&config.data_dir).map_err(|e| {
@@ -134,11 +136,20 @@ impl App {
         })?;
         let lock = if opts.lock_data_dir { Some(lock_data_dir(&config)?) } else { None };
         let read_pool = (config.workers as u32 + 8).min(32);
-        let db = Db::open_without_migrating(&config.db_path(), read_pool)?;
-        migrate(&config, &db, lock.is_some())?;
+        let db = match &config.database {
+            // PostgreSQL (docs/scale-out.md): migrated once under an advisory lock as it opens
+            Some(url) => Db::open_postgres(url.expose(), read_pool)?,
+            None => {
+                let db = Db::open_without_migrating(&config.db_path(), read_pool)?;
+                migrate(&config, &db, lock.is_some())?;
+                db
+            }
+        };
         if lock.is_some() {
             sweep_unused_blobs(&config, &db);
-            let n = crate::jobs::recover_orphans(&db, opts.clock.now_ms())?;
+            // with SQLite the data directory's lock makes this the only process; on PostgreSQL
+            // other nodes hold leases, which expire on their own
+            let n = if db.is_postgres() { 0 } else { crate::jobs::recover_orphans(&db, opts.clock.now_ms())? };
             if n > 0 {
                 tracing::info!(jobs = n, "requeued jobs left running by a previous process");
             }

@@ -9,7 +9,6 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use base64::Engine;
 use serde::Deserialize;
 
 /// A value that must never be printed.
@@ -162,6 +161,9 @@ pub struct Config {
     /// `STEWARD_PUBLIC_SESSION_SECRET`: signs public chat sessions; without it a key is generated
     /// once into the data dir (`public-session.key`).
     pub public_session_secret: Option<Secret<String>>,
+    /// `--database` / `STEWARD_DATABASE_URL`: a PostgreSQL URL for the rows (docs/scale-out.md);
+    /// `None` keeps them in SQLite in the data directory (the default).
+    pub database: Option<Secret<String>>,
 }
 
 /// How many long-lived requests (event streams, long polls) one holder may have open at once; a
@@ -259,6 +261,7 @@ impl Config {
             bundle_import_orphan_age: Duration::from_millis(900_000),
             usage: Default::default(),
             public_session_secret: None,
+            database: None,
         }
     }
 
@@ -345,6 +348,8 @@ pub struct CliOverrides {
     pub log_level: Option<String>,
     pub listen: Option<SocketAddr>,
     pub workers: Option<usize>,
+    /// `--database` (a PostgreSQL URL).
+    pub database: Option<Secret<String>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -554,6 +559,15 @@ fn apply_env(c: &mut Config, env: &impl Fn(&str) -> Option<String>) -> Result<()
     if let Some(v) = env_num(env, "DOCUMENT_UPLOAD_MAX_BYTES")? {
         c.upload_max_bytes = v;
     }
+    if let Some(v) = env("STEWARD_DATABASE_URL").filter(|v| !v.trim().is_empty()) {
+        if !crate::storage::postgres::is_url(v.trim()) {
+            return Err(invalid(
+                "STEWARD_DATABASE_URL",
+                "must be a PostgreSQL URL (postgres://user@host:5432/database), or unset for SQLite",
+            ));
+        }
+        c.database = Some(Secret::new(v.trim().to_string()));
+    }
     if let Some(v) = env("STEWARD_PUBLIC_URL").filter(|v| !v.is_empty()) {
         c.public_url = Some(v);
     }
@@ -643,6 +657,9 @@ fn apply_flags(c: &mut Config, cli: &CliOverrides) {
     if let Some(v) = cli.workers {
         c.workers = v;
     }
+    if let Some(v) = &cli.database {
+        c.database = Some(Secret::new(v.expose().clone()));
+    }
 }
 
 fn read_file(path: &Path) -> Result<FileConfig, ConfigError> {
@@ -655,37 +672,9 @@ fn parse_listen(name: &str, v: &str) -> Result<SocketAddr, ConfigError> {
     v.parse().map_err(|_| invalid(name, format!("expected host:port such as 127.0.0.1:8080, got {v:?}")))
 }
 
-/// `CONNECTOR_ENCRYPTION_KEY`: 32 random bytes written as 64 hex characters or as base64
-/// (standard or URL-safe alphabet, padding optional). Generate one with `openssl rand -hex 32`.
+/// `CONNECTOR_ENCRYPTION_KEY` (`crypto::parse_key`).
 pub fn parse_encryption_key(v: &str) -> Result<[u8; 32], ConfigError> {
-    let v = v.trim();
-    let bytes = if v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
-        hex::decode(v).ok()
-    } else {
-        let cleaned = v.trim_end_matches('=');
-        base64::engine::general_purpose::STANDARD_NO_PAD
-            .decode(cleaned)
-            .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cleaned))
-            .ok()
-    };
-    match bytes {
-        Some(b) if b.len() == 32 => {
-            let mut key = [0u8; 32];
-            key.copy_from_slice(&b);
-            Ok(key)
-        }
-        Some(b) => Err(invalid(
-            "CONNECTOR_ENCRYPTION_KEY",
-            format!(
-                "it decodes to {} bytes; it must be exactly 32 (generate one with `openssl rand -hex 32`)",
-                b.len()
-            ),
-        )),
-        None => Err(invalid(
-            "CONNECTOR_ENCRYPTION_KEY",
-            "it must be 32 bytes written as 64 hex characters or base64 (generate one with `openssl rand -hex 32`)",
-        )),
-    }
+    crate::crypto::parse_key(v).map_err(|m| invalid("CONNECTOR_ENCRYPTION_KEY", m))
 }
 
 fn validate(c: &Config) -> Result<(), ConfigError> {
@@ -784,6 +773,7 @@ mod tests {
 
     #[test]
     fn encryption_key_formats() {
+        use base64::Engine as _;
         let hex_key = "00".repeat(32);
         assert_eq!(parse_encryption_key(&hex_key).unwrap(), [0u8; 32]);
         let b64 = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);

@@ -7,6 +7,32 @@ use aes_gcm::{Aes256Gcm, Nonce};
 
 use crate::error::{Error, ErrorCode, Result};
 
+/// A deployment key (`CONNECTOR_ENCRYPTION_KEY`): 32 random bytes written as 64 hex characters or
+/// as base64 (standard or URL-safe alphabet, padding optional). Generate one with
+/// `openssl rand -hex 32`.
+pub fn parse_key(v: &str) -> std::result::Result<[u8; 32], String> {
+    use base64::Engine as _;
+    let v = v.trim();
+    let bytes = if v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()) {
+        hex::decode(v).ok()
+    } else {
+        let cleaned = v.trim_end_matches('=');
+        base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(cleaned)
+            .or_else(|_| base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cleaned))
+            .ok()
+    };
+    match bytes {
+        Some(b) => <[u8; 32]>::try_from(b.as_slice()).map_err(|_| {
+            format!("it decodes to {} bytes; it must be exactly 32 (generate one with `openssl rand -hex 32`)", b.len())
+        }),
+        None => {
+            Err("it must be 32 bytes written as 64 hex characters or base64 (generate one with `openssl rand -hex 32`)"
+                .into())
+        }
+    }
+}
+
 /// The label stored beside ciphertexts, naming the key that made them.
 pub const KEY_ID: &str = "connector";
 

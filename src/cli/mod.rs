@@ -69,6 +69,19 @@ pub struct ServeArgs {
     /// Background worker threads [default: the number of cores, 2 to 8].
     #[arg(long, env = "STEWARD_WORKERS", value_name = "N")]
     pub workers: Option<usize>,
+    /// Keep the rows in this PostgreSQL database instead of SQLite in the data directory
+    /// (postgres://user@host:5432/database; also STEWARD_DATABASE_URL). Preview: docs/scale-out.md.
+    #[arg(long, value_name = "URL", value_parser = database_url)]
+    pub database: Option<crate::config::Secret<String>>,
+}
+
+/// `--database`: a PostgreSQL URL, kept out of `Debug` output.
+fn database_url(s: &str) -> Result<crate::config::Secret<String>, String> {
+    if crate::storage::postgres::is_url(s) {
+        Ok(crate::config::Secret::new(s.to_string()))
+    } else {
+        Err("must be a PostgreSQL URL (postgres://user@host:5432/database)".into())
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -202,6 +215,7 @@ fn overrides(global: &GlobalArgs, serve: &ServeArgs) -> CliOverrides {
         log_level: global.log_level.clone(),
         listen: serve.listen,
         workers: serve.workers,
+        database: serve.database.clone(),
     }
 }
 
@@ -252,8 +266,11 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         None => serve(overrides(&cli.global, &cli.serve)),
         Some(Command::Serve(args)) => {
-            let merged =
-                ServeArgs { listen: args.listen.or(cli.serve.listen), workers: args.workers.or(cli.serve.workers) };
+            let merged = ServeArgs {
+                listen: args.listen.or(cli.serve.listen),
+                workers: args.workers.or(cli.serve.workers),
+                database: args.database.or(cli.serve.database),
+            };
             serve(overrides(&cli.global, &merged))
         }
         Some(Command::Admin { command }) => {

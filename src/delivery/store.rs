@@ -56,8 +56,10 @@ pub fn record_attempt(tx: &Tx, id: &str, a: &Attempt, status: &str) -> Result<()
         |r| r.get(0),
     )?;
     tx.execute(
-        "INSERT OR REPLACE INTO delivery_attempts (delivery_id, attempt, at, outcome, status_code, duration_ms, error)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO delivery_attempts (delivery_id, attempt, at, outcome, status_code, duration_ms, error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT (delivery_id, attempt) DO UPDATE SET at = excluded.at, outcome = excluded.outcome,
+           status_code = excluded.status_code, duration_ms = excluded.duration_ms, error = excluded.error",
         params![id, n, a.at, a.outcome, a.status_code, a.duration_ms, a.error],
     )?;
     Ok(())

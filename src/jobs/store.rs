@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::{Enqueued, NewJob, Outcome};
 use crate::error::Result;
-use crate::storage::{Conn, Row, Tx, is_unique_violation};
+use crate::storage::{Conn, Row, Tx};
 
 #[derive(Debug, Clone)]
 pub struct JobRow {
@@ -52,28 +52,31 @@ fn row(r: &Row) -> rusqlite::Result<JobRow> {
 }
 
 pub fn insert(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<Enqueued> {
-    let res: rusqlite::Result<i64> = tx.query_row(
-        "INSERT INTO jobs (kind, payload, dedupe_key, priority, state, attempts, max_attempts, run_at, workspace_id, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?7, ?8, ?8) RETURNING id",
-        params![
-            job.kind,
-            job.payload.to_string(),
-            job.dedupe_key,
-            job.priority,
-            job.max_attempts.unwrap_or(default_max),
-            job.run_at.unwrap_or(now),
-            job.workspace_id,
-            now
-        ],
-        |r| r.get(0),
-    );
-    match res {
-        Ok(id) => Ok(Enqueued { id, created: true }),
-        Err(e) if is_unique_violation(&e) => {
+    // a job with the dedupe key of one already queued is that job (no error: on PostgreSQL an
+    // error would end the transaction)
+    let id: Option<i64> = tx
+        .query_row(
+            "INSERT INTO jobs (kind, payload, dedupe_key, priority, state, attempts, max_attempts, run_at, workspace_id, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?7, ?8, ?8) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id",
+            params![
+                job.kind,
+                job.payload.to_string(),
+                job.dedupe_key,
+                job.priority,
+                job.max_attempts.unwrap_or(default_max),
+                job.run_at.unwrap_or(now),
+                job.workspace_id,
+                now
+            ],
+            |r| r.get(0),
+        )
+        .optional()?;
+    match id {
+        Some(id) => Ok(Enqueued { id, created: true }),
+        None => {
             let id: i64 = tx.query_row("SELECT id FROM jobs WHERE dedupe_key = ?1", [&job.dedupe_key], |r| r.get(0))?;
             Ok(Enqueued { id, created: false })
         }
-        Err(e) => Err(e.into()),
     }
 }
 

@@ -67,9 +67,12 @@ pub fn set_generation(tx: &Tx, text: bool, generation: i64, now: &str) -> Result
 
 /// The highest op sequence ever issued (survives pruning).
 pub fn max_seq(c: &Conn) -> Result<i64> {
-    Ok(c.query_row("SELECT seq FROM sqlite_sequence WHERE name = 'index_ops'", [], |r| r.get(0))
-        .optional()?
-        .unwrap_or(0))
+    let sql = if c.is_postgres() {
+        "SELECT pg_sequence_last_value(pg_get_serial_sequence('index_ops', 'seq')::regclass)"
+    } else {
+        "SELECT seq FROM sqlite_sequence WHERE name = 'index_ops'"
+    };
+    Ok(c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0)).optional()?.flatten().unwrap_or(0))
 }
 
 pub fn min_seq(c: &Conn) -> Result<Option<i64>> {

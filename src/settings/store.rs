@@ -100,11 +100,21 @@ pub(super) fn has_credential(c: &Conn, ws: &WorkspaceId, provider: &str) -> Resu
 /// Keys of the workspace's ready documents' metadata: `(key, JSON type, a text sample)` (the
 /// sample only when the smallest value is text), at most 500.
 pub(super) fn metadata_keys(c: &Conn, ws: &str) -> Result<Vec<(String, String, Option<String>)>> {
-    let mut st = c.prepare(
+    let sql = if c.is_postgres() {
+        // json_each's key, type (SQLite's names) and atom, from jsonb_each
+        "SELECT j.key, CASE jsonb_typeof(j.value) WHEN 'string' THEN 'text'
+                WHEN 'number' THEN CASE WHEN j.value::text ~ '^-?[0-9]+$' THEN 'integer' ELSE 'real' END
+                WHEN 'boolean' THEN j.value::text ELSE jsonb_typeof(j.value) END,
+                min(j.value #>> '{}') FILTER (WHERE jsonb_typeof(j.value) = 'string')
+         FROM documents d, jsonb_each(d.metadata::jsonb) j
+         WHERE d.workspace_id = ?1 AND d.status = 'ready'
+         GROUP BY 1, 2 LIMIT 500"
+    } else {
         "SELECT j.key, j.type, min(j.atom) FROM documents d, json_each(d.metadata) j
          WHERE d.workspace_id = ?1 AND d.status = 'ready'
-         GROUP BY j.key, j.type LIMIT 500",
-    )?;
+         GROUP BY j.key, j.type LIMIT 500"
+    };
+    let mut st = c.prepare(sql)?;
     let rows = st.query_map([ws], |r| {
         let sample = match r.get::<_, Option<rusqlite::types::Value>>(2)? {
             Some(rusqlite::types::Value::Text(s)) => Some(s),

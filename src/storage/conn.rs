@@ -28,7 +28,12 @@ enum Inner<'c> {
 
 /// A PostgreSQL error, carried in rusqlite's error type (the stores' closures return it).
 pub(crate) fn pg_error(e: postgres::Error) -> rusqlite::Error {
-    rusqlite::Error::ToSqlConversionFailure(Box::new(session::PgError(e)))
+    rusqlite::Error::ToSqlConversionFailure(Box::new(session::PgError(e, None)))
+}
+
+/// [`pg_error`] naming the statement.
+fn pg_error_in(sql: &str) -> impl Fn(postgres::Error) -> rusqlite::Error + '_ {
+    move |e| rusqlite::Error::ToSqlConversionFailure(Box::new(session::PgError(e, Some(sql.to_string()))))
 }
 
 fn conversion(e: Box<dyn std::error::Error + Send + Sync>) -> rusqlite::Error {
@@ -39,14 +44,27 @@ fn conversion(e: Box<dyn std::error::Error + Send + Sync>) -> rusqlite::Error {
 fn pg_prepare<P: Params>(pg: &dyn PgExec, sql: &str, params: P) -> rusqlite::Result<(postgres::Statement, Vec<Arg>)> {
     let t = session::translate(sql);
     let values = session::values(params, t.params)?;
-    let st = pg.statement(&t.sql).map_err(pg_error)?;
+    let st = match pg.statement(&t.sql, &[]) {
+        Ok(st) => Ok(st),
+        // a parameter PostgreSQL cannot type from the text: typed from its value
+        Err(e)
+            if e.code().is_some_and(|c| {
+                *c == postgres::error::SqlState::INDETERMINATE_DATATYPE
+                    || *c == postgres::error::SqlState::AMBIGUOUS_PARAMETER
+            }) =>
+        {
+            pg.statement(&t.sql, &session::types_of(&values))
+        }
+        Err(e) => Err(e),
+    }
+    .map_err(pg_error_in(&t.sql))?;
     Ok((st, values.into_iter().map(Arg).collect()))
 }
 
 fn pg_query<P: Params>(pg: &dyn PgExec, sql: &str, params: P) -> rusqlite::Result<PgRows> {
     let (st, args) = pg_prepare(pg, sql, params)?;
     let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = args.iter().map(|a| a as _).collect();
-    let rows = pg.query(&st, &refs).map_err(pg_error)?;
+    let rows = pg.query(&st, &refs).map_err(pg_error_in(sql))?;
     let names: Arc<[String]> = st.columns().iter().map(|c| c.name().to_string()).collect();
     Ok(PgRows { rows: rows.into_iter(), names })
 }
@@ -54,7 +72,7 @@ fn pg_query<P: Params>(pg: &dyn PgExec, sql: &str, params: P) -> rusqlite::Resul
 fn pg_execute<P: Params>(pg: &dyn PgExec, sql: &str, params: P) -> rusqlite::Result<usize> {
     let (st, args) = pg_prepare(pg, sql, params)?;
     let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = args.iter().map(|a| a as _).collect();
-    Ok(pg.execute(&st, &refs).map_err(pg_error)? as usize)
+    Ok(pg.execute(&st, &refs).map_err(pg_error_in(sql))? as usize)
 }
 
 /// The rows of a PostgreSQL query, decoded one at a time.

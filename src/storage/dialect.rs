@@ -114,11 +114,20 @@ fn re(pattern: &str) -> Regex {
 static INSERT_OR_IGNORE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bINSERT\s+OR\s+IGNORE\s+INTO\b"));
 static RETURNING: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bRETURNING\b"));
 static JSON_EACH: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bjson_each\(\s*([^()]+?)\s*\)"));
-static MIN_MAX_2: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\b(max|min)\(([^(),]+),([^(),]+)\)"));
+static LENGTH_AS_BLOB: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\blength\(\s*CAST\(\s*([^()]+?)\s+AS\s+BLOB\s*\)\s*\)"));
+/// A top-level comparison in an argument: the argument is a condition (SQLite sums them as 0/1).
+static CONDITION: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)(=|<|>|\bIN\b|\bIS\b|\bLIKE\b|\bNOT\b|\bEXISTS\b)"));
 static INSTR: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\binstr\("));
 static AS_REAL: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bAS\s+REAL\)"));
-static IS_NOT_PARAM: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bIS\s+NOT\s+(\$\d+)"));
-static IS_PARAM: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bIS\s+(\$\d+)"));
+/// `IS [NOT] x` where x is not NULL, TRUE or FALSE: SQLite's null-safe comparison.
+static IS_VALUE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)\bIS(\s+NOT)?\s+([A-Za-z_][A-Za-z_0-9.]*|\$\d+|\(|\x01|-?\d)"));
+/// SQLite's unary `+` before a column (it keeps the planner off that column's index).
+static UNARY_PLUS: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?i)(\bWHERE|\bAND|\bOR|\bON|\()\s*\+([A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_][A-Za-z_0-9]*)?)"));
+/// A parameter used as a condition (`CASE WHEN ?3 THEN`): SQLite takes 0/1.
+static WHEN_PARAM: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bWHEN\s+(\$\d+)\s+THEN\b"));
 static LIMIT_ALL: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bLIMIT\s+-1\b"));
 
 /// SQLite's spellings, PostgreSQL's way, on text with its literals masked.
@@ -133,18 +142,144 @@ fn rewrite(text: &str) -> String {
         };
     }
     s = JSON_EACH.replace_all(&s, "json_array_elements_text(($1)::json)").into_owned();
-    s = MIN_MAX_2
-        .replace_all(&s, |c: &regex::Captures<'_>| {
-            let f = if c[1].eq_ignore_ascii_case("max") { "GREATEST" } else { "LEAST" };
-            format!("{f}({},{})", &c[2], &c[3])
-        })
-        .into_owned();
+    s = LENGTH_AS_BLOB.replace_all(&s, "octet_length($1)").into_owned();
+    s = calls(&s, &|name, args| {
+        let lower = name.to_ascii_lowercase();
+        match (lower.as_str(), args) {
+            // the scalar max/min of SQLite (two or more arguments)
+            ("max", [_, _, ..]) => Some(format!("GREATEST({})", args.join(","))),
+            ("min", [_, _, ..]) => Some(format!("LEAST({})", args.join(","))),
+            ("sum", [arg]) if is_condition(arg) => Some(format!("sum(CASE WHEN {} THEN 1 ELSE 0 END)", arg.trim())),
+            ("json_extract", [doc, path]) => Some(format!(
+                "(jsonb_path_query_first(({})::jsonb, ({})::jsonpath) #>> '{{}}')",
+                doc.trim(),
+                path.trim()
+            )),
+            ("json_patch", [doc, patch]) => {
+                Some(format!("(jsonb_strip_nulls(({})::jsonb || ({})::jsonb)::text)", doc.trim(), patch.trim()))
+            }
+            _ => None,
+        }
+    });
     s = INSTR.replace_all(&s, "strpos(").into_owned();
     s = AS_REAL.replace_all(&s, "AS DOUBLE PRECISION)").into_owned();
-    s = IS_NOT_PARAM.replace_all(&s, "IS DISTINCT FROM $1").into_owned();
-    s = IS_PARAM.replace_all(&s, "IS NOT DISTINCT FROM $1").into_owned();
+    s = IS_VALUE
+        .replace_all(&s, |c: &regex::Captures<'_>| {
+            let next = &c[2];
+            if ["NULL", "TRUE", "FALSE", "DISTINCT", "NOT"].iter().any(|w| next.eq_ignore_ascii_case(w)) {
+                return c[0].to_string();
+            }
+            let op = if c.get(1).is_some() { "IS DISTINCT FROM" } else { "IS NOT DISTINCT FROM" };
+            format!("{op} {next}")
+        })
+        .into_owned();
     s = LIMIT_ALL.replace_all(&s, "LIMIT ALL").into_owned();
+    s = WHEN_PARAM.replace_all(&s, "WHEN ($1)::bigint <> 0 THEN").into_owned();
+    s = UNARY_PLUS.replace_all(&s, "$1 $2").into_owned();
     s
+}
+
+/// `text` with every function call `f` rewrites replaced, innermost first (`f` gets the name as
+/// written and the arguments, already rewritten; `None` keeps the call). The text has its
+/// literals masked, so parentheses balance.
+fn calls(text: &str, f: &dyn Fn(&str, &[String]) -> Option<String>) -> String {
+    let b: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        let starts_word = c.is_ascii_alphabetic() && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == '_'));
+        if starts_word {
+            let mut j = i;
+            while j < b.len() && (b[j].is_ascii_alphanumeric() || b[j] == '_') {
+                j += 1;
+            }
+            let name: String = b[i..j].iter().collect();
+            if j < b.len() && b[j] == '(' {
+                // the matching parenthesis
+                let (mut depth, mut k) = (0i32, j);
+                while k < b.len() {
+                    match b[k] {
+                        '(' => depth += 1,
+                        ')' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    k += 1;
+                }
+                if k < b.len() {
+                    let inner: String = b[j + 1..k].iter().collect();
+                    let args: Vec<String> = split_args(&inner).iter().map(|a| calls(a, f)).collect();
+                    match f(&name, &args) {
+                        Some(r) => out.push_str(&r),
+                        None => {
+                            out.push_str(&name);
+                            out.push('(');
+                            out.push_str(&args.join(","));
+                            out.push(')');
+                        }
+                    }
+                    i = k + 1;
+                    continue;
+                }
+            }
+            out.push_str(&name);
+            i = j;
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+/// The arguments of a call, split at its top-level commas.
+fn split_args(inner: &str) -> Vec<String> {
+    let (mut args, mut cur, mut depth) = (Vec::new(), String::new(), 0i32);
+    for c in inner.chars() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                args.push(std::mem::take(&mut cur));
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.trim().is_empty() || !args.is_empty() {
+        args.push(cur);
+    }
+    args
+}
+
+/// True when a call's argument is a condition (a comparison at its top level, not a CASE).
+fn is_condition(arg: &str) -> bool {
+    let t = arg.trim_start();
+    !t.get(..4).is_some_and(|w| w.eq_ignore_ascii_case("case")) && CONDITION.is_match(&top_level(arg))
+}
+
+/// `text` without what is inside its parentheses (to look at its top level only).
+fn top_level(text: &str) -> String {
+    let mut depth = 0i32;
+    text.chars()
+        .filter(|c| {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    return false;
+                }
+                _ => {}
+            }
+            depth == 0
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -210,6 +345,11 @@ mod tests {
             "WHERE a IS NOT DISTINCT FROM $2 AND b IS DISTINCT FROM $3 AND c IS NULL"
         );
         assert_eq!(pg("ORDER BY id LIMIT -1 OFFSET ?2"), "ORDER BY id LIMIT ALL OFFSET $2");
+        assert_eq!(pg("x = CASE WHEN ?3 THEN ?4 ELSE x END"), "x = CASE WHEN ($3)::bigint <> 0 THEN $4 ELSE x END");
+        assert_eq!(
+            pg("WHERE +c.workspace_id = ?1 AND +kind = 'a' AND n = a + b"),
+            "WHERE c.workspace_id = $1 AND kind = 'a' AND n = a + b"
+        );
     }
 
     proptest! {

@@ -54,6 +54,7 @@ enum Backend {
     /// PostgreSQL (docs/scale-out.md): a pool; every write transaction takes [`WRITE_LOCK`].
     Postgres {
         pool: r2d2::Pool<postgres::session::Manager>,
+        url: String,
     },
 }
 
@@ -139,7 +140,8 @@ impl Db {
     /// Opens the PostgreSQL database at `url` with a pool of `pool_size` connections and applies
     /// pending migrations (once, under an advisory lock, however many nodes start together).
     pub fn open_postgres(url: &str, pool_size: u32) -> Result<Db> {
-        postgres::connect(url)?; // a plain message for a bad URL or an unreachable server
+        // a plain message for a bad URL or an unreachable server
+        postgres::off_runtime(url, |_| Ok(()))?;
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(2))
             .min_idle(Some(1))
@@ -147,7 +149,10 @@ impl Db {
             .connection_timeout(Duration::from_secs(10))
             .build(postgres::session::Manager { url: url.to_string() })
             .map_err(|e| Error::unavailable(format!("cannot open PostgreSQL connections: {e}")))?;
-        let db = Db { backend: Backend::Postgres { pool }, identity: Arc::new(IdentityWatch::default()) };
+        let db = Db {
+            backend: Backend::Postgres { pool, url: url.to_string() },
+            identity: Arc::new(IdentityWatch::default()),
+        };
         db.migrate(None)?;
         Ok(db)
     }
@@ -172,10 +177,9 @@ impl Db {
                 let conn = readers.get()?;
                 f(&Conn::sqlite(&conn))
             }
-            Backend::Postgres { pool } => {
-                let mut pooled = pool.get()?;
-                let postgres::session::PgClient { client, statements } = &mut *pooled;
-                let session = postgres::session::Session::new(client, statements, false);
+            Backend::Postgres { pool, .. } => {
+                let pooled = pool.get()?;
+                let session = postgres::session::Session::new(&pooled, false);
                 f(&Conn::pg(&session))
             }
         }
@@ -197,15 +201,10 @@ impl Db {
                 self.end_of_write();
                 result
             }
-            Backend::Postgres { pool } => {
-                let mut pooled = pool.get()?;
-                let postgres::session::PgClient { client, statements } = &mut *pooled;
-                let mut tx = client.transaction()?;
-                tx.execute("SELECT pg_advisory_xact_lock($1)", &[&WRITE_LOCK])?;
-                let out = {
-                    let session = postgres::session::Session::new(&mut tx, statements, true);
-                    f(&Tx::pg(&session))?
-                };
+            Backend::Postgres { pool, .. } => {
+                let pooled = pool.get()?;
+                let tx = postgres::session::Transaction::begin(&pooled, WRITE_LOCK)?;
+                let out = f(&Tx::pg(tx.session()))?;
                 tx.commit()?;
                 Ok(out)
             }
@@ -244,14 +243,14 @@ impl Db {
                 self.end_of_write();
                 applied
             }
-            Backend::Postgres { pool } => postgres::migrate(&mut pool.get()?.client),
+            Backend::Postgres { url, .. } => postgres::off_runtime(url, postgres::migrate),
         }
     }
 
     pub fn migration_status(&self) -> Result<migrations::Status> {
         match &self.backend {
             Backend::Sqlite { readers, .. } => migrations::status(&*readers.get()?),
-            Backend::Postgres { pool } => postgres::status(&mut pool.get()?.client),
+            Backend::Postgres { url, .. } => postgres::off_runtime(url, postgres::status),
         }
     }
 

@@ -23,8 +23,8 @@ pub(super) fn add_to_daily(tx: &Tx, u: &EmbeddingUsage, day: &str) -> Result<()>
         "INSERT INTO usage_daily (organization_id, day, kind, provider, model, events, input_bytes, vector_count, tokens)
          VALUES (?1, ?2, 'embedding', ?3, ?4, 1, ?5, ?6, ?7)
          ON CONFLICT (organization_id, day, kind, provider, model) DO UPDATE SET
-           events = events + 1, input_bytes = input_bytes + excluded.input_bytes,
-           vector_count = vector_count + excluded.vector_count, tokens = tokens + excluded.tokens",
+           events = usage_daily.events + 1, input_bytes = usage_daily.input_bytes + excluded.input_bytes,
+           vector_count = usage_daily.vector_count + excluded.vector_count, tokens = usage_daily.tokens + excluded.tokens",
         params![u.organization_id, day, u.provider, u.model, u.input_bytes, u.vector_count, u.tokens],
     )?;
     Ok(())
@@ -34,7 +34,7 @@ pub(super) fn add_to_daily(tx: &Tx, u: &EmbeddingUsage, day: &str) -> Result<()>
 pub(super) fn add_meter(tx: &Tx, org: &str, meter: &str, period: &str, delta: i64) -> Result<()> {
     tx.execute(
         "INSERT INTO usage_meters (organization_id, meter, period, value) VALUES (?1, ?2, ?3, max(?4, 0))
-         ON CONFLICT (organization_id, meter, period) DO UPDATE SET value = max(value + ?4, 0)",
+         ON CONFLICT (organization_id, meter, period) DO UPDATE SET value = max(usage_meters.value + ?4, 0)",
         params![org, meter, period, delta],
     )?;
     Ok(())

@@ -654,6 +654,11 @@ fn the_store_seam_runs_a_stores_sql_on_postgresql() {
             .query_map(params![r#"["k","x"]"#, Option::<String>::None], |r| r.get(0))?
             .collect::<rusqlite::Result<_>>()?;
         assert_eq!(kinds, vec!["k".to_string()]);
+        // a parameter PostgreSQL cannot type from the text alone
+        for (kind, want) in [(None, 1), (Some("k"), 1), (Some("x"), 0)] {
+            let n: i64 = c.query_row("SELECT count(*) FROM jobs WHERE (?1 IS NULL OR kind = ?1)", [kind], |r| r.get(0))?;
+            assert_eq!(n, want, "{kind:?}");
+        }
         let mut st = c.prepare_cached("SELECT id FROM workspaces WHERE organization_id = ?1 ORDER BY id")?;
         assert!(st.exists(["o1"])?);
         let mut rows = st.query(["o1"])?;

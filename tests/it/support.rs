@@ -71,6 +71,10 @@ pub fn test_config(dir: &std::path::Path) -> Config {
     c.embed_threads = 1;
     // uploaded PDF/DOCX/XLSX are parsed by the real binary, in a child process, as in production
     c.extractor_exe = Some(env!("CARGO_BIN_EXE_steward").into());
+    // the suite on PostgreSQL (docs/scale-out.md): each app its own new database
+    if std::env::var("STEWARD_TEST_DATABASE").is_ok_and(|v| v == "postgres") {
+        c.database = Some(steward::config::Secret::new(crate::pg_server::PgServer::get().fresh_db()));
+    }
     c
 }
 
@@ -97,6 +101,10 @@ impl TestApp {
     }
 
     pub fn build(f: impl FnOnce(&mut Config), handlers: Vec<(&'static str, Handler)>) -> TestApp {
+        // STEWARD_TEST_LOG=warn (a filter) shows the app's log beside a failing test's output
+        if let Ok(filter) = std::env::var("STEWARD_TEST_LOG") {
+            let _ = tracing_subscriber::fmt().with_env_filter(filter).with_test_writer().try_init();
+        }
         let dir = tempfile::tempdir().unwrap();
         let mut config = test_config(dir.path());
         f(&mut config);

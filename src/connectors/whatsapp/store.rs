@@ -32,8 +32,8 @@ pub fn touch_contact(tx: &Tx, ws: &str, wa_id: &str, profile_name: Option<&str>,
         "INSERT INTO whatsapp_contacts (workspace_id, wa_id, profile_name, last_inbound_at, created_at)
          VALUES (?1, ?2, ?3, ?4, ?4)
          ON CONFLICT (workspace_id, wa_id) DO UPDATE SET
-            last_inbound_at = MAX(last_inbound_at, excluded.last_inbound_at),
-            profile_name = COALESCE(excluded.profile_name, profile_name)",
+            last_inbound_at = MAX(whatsapp_contacts.last_inbound_at, excluded.last_inbound_at),
+            profile_name = COALESCE(excluded.profile_name, whatsapp_contacts.profile_name)",
         params![ws, wa_id, profile_name, now],
     )?;
     Ok(())

@@ -106,6 +106,16 @@ pub fn connect(url: &str) -> Result<Client> {
         .map_err(|e| Error::unavailable(format!("cannot connect to PostgreSQL at {}: {}", redacted(url), plain(&e))))
 }
 
+/// Connects to `url` and runs `f` on a thread of its own: the synchronous client must not be
+/// used from inside an async runtime (`Db` opens and migrates from one, in tests).
+pub fn off_runtime<T: Send>(url: &str, f: impl FnOnce(&mut Client) -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|s| {
+        s.spawn(|| f(&mut connect(url)?))
+            .join()
+            .unwrap_or_else(|_| Err(Error::internal_msg("the PostgreSQL migration thread panicked")))
+    })
+}
+
 /// `url` with its database replaced by `name`.
 pub fn with_database(url: &str, name: &str) -> String {
     // a `dbname=` parameter would override the path: it goes
@@ -133,14 +143,14 @@ fn database_name(name: &str) -> Result<&str> {
 /// Creates database `name` on the server of `url` (benchmarks and tests); returns its URL.
 pub fn create_database(url: &str, name: &str) -> Result<String> {
     let name = database_name(name)?;
-    connect(url)?.batch_execute(&format!("CREATE DATABASE {name}"))?;
+    off_runtime(url, |c| Ok(c.batch_execute(&format!("CREATE DATABASE {name}"))?))?;
     Ok(with_database(url, name))
 }
 
 /// Drops database `name` on the server of `url`, if it exists.
 pub fn drop_database(url: &str, name: &str) -> Result<()> {
     let name = database_name(name)?;
-    connect(url)?.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))?;
+    off_runtime(url, |c| Ok(c.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))?))?;
     Ok(())
 }
 

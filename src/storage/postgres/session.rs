@@ -15,8 +15,8 @@ use std::sync::{Arc, LazyLock};
 
 use bytes::{BufMut, BytesMut};
 use parking_lot::Mutex;
+use postgres::Statement;
 use postgres::types::{FromSql, IsNull, ToSql, Type, to_sql_checked};
-use postgres::{GenericClient, Statement};
 use rusqlite::types::Value;
 
 use super::super::dialect::{self, Translated};
@@ -24,11 +24,16 @@ use super::super::dialect::{self, Translated};
 /// A PostgreSQL error as a store sees it (inside rusqlite's error type): its message is the
 /// server's, not the driver's "db error".
 #[derive(Debug)]
-pub struct PgError(pub postgres::Error);
+pub struct PgError(pub postgres::Error, pub Option<String>);
 
 impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "PostgreSQL: {}", super::plain(&self.0))
+        write!(f, "PostgreSQL: {}", super::plain(&self.0))?;
+        // the statement (its text, never its values), for the operator who reads the log
+        match &self.1 {
+            Some(sql) => write!(f, " in: {}", sql.split_whitespace().collect::<Vec<_>>().join(" ")),
+            None => Ok(()),
+        }
     }
 }
 
@@ -38,9 +43,21 @@ impl std::error::Error for PgError {
     }
 }
 
+/// Where every PostgreSQL connection's I/O runs: one background thread of its own. A store's call
+/// waits for its answer with a plain executor, never entering this runtime, so the stores stay
+/// synchronous and can be called from anywhere, an async task included (as on SQLite).
+static RUNTIME: LazyLock<Option<tokio::runtime::Runtime>> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("steward-pg").enable_all().build().ok()
+});
+
+/// Waits for `f` on the calling thread (PostgreSQL's side of it runs on [`RUNTIME`]).
+fn wait<F: std::future::Future>(f: F) -> F::Output {
+    futures::executor::block_on(f)
+}
+
 /// A pooled PostgreSQL connection and the statements prepared on it (by translated text).
 pub struct PgClient {
-    pub(crate) client: postgres::Client,
+    pub(crate) client: tokio_postgres::Client,
     pub(crate) statements: RefCell<HashMap<String, Statement>>,
 }
 
@@ -52,22 +69,46 @@ pub struct Manager {
     pub(crate) url: String,
 }
 
+/// Why a pooled connection could not be made.
+#[derive(Debug)]
+pub struct ConnectError(String);
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConnectError {}
+
 impl r2d2::ManageConnection for Manager {
     type Connection = PgClient;
-    type Error = postgres::Error;
+    type Error = ConnectError;
 
-    fn connect(&self) -> Result<PgClient, postgres::Error> {
-        let mut config: postgres::Config = self.url.parse()?;
+    fn connect(&self) -> Result<PgClient, ConnectError> {
+        let mut config: tokio_postgres::Config = self.url.parse().map_err(|e| ConnectError(super::plain(&e)))?;
         if config.get_password().is_none()
             && let Ok(pw) = std::env::var("PGPASSWORD")
         {
             config.password(pw);
         }
-        Ok(PgClient { client: config.connect(postgres::NoTls)?, statements: RefCell::new(HashMap::new()) })
+        let rt = RUNTIME.as_ref().ok_or_else(|| ConnectError("cannot start the PostgreSQL I/O thread".into()))?;
+        let connecting = rt.spawn(async move {
+            let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+            tokio::spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::warn!(error = %super::plain(&e), "a PostgreSQL connection ended");
+                }
+            });
+            Ok::<_, postgres::Error>(client)
+        });
+        let client =
+            wait(connecting).map_err(|e| ConnectError(e.to_string()))?.map_err(|e| ConnectError(super::plain(&e)))?;
+        Ok(PgClient { client, statements: RefCell::new(HashMap::new()) })
     }
 
-    fn is_valid(&self, conn: &mut PgClient) -> Result<(), postgres::Error> {
-        conn.client.simple_query("").map(|_| ())
+    fn is_valid(&self, conn: &mut PgClient) -> Result<(), ConnectError> {
+        wait(conn.client.simple_query("")).map(|_| ()).map_err(|e| ConnectError(super::plain(&e)))
     }
 
     fn has_broken(&self, conn: &mut PgClient) -> bool {
@@ -77,8 +118,10 @@ impl r2d2::ManageConnection for Manager {
 
 /// What `storage::Conn` asks of PostgreSQL.
 pub trait PgExec {
-    /// The prepared statement of `sql` (in PostgreSQL's dialect), prepared once per connection.
-    fn statement(&self, sql: &str) -> Result<Statement, postgres::Error>;
+    /// The prepared statement of `sql` (in PostgreSQL's dialect), prepared once per connection;
+    /// with `types`, its parameters have those types (for a statement whose parameters PostgreSQL
+    /// cannot type by itself, as in `?1 IS NULL OR x = ?1`).
+    fn statement(&self, sql: &str, types: &[Type]) -> Result<Statement, postgres::Error>;
     fn query(&self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, postgres::Error>;
     fn execute(&self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<u64, postgres::Error>;
     fn batch_execute(&self, sql: &str) -> Result<(), postgres::Error>;
@@ -86,47 +129,102 @@ pub trait PgExec {
     fn in_transaction(&self) -> bool;
 }
 
-/// A session on one connection: a pooled client (reads) or a transaction on it (writes).
-pub struct Session<'a, C: GenericClient> {
-    client: RefCell<&'a mut C>,
-    statements: &'a RefCell<HashMap<String, Statement>>,
+/// A session on one pooled connection, inside a transaction (writes) or not (reads).
+pub struct Session<'a> {
+    client: &'a PgClient,
     in_transaction: bool,
 }
 
-impl<'a, C: GenericClient> Session<'a, C> {
-    pub fn new(client: &'a mut C, statements: &'a RefCell<HashMap<String, Statement>>, in_transaction: bool) -> Self {
-        Session { client: RefCell::new(client), statements, in_transaction }
+impl<'a> Session<'a> {
+    pub fn new(client: &'a PgClient, in_transaction: bool) -> Self {
+        Session { client, in_transaction }
     }
 }
 
-impl<C: GenericClient> PgExec for Session<'_, C> {
-    fn statement(&self, sql: &str) -> Result<Statement, postgres::Error> {
-        if let Some(st) = self.statements.borrow().get(sql) {
+impl PgExec for Session<'_> {
+    fn statement(&self, sql: &str, types: &[Type]) -> Result<Statement, postgres::Error> {
+        let key = if types.is_empty() {
+            sql.to_string()
+        } else {
+            format!("{sql}\u{0}{}", types.iter().map(Type::name).collect::<Vec<_>>().join(","))
+        };
+        if let Some(st) = self.client.statements.borrow().get(&key) {
             return Ok(st.clone());
         }
-        let st = self.client.borrow_mut().prepare(sql)?;
-        let mut kept = self.statements.borrow_mut();
+        // in a transaction, a statement PostgreSQL refuses to prepare would end it: the first
+        // preparation (then kept) happens under a savepoint
+        let st = if self.in_transaction {
+            self.batch_execute("SAVEPOINT steward_prepare")?;
+            match wait(self.client.client.prepare_typed(sql, types)) {
+                Ok(st) => {
+                    self.batch_execute("RELEASE SAVEPOINT steward_prepare")?;
+                    st
+                }
+                Err(e) => {
+                    self.batch_execute("ROLLBACK TO SAVEPOINT steward_prepare")?;
+                    return Err(e);
+                }
+            }
+        } else {
+            wait(self.client.client.prepare_typed(sql, types))?
+        };
+        let mut kept = self.client.statements.borrow_mut();
         if kept.len() >= KEPT_STATEMENTS {
             kept.clear();
         }
-        kept.insert(sql.to_string(), st.clone());
+        kept.insert(key, st.clone());
         Ok(st)
     }
 
     fn query(&self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, postgres::Error> {
-        self.client.borrow_mut().query(st, params)
+        wait(self.client.client.query(st, params))
     }
 
     fn execute(&self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<u64, postgres::Error> {
-        self.client.borrow_mut().execute(st, params)
+        wait(self.client.client.execute(st, params))
     }
 
     fn batch_execute(&self, sql: &str) -> Result<(), postgres::Error> {
-        self.client.borrow_mut().batch_execute(sql)
+        wait(self.client.client.batch_execute(sql))
     }
 
     fn in_transaction(&self) -> bool {
         self.in_transaction
+    }
+}
+
+/// A write transaction on a session: rolled back when dropped uncommitted (an error or a panic
+/// in the store), so the connection goes back to the pool clean.
+pub struct Transaction<'a> {
+    session: Session<'a>,
+    done: bool,
+}
+
+impl<'a> Transaction<'a> {
+    /// `BEGIN`, then `lock` (an advisory lock key) taken for the transaction.
+    pub fn begin(client: &'a PgClient, lock: i64) -> Result<Transaction<'a>, postgres::Error> {
+        let session = Session::new(client, true);
+        session.batch_execute("BEGIN")?;
+        let tx = Transaction { session, done: false };
+        wait(client.client.execute("SELECT pg_advisory_xact_lock($1)", &[&lock]))?;
+        Ok(tx)
+    }
+
+    pub fn session(&self) -> &Session<'a> {
+        &self.session
+    }
+
+    pub fn commit(mut self) -> Result<(), postgres::Error> {
+        self.done = true;
+        self.session.batch_execute("COMMIT")
+    }
+}
+
+impl Drop for Transaction<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.session.batch_execute("ROLLBACK");
+        }
     }
 }
 
@@ -177,6 +275,20 @@ pub fn values<P: rusqlite::Params>(params: P, n: usize) -> rusqlite::Result<Vec<
     })
 }
 
+/// The types of `values` as PostgreSQL would take them (a NULL as text), for a statement
+/// PostgreSQL cannot type by itself.
+pub fn types_of(values: &[Value]) -> Vec<Type> {
+    values
+        .iter()
+        .map(|v| match v {
+            Value::Integer(_) => Type::INT8,
+            Value::Real(_) => Type::FLOAT8,
+            Value::Blob(_) => Type::BYTEA,
+            Value::Null | Value::Text(_) => Type::TEXT,
+        })
+        .collect()
+}
+
 /// A parameter on its way to PostgreSQL, converted to its placeholder's type.
 #[derive(Debug)]
 pub struct Arg(pub Value);
@@ -215,7 +327,8 @@ impl ToSql for Arg {
                     out.put_slice(s.as_bytes());
                     Ok(IsNull::No)
                 }
-                Type::JSONB => {
+                // binary jsonb and jsonpath: a version byte, then the text
+                Type::JSONB | Type::JSONPATH => {
                     out.put_u8(1);
                     out.put_slice(s.as_bytes());
                     Ok(IsNull::No)

@@ -127,7 +127,7 @@ pub(super) fn grant_credits(tx: &Tx, org: &str, reference: &str, conversations: 
     if new {
         tx.execute(
             "INSERT INTO usage_accounts (organization_id, profile_key, credits, updated_at) VALUES (?1, NULL, ?2, ?3)
-             ON CONFLICT (organization_id) DO UPDATE SET credits = credits + excluded.credits, updated_at = excluded.updated_at",
+             ON CONFLICT (organization_id) DO UPDATE SET credits = usage_accounts.credits + excluded.credits, updated_at = excluded.updated_at",
             params![org, conversations, now],
         )?;
     }
@@ -180,8 +180,9 @@ pub(super) fn add_answer_day(tx: &Tx, org: &str, ws: &str, agent: &str, day: &st
     tx.execute(
         "INSERT INTO usage_answer_daily (organization_id, workspace_id, agent_id, day, answers, input_tokens, output_tokens)
          VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6)
-         ON CONFLICT (organization_id, day, workspace_id, agent_id) DO UPDATE SET answers = answers + 1,
-            input_tokens = input_tokens + excluded.input_tokens, output_tokens = output_tokens + excluded.output_tokens",
+         ON CONFLICT (organization_id, day, workspace_id, agent_id) DO UPDATE SET answers = usage_answer_daily.answers + 1,
+            input_tokens = usage_answer_daily.input_tokens + excluded.input_tokens,
+            output_tokens = usage_answer_daily.output_tokens + excluded.output_tokens",
         params![org, ws, agent, day, tokens.0, tokens.1],
     )?;
     Ok(())
