@@ -53,7 +53,7 @@ fn pg_prepare<P: Params>(pg: &dyn PgExec, sql: &str, params: P) -> rusqlite::Res
                     || *c == postgres::error::SqlState::AMBIGUOUS_PARAMETER
             }) =>
         {
-            pg.statement(&t.sql, &session::types_of(&values))
+            pg.statement(&t.sql, &session::types_of(&values, &t.sql))
         }
         Err(e) => Err(e),
     }

@@ -275,16 +275,23 @@ pub fn values<P: rusqlite::Params>(params: P, n: usize) -> rusqlite::Result<Vec<
     })
 }
 
-/// The types of `values` as PostgreSQL would take them (a NULL as text), for a statement
-/// PostgreSQL cannot type by itself.
-pub fn types_of(values: &[Value]) -> Vec<Type> {
+/// The types of `values` as PostgreSQL would take them, for a statement (`sql`, translated)
+/// PostgreSQL cannot type by itself: a NULL is an integer where the statement compares its
+/// placeholder with a number (`$3 = 1`), else text.
+pub fn types_of(values: &[Value], sql: &str) -> Vec<Type> {
     values
         .iter()
-        .map(|v| match v {
+        .enumerate()
+        .map(|(i, v)| match v {
             Value::Integer(_) => Type::INT8,
             Value::Real(_) => Type::FLOAT8,
             Value::Blob(_) => Type::BYTEA,
-            Value::Null | Value::Text(_) => Type::TEXT,
+            Value::Text(_) => Type::TEXT,
+            Value::Null => {
+                let compared = regex::Regex::new(&format!(r"\${}\s*(=|<>|<=|>=|<|>)\s*-?[0-9]", i + 1))
+                    .is_ok_and(|re| re.is_match(sql));
+                if compared { Type::INT8 } else { Type::TEXT }
+            }
         })
         .collect()
 }
@@ -322,6 +329,9 @@ impl ToSql for Arg {
                 _ if is_text(ty) => f.to_string().to_sql(ty, out),
                 _ => Err(format!("a real number cannot be passed as {ty}").into()),
             },
+            // PostgreSQL text cannot hold U+0000 (SQLite's can; a visitor may type one): it is
+            // written as U+FFFD, as `migrate-store --replace-nul` does
+            Value::Text(s) if s.contains('\0') && is_text(ty) => s.replace('\0', "\u{FFFD}").to_sql(ty, out),
             Value::Text(s) => match *ty {
                 Type::JSON => {
                     out.put_slice(s.as_bytes());
