@@ -387,21 +387,10 @@ fn sweep_unused_blobs(config: &Config, db: &Db) {
 }
 
 fn lock_data_dir(config: &Config) -> Result<File> {
-    let path = config.data_dir.join("steward.lock");
-    let f = File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::internal_msg(format!("cannot open {}: {e}", path.display())))?;
-    match f.try_lock() {
-        Ok(()) => Ok(f),
-        Err(std::fs::TryLockError::WouldBlock) => Err(Error::internal_msg(format!(
+    crate::ops::lock::try_server(&config.data_dir)?.ok_or_else(|| {
+        Error::internal_msg(format!(
             "another steward server is already using the data directory {}",
             config.data_dir.display()
-        ))),
-        Err(std::fs::TryLockError::Error(e)) => {
-            Err(Error::internal_msg(format!("cannot lock {}: {e}", path.display())))
-        }
-    }
+        ))
+    })
 }

@@ -25,9 +25,9 @@ pub fn backup(data_dir: &Path) -> Result<BackupHold> {
     Ok(BackupHold { _file: f })
 }
 
-/// The data directory's server lock (`steward.lock`), for commands that must run with the server
-/// stopped; `doing` completes "stop it before …" in the refusal.
-pub fn server_stopped(data_dir: &Path, doing: &str) -> Result<File> {
+/// The data directory's server lock (`steward.lock`), taken without waiting: `None` while a
+/// server (or a command that needs the directory to itself) holds it.
+pub fn try_server(data_dir: &Path) -> Result<Option<File>> {
     let path = data_dir.join("steward.lock");
     let f = File::options()
         .create(true)
@@ -35,13 +35,24 @@ pub fn server_stopped(data_dir: &Path, doing: &str) -> Result<File> {
         .write(true)
         .open(&path)
         .map_err(|e| Error::internal_msg(format!("cannot open {}: {e}", path.display())))?;
-    f.try_lock().map_err(|_| {
+    match f.try_lock() {
+        Ok(()) => Ok(Some(f)),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::internal_msg(format!("cannot lock {}: {e}", path.display())))
+        }
+    }
+}
+
+/// [`try_server`] for commands that must run with the server stopped; `doing` completes "stop it
+/// before …" in the refusal.
+pub fn server_stopped(data_dir: &Path, doing: &str) -> Result<File> {
+    try_server(data_dir)?.ok_or_else(|| {
         Error::invalid(format!(
             "a steward server (or another command that needs the directory to itself) is using {}; stop it before {doing}",
             data_dir.display()
         ))
-    })?;
-    Ok(f)
+    })
 }
 
 /// Permission to remove files a backup may read: `None` while a backup runs.

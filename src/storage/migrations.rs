@@ -43,7 +43,8 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(17, "0017_connectors"),
 ];
 
-fn checksum(sql: &str) -> String {
+/// The checksum recorded beside an applied migration (its text's SHA-256).
+pub(crate) fn checksum(sql: &str) -> String {
     hex::encode(Sha256::digest(sql.as_bytes()))
 }
 
@@ -86,21 +87,23 @@ pub fn status(conn: &Connection) -> Result<Status> {
         let mut stmt = conn.prepare("SELECT version, checksum FROM schema_migrations ORDER BY version")?;
         rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<rusqlite::Result<_>>()?;
     }
+    Ok(status_of(MIGRATIONS, &rows))
+}
+
+/// The status of a database whose recorded `(version, checksum)` rows are `rows`, against the
+/// migrations `list` this binary brings (SQLite's, or PostgreSQL's).
+pub fn status_of(list: &[Migration], rows: &[(u32, String)]) -> Status {
     let mut st = Status { applied: vec![], pending: vec![], unknown: vec![], modified: vec![] };
-    for (v, sum) in &rows {
+    for (v, sum) in rows {
         st.applied.push(*v);
-        match MIGRATIONS.iter().find(|m| m.version == *v) {
+        match list.iter().find(|m| m.version == *v) {
             None => st.unknown.push(*v),
             Some(m) if checksum(m.sql) != *sum => st.modified.push(*v),
             Some(_) => {}
         }
     }
-    for m in MIGRATIONS {
-        if !rows.iter().any(|(v, _)| *v == m.version) {
-            st.pending.push(m.version);
-        }
-    }
-    Ok(st)
+    st.pending = list.iter().map(|m| m.version).filter(|v| !rows.iter().any(|(d, _)| d == v)).collect();
+    st
 }
 
 /// The schema version of a database: the highest migration applied (0 for none).

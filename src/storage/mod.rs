@@ -137,11 +137,12 @@ impl Db {
         Ok(Db { backend: Backend::Sqlite { path: path.to_path_buf(), writer: Mutex::new(writer), readers }, identity })
     }
 
-    /// Opens the PostgreSQL database at `url` with a pool of `pool_size` connections and applies
-    /// pending migrations (once, under an advisory lock, however many nodes start together).
+    /// Applies pending migrations to the PostgreSQL database at `url` (once, under an advisory
+    /// lock, however many nodes start together) and opens a pool of `pool_size` connections.
     pub fn open_postgres(url: &str, pool_size: u32) -> Result<Db> {
-        // a plain message for a bad URL or an unreachable server
-        postgres::off_runtime(url, |_| Ok(()))?;
+        // migrated first, on a connection of its own: a bad URL or an unreachable server gets a
+        // plain message before any pool is made
+        postgres::off_runtime(url, postgres::migrate)?;
         let pool = r2d2::Pool::builder()
             .max_size(pool_size.max(2))
             .min_idle(Some(1))
@@ -149,12 +150,10 @@ impl Db {
             .connection_timeout(Duration::from_secs(10))
             .build(postgres::session::Manager { url: url.to_string() })
             .map_err(|e| Error::unavailable(format!("cannot open PostgreSQL connections: {e}")))?;
-        let db = Db {
+        Ok(Db {
             backend: Backend::Postgres { pool, url: url.to_string() },
             identity: Arc::new(IdentityWatch::default()),
-        };
-        db.migrate(None)?;
-        Ok(db)
+        })
     }
 
     /// The SQLite file (`None` on PostgreSQL).
@@ -250,7 +249,15 @@ impl Db {
     pub fn migration_status(&self) -> Result<migrations::Status> {
         match &self.backend {
             Backend::Sqlite { readers, .. } => migrations::status(&*readers.get()?),
-            Backend::Postgres { url, .. } => postgres::off_runtime(url, postgres::status),
+            // on a pooled connection: readiness asks on every probe
+            Backend::Postgres { .. } => {
+                let rows = self.read(|c| {
+                    Ok(c.prepare_cached("SELECT version, checksum FROM schema_migrations ORDER BY version")?
+                        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                        .collect::<rusqlite::Result<Vec<(u32, String)>>>()?)
+                })?;
+                Ok(migrations::status_of(postgres::MIGRATIONS, &rows))
+            }
         }
     }
 

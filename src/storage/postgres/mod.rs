@@ -11,16 +11,9 @@ pub mod copy;
 pub mod session;
 
 use postgres::{Client, NoTls};
-use sha2::{Digest, Sha256};
 
-use super::migrations::MIGRATIONS as SQLITE_MIGRATIONS;
+use super::migrations::{MIGRATIONS as SQLITE_MIGRATIONS, Migration, checksum, status_of};
 use crate::error::{Error, Result};
-
-pub struct Migration {
-    pub version: u32,
-    pub name: &'static str,
-    pub sql: &'static str,
-}
 
 macro_rules! migration {
     ($v:expr, $name:expr) => {
@@ -173,10 +166,6 @@ impl From<postgres::Error> for Error {
     }
 }
 
-fn checksum(sql: &str) -> String {
-    hex::encode(Sha256::digest(sql.as_bytes()))
-}
-
 /// The versions recorded in the database (empty when it has no schema yet).
 pub fn applied(c: &mut Client) -> Result<Vec<(u32, String)>> {
     let exists: bool = c.query_one("SELECT to_regclass('schema_migrations') IS NOT NULL", &[])?.get(0);
@@ -193,21 +182,6 @@ pub fn schema_version(c: &mut Client) -> Result<u32> {
 }
 
 /// The migration status, in SQLite's terms (`doctor`, readiness).
-pub fn status(c: &mut Client) -> Result<super::migrations::Status> {
-    let done = applied(c)?;
-    let mut st = super::migrations::Status { applied: vec![], pending: vec![], unknown: vec![], modified: vec![] };
-    for (v, sum) in &done {
-        st.applied.push(*v);
-        match MIGRATIONS.iter().find(|m| m.version == *v) {
-            None => st.unknown.push(*v),
-            Some(m) if checksum(m.sql) != *sum => st.modified.push(*v),
-            Some(_) => {}
-        }
-    }
-    st.pending = MIGRATIONS.iter().map(|m| m.version).filter(|v| !done.iter().any(|(d, _)| d == v)).collect();
-    Ok(st)
-}
-
 /// The tables Steward's PostgreSQL schema makes (and its migrations' own).
 pub fn table_names() -> std::collections::BTreeSet<&'static str> {
     let mut names = std::collections::BTreeSet::from(["schema_migrations"]);
@@ -254,25 +228,21 @@ pub fn migrate(c: &mut Client) -> Result<Vec<u32>> {
     // read under the lock: a node that migrated meanwhile is seen here
     let rows = tx.query("SELECT version, checksum FROM schema_migrations ORDER BY version", &[])?;
     let done: Vec<(u32, String)> = rows.iter().map(|r| (r.get::<_, i64>(0) as u32, r.get(1))).collect();
-    for (v, sum) in &done {
-        match MIGRATIONS.iter().find(|m| m.version == *v) {
-            None => {
-                return Err(Error::internal_msg(format!(
-                    "this database was written by a newer Steward (schema version {v}, this steward knows up to {}); nothing was changed",
-                    latest()
-                )));
-            }
-            Some(m) if checksum(m.sql) != *sum => {
-                return Err(Error::internal_msg(format!(
-                    "migration {v} changed after it was applied to this database; migrations are append-only"
-                )));
-            }
-            Some(_) => {}
-        }
+    let st = status_of(MIGRATIONS, &done);
+    if let Some(v) = st.unknown.first() {
+        return Err(Error::internal_msg(format!(
+            "this database was written by a newer Steward (schema version {v}, this steward knows up to {}); nothing was changed",
+            latest()
+        )));
+    }
+    if let Some(v) = st.modified.first() {
+        return Err(Error::internal_msg(format!(
+            "migration {v} changed after it was applied to this database; migrations are append-only"
+        )));
     }
     let now = crate::clock::rfc3339(chrono::Utc::now());
     let mut applied = Vec::new();
-    for m in MIGRATIONS.iter().filter(|m| !done.iter().any(|(v, _)| *v == m.version)) {
+    for m in MIGRATIONS.iter().filter(|m| st.pending.contains(&m.version)) {
         tx.batch_execute(m.sql).map_err(|e| {
             Error::internal_msg(format!("PostgreSQL migration {} ({}) failed: {}", m.version, m.name, plain(&e)))
         })?;
