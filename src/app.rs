@@ -52,6 +52,10 @@ pub struct App {
     /// Conversation events for the streams that wait on them (operator events; later visitor and
     /// converse streams).
     pub bus: crate::bus::Bus,
+    /// On PostgreSQL: what this node tells the other nodes (`cluster`); `None` on SQLite.
+    pub announce: Option<crate::cluster::Announce>,
+    /// On PostgreSQL: this node's listening line and index tail.
+    pub cluster: crate::cluster::Cluster,
     /// The public chat session secret, loaded (or generated into the data dir) on first use.
     pub public_secret: std::sync::OnceLock<crate::public_chat::token::Secret>,
     /// The SSRF-guarded outbound client deliveries use.
@@ -153,20 +157,34 @@ impl App {
             if n > 0 {
                 tracing::info!(jobs = n, "requeued jobs left running by a previous process");
             }
-            // reservation rows of an older version: reservations are held in memory now
-            crate::usage::limits::sweep(&db)?;
-            crate::usage::limits::profiles::seed(&db, &crate::clock::rfc3339(opts.clock.now()))?;
+            // nodes starting together on PostgreSQL do this one after another
+            db.one_at_a_time(crate::storage::lock_keys::STARTUP, || -> Result<()> {
+                // reservation rows of an older version: reservations are held in memory now
+                crate::usage::limits::sweep(&db)?;
+                crate::usage::limits::profiles::seed(&db, &crate::clock::rfc3339(opts.clock.now())).map(|_| ())
+            })??;
         }
+        let announce = match db.notifier() {
+            Some(notifier) => {
+                let index_dir = config.data_dir.join("index");
+                std::fs::create_dir_all(&index_dir)?;
+                Some(crate::cluster::Announce::new(&crate::cluster::node_id(&index_dir)?, notifier))
+            }
+            None => None,
+        };
         let mut registry = handlers();
         for (kind, h) in opts.extra_handlers {
             registry.insert(kind, h);
         }
-        let jobs = Jobs::new(registry, config.job_lease, config.job_max_attempts);
+        let jobs = Jobs::new(registry, config.job_lease, config.job_max_attempts).announcing(announce.clone());
         let auth = AuthState::new(&config);
         let search = match &lock {
             Some(_) => Some(SearchIndex::open(&config.data_dir.join("index"), &db)?),
             None => None,
         };
+        if let (Some(s), Some(a)) = (&search, &announce) {
+            s.announce_with(a.clone());
+        }
         let app = Arc::new(App {
             models: Models::new(&config),
             upload_limiter: RateLimiter::new(config.upload_limit),
@@ -183,7 +201,9 @@ impl App {
             turns: Default::default(),
             usage_ledger: Default::default(),
             closing: Default::default(),
-            bus: Default::default(),
+            bus: crate::bus::Bus::new(announce.clone()),
+            announce,
+            cluster: Default::default(),
             public_secret: std::sync::OnceLock::new(),
             outbound: crate::delivery::Outbound::new(&config.delivery)?,
             routine_pass: Box::new(crate::routines::runtime::Engine),
@@ -200,8 +220,11 @@ impl App {
             _data_dir_lock: lock,
         });
         if app._data_dir_lock.is_some() {
-            app.seal_stored_secrets()?;
-            // bundle imports run within their request: one still active now was cut off by a crash
+            app.db.one_at_a_time(crate::storage::lock_keys::STARTUP, || app.seal_stored_secrets())??;
+        }
+        // bundle imports run within their request: one still active now was cut off by a crash
+        // (on PostgreSQL another node may be running it: the orphan-age sweep fences it instead)
+        if app._data_dir_lock.is_some() && !app.db.is_postgres() {
             let n = crate::bundles::recover(&app)?;
             if n > 0 {
                 tracing::warn!(imports = n, "compensated agent bundle imports left applying by a previous process");
@@ -247,6 +270,7 @@ impl App {
         }
         Pipeline::start(self);
         Jobs::start(self, self.config.workers);
+        crate::cluster::start(self);
         self.rebuild_search_in_background();
     }
 
@@ -277,6 +301,14 @@ impl App {
         Ok(())
     }
 
+    /// Wakes whoever waits on a document's progress, here and on the other nodes.
+    pub fn documents_changed(&self) {
+        if let Some(a) = &self.announce {
+            a.send(&crate::cluster::Wake::Documents);
+        }
+        self.document_events.notify_waiters();
+    }
+
     /// The search indexes (503 in a process that does not hold the data directory).
     pub fn search(&self) -> Result<&SearchIndex> {
         self.search.as_ref().ok_or_else(|| Error::unavailable("search is not open in this process"))
@@ -286,6 +318,7 @@ impl App {
     /// index is saved, the WAL is checkpointed.
     pub fn shutdown(&self) {
         self.jobs.shutdown(&self.db, self.config.shutdown_grace);
+        self.cluster.stop();
         self.pipeline.shutdown();
         if let Some(s) = &self.search {
             s.stop_rebuild();

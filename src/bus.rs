@@ -1,7 +1,9 @@
 //! The in-process event bus: what happened to a workspace's conversations, for the streams that
 //! wait on it (the operator events stream; later the visitor and converse streams). Events are
 //! published after their transaction commits and carry ids, never message text: a listener reads
-//! what changed through the API it serves. A slow listener that falls behind skips ahead.
+//! what changed through the API it serves. A slow listener that falls behind skips ahead. On
+//! PostgreSQL each event is also announced to the other nodes, whose listening line delivers it
+//! to their own streams (`cluster`).
 
 use tokio::sync::broadcast;
 
@@ -27,7 +29,7 @@ impl BusKind {
 }
 
 /// One event.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BusEvent {
     pub workspace_id: String,
     pub conversation_id: Option<String>,
@@ -37,22 +39,37 @@ pub struct BusEvent {
 /// The bus: a broadcast channel.
 pub struct Bus {
     tx: broadcast::Sender<BusEvent>,
+    announce: Option<crate::cluster::Announce>,
 }
 
 impl Default for Bus {
     fn default() -> Self {
-        Bus { tx: broadcast::channel(1024).0 }
+        Bus::new(None)
     }
 }
 
 impl Bus {
-    /// Publishes an event (nobody listening is fine).
+    /// A bus; with `announce`, events are also sent to the other nodes.
+    pub fn new(announce: Option<crate::cluster::Announce>) -> Bus {
+        Bus { tx: broadcast::channel(1024).0, announce }
+    }
+
+    /// Publishes an event (nobody listening is fine), here and on the other nodes.
     pub fn publish(&self, workspace_id: &str, conversation_id: Option<&str>, kind: BusKind) {
-        let _ = self.tx.send(BusEvent {
+        let ev = BusEvent {
             workspace_id: workspace_id.to_string(),
             conversation_id: conversation_id.map(str::to_string),
             kind,
-        });
+        };
+        if let Some(a) = &self.announce {
+            a.send(&crate::cluster::Wake::Event(ev.clone()));
+        }
+        self.deliver(ev);
+    }
+
+    /// Delivers an event to this node's listeners only (one another node announced).
+    pub fn deliver(&self, ev: BusEvent) {
+        let _ = self.tx.send(ev);
     }
 
     pub fn subscribe(&self) -> broadcast::Receiver<BusEvent> {

@@ -9,6 +9,7 @@ pub mod bundles;
 pub mod bus;
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod connectors;
 pub mod conversations;

@@ -18,13 +18,22 @@ fn item(name: &'static str, r: Result<String, String>) -> Check {
 }
 
 /// The search indexes: complete, or being rebuilt from the database (degraded: search answers
-/// from the chunks rebuilt so far).
-fn search(app: &App) -> Check {
+/// from the chunks rebuilt so far), or behind the database's change log by `lag` operations (on
+/// PostgreSQL, while a node applies what the others wrote; degraded too).
+fn search(app: &App, lag: Option<i64>) -> Check {
     match app.search() {
         Err(e) => item("search", Err(e.message)),
-        Ok(s) => match s.rebuild_status() {
-            None => item("search", Ok("the indexes are complete".into())),
-            Some(r) => Check {
+        Ok(s) => match (s.rebuild_status(), lag.unwrap_or(0)) {
+            (None, 0) => item("search", Ok("the indexes are complete".into())),
+            (None, lag) => Check {
+                name: "search",
+                ok: true,
+                degraded: true,
+                message: format!(
+                    "the indexes are {lag} changes behind the database; search answers from what is applied"
+                ),
+            },
+            (Some(r), _) => Check {
                 name: "search",
                 ok: true,
                 degraded: true,
@@ -34,7 +43,12 @@ fn search(app: &App) -> Check {
     }
 }
 
-pub fn check(app: &App) -> Vec<Check> {
+/// Index operations this node has not applied yet (`None` without indexes or a database answer).
+pub fn index_lag(app: &App) -> Option<i64> {
+    app.search().ok()?.lag(&app.db).ok()
+}
+
+pub fn check(app: &App, lag: Option<i64>) -> Vec<Check> {
     let mut out = vec![
         item("database", app.db.ping().map(|_| "answering".to_string()).map_err(|e| e.to_string())),
         item(
@@ -59,7 +73,7 @@ pub fn check(app: &App) -> Vec<Check> {
             Err(format!("{alive} of {} worker threads running", app.config.workers))
         },
     ));
-    out.push(search(app));
+    out.push(search(app, lag));
     out.push(item(
         "models",
         match app.models.embedder_status() {

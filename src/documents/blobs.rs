@@ -1,5 +1,8 @@
 //! Uploaded originals, content-addressed under `<data-dir>/blobs/<2 hex>/<sha256>`, kept for
-//! reprocessing and removed when no document refers to them.
+//! reprocessing and removed when no document refers to them. On PostgreSQL (docs/scale-out.md,
+//! section 7) the original lives in the `blobs` table, committed before the document that names
+//! it, and each node's directory is a cache of it: a node that processes a document uploaded on
+//! another reads the original from the table once.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -7,6 +10,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
+use crate::storage::Db;
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -17,11 +21,40 @@ pub fn path(data_dir: &Path, sha: &str) -> PathBuf {
 }
 
 /// Stores `bytes` (atomically; a no-op when already stored); returns its SHA-256.
-pub fn store(data_dir: &Path, bytes: &[u8]) -> Result<String> {
+pub fn store(data_dir: &Path, db: &Db, bytes: &[u8], now: &str) -> Result<String> {
     let sha = sha256_hex(bytes);
-    let p = path(data_dir, &sha);
+    if db.is_postgres() {
+        db.write(|tx| super::store::put_blob(tx, &sha, bytes, now))?;
+    }
+    write_file(data_dir, &sha, bytes)?;
+    Ok(sha)
+}
+
+/// The path of an original on this node: the stored file, or on PostgreSQL the `blobs` row written
+/// to this node's cache first. `None` when it is missing.
+pub fn local(data_dir: &Path, db: &Db, sha: &str) -> Result<Option<PathBuf>> {
+    if !is_sha256(sha) {
+        return Ok(None);
+    }
+    let p = path(data_dir, sha);
     if p.is_file() {
-        return Ok(sha);
+        return Ok(Some(p));
+    }
+    if !db.is_postgres() {
+        return Ok(None);
+    }
+    let Some(bytes) = db.read(|c| super::store::blob_bytes(c, sha))? else { return Ok(None) };
+    if sha256_hex(&bytes) != sha {
+        return Err(Error::internal_msg("a stored original does not match its SHA-256"));
+    }
+    write_file(data_dir, sha, &bytes)?;
+    Ok(Some(p))
+}
+
+fn write_file(data_dir: &Path, sha: &str, bytes: &[u8]) -> Result<()> {
+    let p = path(data_dir, sha);
+    if p.is_file() {
+        return Ok(());
     }
     let dir = p.parent().ok_or_else(|| Error::internal_msg("blob path has no parent"))?;
     std::fs::create_dir_all(dir)?;
@@ -32,12 +65,19 @@ pub fn store(data_dir: &Path, bytes: &[u8]) -> Result<String> {
         f.sync_all()?;
     }
     std::fs::rename(&tmp, &p)?;
-    Ok(sha)
+    Ok(())
 }
 
 /// Removes an original no document refers to any more; while a backup copies originals it is
-/// kept (a backup's database copy may still name it), and the next start removes it.
-pub fn remove(data_dir: &Path, sha: &str) {
+/// kept (a backup's database copy may still name it), and the next start removes it. On
+/// PostgreSQL the `blobs` row goes unless a document names it again meanwhile; other nodes'
+/// cached copies go at their next start.
+pub fn remove(data_dir: &Path, db: &Db, sha: &str) {
+    if db.is_postgres()
+        && let Err(e) = db.write(|tx| super::store::delete_blob_if_unused(tx, sha))
+    {
+        tracing::warn!(error = %e, "could not remove an unused original from the database");
+    }
     let Some(_guard) = crate::ops::lock::removal(data_dir) else {
         tracing::info!("a backup is running: an unused original is kept until the next start");
         return;

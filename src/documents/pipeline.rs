@@ -196,7 +196,7 @@ fn fail_waiting_refs(app: &App, pending: &[&store::PendingChunk], reason: &str) 
         }
         Ok(())
     })?;
-    app.document_events.notify_waiters();
+    app.documents_changed();
     tracing::warn!(documents = docs.len(), reason, "documents failed: cannot embed");
     Ok(())
 }
@@ -259,7 +259,7 @@ pub fn finalize(app: &App) -> Result<usize> {
         app.search()?.sync(&app.db)?;
         let now = rfc3339(app.clock.now());
         let n = app.db.write(|tx| store::mark_ready(tx, &live, &now))?;
-        app.document_events.notify_waiters();
+        app.documents_changed();
         if enqueued_enrichment {
             app.jobs.wake();
         }

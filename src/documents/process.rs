@@ -39,7 +39,7 @@ fn fail(app: &App, id: &str, rev: i64, reason: &str) -> Result<()> {
         store::delete_unlive_chunks(tx, id)?;
         store::mark_failed(tx, id, rev, reason, &now)
     })?;
-    app.document_events.notify_waiters();
+    app.documents_changed();
     tracing::info!(document = id, revision = rev, reason, "document failed");
     Ok(())
 }
@@ -113,10 +113,7 @@ fn read_text(app: &App, doc: &super::Document) -> Result<std::result::Result<(Ex
     }
     let missing = || Ok(Err("the uploaded original is missing; upload the file again".to_string()));
     let Some(sha) = doc.blob_sha256.as_deref() else { return missing() };
-    let path = blobs::path(&app.config.data_dir, sha);
-    if !path.is_file() {
-        return missing();
-    }
+    let Some(path) = blobs::local(&app.config.data_dir, &app.db, sha)? else { return missing() };
     let format = doc.detected_format.as_deref().and_then(Format::parse).unwrap_or(Format::Text);
     let result = if format.is_binary() {
         extract::extract_isolated(app.config.extractor_exe.as_deref(), &path, &format, EXTRACT_TIMEOUT)

@@ -339,10 +339,10 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
     let metadata = clean_metadata(up.metadata)?;
     let external = clean_external_id(up.external_document_id)?;
     let over = clean_override(up.enrichment_override)?;
-    let sha = blobs::store(&app.config.data_dir, &up.bytes)?;
+    let now = rfc3339(app.clock.now());
+    let sha = blobs::store(&app.config.data_dir, &app.db, &up.bytes, &now)?;
     let size = up.bytes.len() as i64;
     let ws = p.workspace_id.clone();
-    let now = rfc3339(app.clock.now());
     let fname = if filename.is_empty() { None } else { Some(filename.chars().take(255).collect::<String>()) };
     let id = app.db.write(|tx| {
         let source = match &up.source_id {
@@ -521,7 +521,7 @@ pub fn reprocess(
 
 fn release_blob(app: &App, sha: &str) -> Result<()> {
     if !app.db.read(|c| store::blob_in_use(c, sha))? {
-        blobs::remove(&app.config.data_dir, sha);
+        blobs::remove(&app.config.data_dir, &app.db, sha);
     }
     Ok(())
 }

@@ -144,7 +144,7 @@ pub fn delete_source(app: &App, p: &Principal, actor: &Actor, id: &str) -> Resul
     app.search()?.sync(&app.db)?;
     for sha in blobs_used {
         if !app.db.read(|c| store::blob_in_use(c, &sha))? {
-            blobs::remove(&app.config.data_dir, &sha);
+            blobs::remove(&app.config.data_dir, &app.db, &sha);
         }
     }
     Ok(())

@@ -177,6 +177,8 @@ pub struct Jobs {
     process_id: String,
     lease: Duration,
     max_attempts: u32,
+    /// On PostgreSQL: tells the other nodes' workers when jobs are queued.
+    announce: Option<crate::cluster::Announce>,
 }
 
 /// Backoff before attempt `attempt + 1`: 2 s doubling to at most 15 minutes, ±25 % jitter.
@@ -208,15 +210,30 @@ impl Jobs {
             process_id: crate::ids::new_id(),
             lease,
             max_attempts,
+            announce: None,
         }
+    }
+
+    /// Makes [`Jobs::wake`] wake the other nodes' workers too (PostgreSQL).
+    pub fn announcing(mut self, announce: Option<crate::cluster::Announce>) -> Jobs {
+        self.announce = announce;
+        self
     }
 
     pub fn default_max_attempts(&self) -> u32 {
         self.max_attempts
     }
 
-    /// Wakes idle workers (call after committing an enqueue).
+    /// Wakes idle workers, here and on the other nodes (call after committing an enqueue).
     pub fn wake(&self) {
+        if let Some(a) = &self.announce {
+            a.send(&crate::cluster::Wake::Jobs);
+        }
+        self.wake_local();
+    }
+
+    /// Wakes this node's idle workers.
+    pub fn wake_local(&self) {
         let mut g = self.signal.generation.lock();
         *g += 1;
         self.signal.cv.notify_all();
@@ -258,7 +275,7 @@ impl Jobs {
     /// leases of any still running so they are picked up at the next start.
     pub fn shutdown(&self, db: &Db, grace: Duration) {
         self.stop.store(true, Ordering::SeqCst);
-        self.wake();
+        self.wake_local();
         let deadline = std::time::Instant::now() + grace;
         loop {
             let alive: Vec<bool> = self.threads.lock().iter().map(|t| !t.is_finished()).collect();
@@ -379,7 +396,11 @@ fn worker_loop(app: &App, index: usize) {
         idle_rounds = idle_rounds.saturating_add(1);
         if index == 0 && idle_rounds % 600 == 1 {
             let cutoff = app.clock.now_ms() - 7 * 24 * 3600 * 1000;
-            if let Err(e) = app.db.write(|tx| store::prune_done(tx, cutoff)) {
+            // one node at a time prunes (PostgreSQL); the others skip this round
+            let pruned = app
+                .db
+                .singleton(crate::storage::lock_keys::PRUNE_JOBS, || app.db.write(|tx| store::prune_done(tx, cutoff)));
+            if let Err(e) = pruned.and_then(|r| r.transpose()) {
                 tracing::warn!(error = %e, "could not prune finished jobs");
             }
         }

@@ -82,14 +82,19 @@ pub fn insert(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<Enque
 
 /// Claims the best due job: queued and due, or running with an expired lease. A job that has
 /// used all its attempts and is found with an expired lease goes dead instead.
+/// On PostgreSQL the row is locked as it is chosen (`FOR UPDATE SKIP LOCKED`): no two nodes can
+/// claim one job, whatever else serialises their writes.
 pub fn claim(tx: &Tx, now: i64, lease_until: i64, owner: &str, kinds: &str) -> Result<Option<JobRow>> {
+    let lock = if tx.is_postgres() { " FOR UPDATE SKIP LOCKED" } else { "" };
     loop {
         let candidate: Option<(i64, u32, u32, String)> = tx
             .query_row(
-                "SELECT id, attempts, max_attempts, state FROM jobs
+                &format!(
+                    "SELECT id, attempts, max_attempts, state FROM jobs
                  WHERE ((state = 'queued' AND run_at <= ?1) OR (state = 'running' AND lease_until < ?1))
                    AND kind IN (SELECT value FROM json_each(?2))
-                 ORDER BY priority DESC, run_at, id LIMIT 1",
+                 ORDER BY priority DESC, run_at, id LIMIT 1{lock}"
+                ),
                 params![now, kinds],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
             )

@@ -26,6 +26,7 @@ pub fn search(s: &Searched) -> Value {
             "expansionTerms": trace.expansion_terms,
             "filteredDocuments": trace.filtered_documents,
             "embeddingSpace": (!trace.space.is_empty()).then_some(&trace.space),
+            "indexLag": trace.index_lag,
             "timingsMs": trace.timings_ms.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<_, _>>(),
         });
     }

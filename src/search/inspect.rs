@@ -44,7 +44,7 @@ pub fn inspect(dir: &Path, c: &Conn) -> Result<Inspection> {
         max_seq: store::max_seq(c)?,
         min_seq: store::min_seq(c)?,
     };
-    let (text_gen, vec_gen) = store::generations(c)?;
+    let (text_gen, vec_gen) = store::generations(c, "")?;
     let live = store::live_keys(c)?;
     let mut out = Inspection {
         text: Health::Missing,

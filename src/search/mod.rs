@@ -63,6 +63,13 @@ pub struct SearchIndex {
     /// The rebuild due or running, if any.
     rebuild: Mutex<Option<rebuild::Rebuild>>,
     stopping: std::sync::atomic::AtomicBool,
+    /// On PostgreSQL, this node's id (its generations and position are its own; see
+    /// docs/scale-out.md, section 6); `None` on SQLite.
+    node: Option<String>,
+    /// Scope of the generation rows: empty on SQLite, `.<node id>` on PostgreSQL.
+    scope: String,
+    /// Tells the other nodes when this node's writes logged index operations.
+    announce: std::sync::OnceLock<crate::cluster::Announce>,
 }
 
 #[derive(Debug, Clone, Copy, Default)]
@@ -233,10 +240,20 @@ impl SearchIndex {
     /// server in the background), at once when the database has no live chunk.
     pub fn open(dir: &Path, db: &Db) -> Result<SearchIndex> {
         std::fs::create_dir_all(dir)?;
+        let node = if db.is_postgres() { Some(crate::cluster::node_id(dir)?) } else { None };
+        let scope = node.as_ref().map(|n| format!(".{n}")).unwrap_or_default();
         let db_id = db.write(store::database_id)?;
+        if let Some(node) = &node {
+            // hold the whole log while this node finds its place (no node prunes below it)
+            let now = crate::clock::rfc3339(chrono::Utc::now());
+            db.write(|tx| {
+                let first = store::min_seq(tx)?.map_or_else(|| store::max_seq(tx), Ok)?;
+                store::record_position(tx, node, first - 1, &now)
+            })?;
+        }
         let max_seq = db.read(store::max_seq)?;
         let min_seq = db.read(store::min_seq)?;
-        let (text_gen, vec_gen) = db.read(store::generations)?;
+        let (text_gen, vec_gen) = db.read(|c| store::generations(c, &scope))?;
         let valid = rebuild::Validity { db_id, max_seq, min_seq };
         let (text, text_pos) = rebuild::open_text(dir, &valid, text_gen)?;
         let writer = text.writer().map_err(tantivy_err)?;
@@ -263,6 +280,9 @@ impl SearchIndex {
             gens: Mutex::new(Gens { text: text_gen, vectors: vec_gen }),
             rebuild: Mutex::new(None),
             stopping: Default::default(),
+            node,
+            scope,
+            announce: Default::default(),
         };
         let started = Instant::now();
         let rebuild_text = text_pos.is_none();
@@ -323,8 +343,35 @@ impl SearchIndex {
         Ok(db.read(store::live_count)? as usize)
     }
 
-    /// Applies pending index ops; returns how many. Called after every change that writes ops.
+    /// Applies pending index ops; returns how many. Called after every change that writes ops;
+    /// on PostgreSQL the other nodes are told to apply them too.
     pub fn sync(&self, db: &Db) -> Result<usize> {
+        let n = self.apply(db)?;
+        if n > 0
+            && let Some(a) = self.announce.get()
+        {
+            a.send(&crate::cluster::Wake::Index);
+        }
+        Ok(n)
+    }
+
+    /// Applies the ops other nodes logged (the index tail on PostgreSQL).
+    pub fn tail(&self, db: &Db) -> Result<usize> {
+        self.apply(db)
+    }
+
+    /// Makes [`SearchIndex::sync`] tell the other nodes (PostgreSQL).
+    pub fn announce_with(&self, announce: crate::cluster::Announce) {
+        let _ = self.announce.set(announce);
+    }
+
+    /// Index operations in the database this node has not applied yet (0 when current).
+    pub fn lag(&self, db: &Db) -> Result<i64> {
+        let max = db.read(store::max_seq)?;
+        Ok((max - self.state.lock().applied).max(0))
+    }
+
+    fn apply(&self, db: &Db) -> Result<usize> {
         let mut st = self.state.lock();
         let mut total = 0;
         loop {
@@ -415,7 +462,21 @@ impl SearchIndex {
         st.last_save = Instant::now();
         let upto = st.vectors_saved.min(st.applied);
         drop(st);
-        db.write(|tx| store::prune_ops(tx, upto))?;
+        match &self.node {
+            None => {
+                db.write(|tx| store::prune_ops(tx, upto))?;
+            }
+            // the log is pruned below every node's position (a node silent for a day is left out
+            // and rebuilds when it comes back)
+            Some(node) => {
+                let now = chrono::Utc::now();
+                let since = crate::clock::rfc3339(now - chrono::Duration::days(1));
+                db.write(|tx| {
+                    store::record_position(tx, node, upto, &crate::clock::rfc3339(now))?;
+                    store::prune_ops_of_nodes(tx, &since)
+                })?;
+            }
+        }
         Ok(())
     }
 
@@ -601,8 +662,8 @@ impl SearchIndex {
 pub fn forget_indexes(db: &Db) -> Result<()> {
     let now = crate::clock::rfc3339(chrono::Utc::now());
     db.write(|tx| {
-        store::set_generation(tx, true, rebuild::new_generation(), &now)?;
-        store::set_generation(tx, false, rebuild::new_generation(), &now)
+        store::set_generation(tx, true, rebuild::new_generation(), &now, "")?;
+        store::set_generation(tx, false, rebuild::new_generation(), &now, "")
     })
 }
 

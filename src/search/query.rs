@@ -102,6 +102,9 @@ pub struct RetrievalTrace {
     pub result_keys: Vec<u64>,
     /// Milliseconds per stage.
     pub timings_ms: Vec<(String, f64)>,
+    /// Index operations in the database this node had not applied when it searched (on
+    /// PostgreSQL, what other nodes wrote moments ago): the results are right for what is applied.
+    pub index_lag: i64,
 }
 
 /// Milliseconds, to the microsecond.
@@ -161,6 +164,7 @@ fn attempt(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> Attempt<(Ve
     let mut trace = RetrievalTrace { mode: r.mode, ..Default::default() };
     let mut clock = Instant::now();
     let index = app.search()?;
+    trace.index_lag = index.lag(&app.db)?;
     if r.query.trim().is_empty() || r.limit == 0 {
         return Ok((Vec::new(), trace));
     }

@@ -372,10 +372,10 @@ impl SearchIndex {
         let now = crate::clock::rfc3339(chrono::Utc::now());
         db.write(|tx| {
             if text {
-                store::set_generation(tx, true, generation, &now)?;
+                store::set_generation(tx, true, generation, &now, &self.scope)?;
             }
             if vectors {
-                store::set_generation(tx, false, generation, &now)?;
+                store::set_generation(tx, false, generation, &now, &self.scope)?;
             }
             Ok(())
         })?;

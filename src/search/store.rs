@@ -43,29 +43,50 @@ pub fn database_id_of(c: &Conn) -> Result<Option<i64>> {
 /// index is rebuilt from scratch and recorded here once that rebuild is complete. An index whose
 /// saved position names another generation (a copy from before a rebuild, or a rebuild that did
 /// not finish) is not current. 0 when none was recorded (an index from before generations).
-pub fn generations(c: &Conn) -> Result<(i64, i64)> {
+pub fn generations(c: &Conn, scope: &str) -> Result<(i64, i64)> {
     let one = |name: &str| -> Result<i64> {
         Ok(c.query_row("SELECT applied_seq FROM index_state WHERE name = ?1", [name], |r| r.get(0))
             .optional()?
             .unwrap_or(0))
     };
-    Ok((one(GEN_TEXT)?, one(GEN_VECTORS)?))
+    Ok((one(&format!("{GEN_TEXT}{scope}"))?, one(&format!("{GEN_VECTORS}{scope}"))?))
 }
 
 const GEN_TEXT: &str = "generation.text";
 const GEN_VECTORS: &str = "generation.vectors";
 
-/// Records a completed rebuild's generation (`text` or vectors).
-pub fn set_generation(tx: &Tx, text: bool, generation: i64, now: &str) -> Result<()> {
+/// Records a completed rebuild's generation (`text` or vectors). `scope` is empty for the one
+/// node of a SQLite database, `.<node id>` for each node on PostgreSQL (each keeps its own index).
+pub fn set_generation(tx: &Tx, text: bool, generation: i64, now: &str, scope: &str) -> Result<()> {
     tx.execute(
         "INSERT INTO index_state (name, applied_seq, updated_at) VALUES (?1, ?2, ?3)
          ON CONFLICT (name) DO UPDATE SET applied_seq = excluded.applied_seq, updated_at = excluded.updated_at",
-        params![if text { GEN_TEXT } else { GEN_VECTORS }, generation, now],
+        params![format!("{}{scope}", if text { GEN_TEXT } else { GEN_VECTORS }), generation, now],
     )?;
     Ok(())
 }
 
-/// The highest op sequence ever issued (survives pruning).
+/// Records the index position a node on PostgreSQL has durably applied (the log below every
+/// node's position is pruned).
+pub fn record_position(tx: &Tx, node: &str, seq: i64, now: &str) -> Result<()> {
+    tx.execute(
+        "INSERT INTO index_state (name, applied_seq, updated_at) VALUES (?1, ?2, ?3)
+         ON CONFLICT (name) DO UPDATE SET applied_seq = excluded.applied_seq, updated_at = excluded.updated_at",
+        params![format!("node.{node}"), seq, now],
+    )?;
+    Ok(())
+}
+
+/// Prunes the log below the lowest position a node recorded since `since`; positions older than
+/// that are forgotten (such a node rebuilds when it comes back). Returns the ops removed.
+pub fn prune_ops_of_nodes(tx: &Tx, since: &str) -> Result<usize> {
+    tx.execute("DELETE FROM index_state WHERE name LIKE 'node.%' AND updated_at < ?1", [since])?;
+    Ok(tx.execute(
+        "DELETE FROM index_ops WHERE seq <= (SELECT min(applied_seq) FROM index_state WHERE name LIKE 'node.%')",
+        [],
+    )?)
+}
+
 pub fn max_seq(c: &Conn) -> Result<i64> {
     let sql = if c.is_postgres() {
         "SELECT pg_sequence_last_value(pg_get_serial_sequence('index_ops', 'seq')::regclass)"

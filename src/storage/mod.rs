@@ -7,6 +7,7 @@
 mod conn;
 pub mod dialect;
 pub mod migrations;
+mod nodes;
 pub mod postgres;
 pub mod snapshot;
 
@@ -37,6 +38,7 @@ impl From<r2d2::Error> for Error {
 }
 
 pub use conn::{Conn, MappedRows, Row, Rows, Statement, Tx};
+pub use nodes::{Notifier, keys as lock_keys};
 pub type SqlValue = rusqlite::types::Value;
 
 pub struct Db {

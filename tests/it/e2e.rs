@@ -39,6 +39,9 @@ impl Server {
             .env("STEWARD_LOG", "warn")
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
+        if let Some(url) = crate::support::database_for(data_dir) {
+            cmd.env("STEWARD_DATABASE_URL", url);
+        }
         for (k, v) in extra_env {
             cmd.env(k, v);
         }
@@ -70,7 +73,17 @@ impl Server {
 }
 
 pub fn bootstrap(data_dir: &std::path::Path) -> String {
-    let out = Command::new(bin())
+    bootstrap_with(data_dir, &[])
+}
+
+/// [`bootstrap`] with extra environment (a node's `STEWARD_DATABASE_URL`).
+pub fn bootstrap_with(data_dir: &std::path::Path, env: &[(&str, &str)]) -> String {
+    let mut cmd = Command::new(bin());
+    if let Some(url) = crate::support::database_for(data_dir) {
+        cmd.env("STEWARD_DATABASE_URL", url);
+    }
+    let out = cmd
+        .envs(env.iter().copied())
         .args([
             "--data-dir",
             data_dir.to_str().unwrap(),

@@ -71,7 +71,7 @@ async fn first_title(t: &TestApp, owner: &Auth, query: &str, mode: &str) -> Opti
 async fn rebuilt(t: &TestApp, owner: &Auth, expect: &[(&str, &str)]) {
     let status = t.app.search().unwrap().rebuild_status().expect("a rebuild is due");
     assert!(status.text && status.vectors, "{status:?}");
-    let check = steward::readiness::check(&t.app);
+    let check = steward::readiness::check(&t.app, steward::readiness::index_lag(&t.app));
     let search = check.iter().find(|c| c.name == "search").unwrap();
     assert!(search.ok && search.degraded, "{}", search.message);
     assert!(search.message.contains("rebuilding"), "{}", search.message);

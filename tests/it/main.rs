@@ -41,6 +41,7 @@ pub mod logs;
 mod mcp;
 mod migrations;
 mod models;
+mod nodes;
 mod openapi;
 mod public_chat;
 mod readme;

@@ -78,6 +78,19 @@ pub fn test_config(dir: &std::path::Path) -> Config {
     c
 }
 
+/// The database a real binary serving `data_dir` uses when the suite runs on PostgreSQL
+/// (`STEWARD_TEST_DATABASE=postgres`): a new database per data directory, the same one each time
+/// it is asked for again (a restart, a command on the same data directory).
+pub fn database_for(data_dir: &std::path::Path) -> Option<String> {
+    static URLS: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<std::path::PathBuf, String>>> =
+        std::sync::LazyLock::new(Default::default);
+    if !std::env::var("STEWARD_TEST_DATABASE").is_ok_and(|v| v == "postgres") {
+        return None;
+    }
+    let mut urls = URLS.lock().unwrap();
+    Some(urls.entry(data_dir.to_path_buf()).or_insert_with(|| crate::pg_server::PgServer::get().fresh_db()).clone())
+}
+
 impl TestApp {
     /// The id of the workspace's default agent.
     pub async fn default_agent(&self, a: &Auth) -> String {

@@ -57,7 +57,12 @@ pub async fn healthz() -> impl IntoResponse {
 /// loaded (`degraded` while the search indexes are rebuilt); otherwise 503 with the checks that
 /// failed.
 pub async fn readyz(State(app): State<Arc<App>>) -> Result<Response, Error> {
-    let checks = app.blocking(|app| Ok(crate::readiness::check(app))).await?;
+    let (checks, lag) = app
+        .blocking(|app| {
+            let lag = crate::readiness::index_lag(app);
+            Ok((crate::readiness::check(app, lag), lag))
+        })
+        .await?;
     let ready = checks.iter().all(|c| c.ok);
     let degraded = checks.iter().any(|c| c.degraded);
     let status = match (ready, degraded) {
@@ -67,6 +72,7 @@ pub async fn readyz(State(app): State<Arc<App>>) -> Result<Response, Error> {
     };
     let body = json!({
         "status": status,
+        "indexLag": lag,
         "checks": checks.iter().map(|c| {
             let mut v = json!({"ok": c.ok, "message": c.message});
             if c.degraded {

@@ -8,6 +8,7 @@
 //! the calling (blocking) thread.
 
 pub mod copy;
+pub mod listen;
 pub mod session;
 
 use postgres::{Client, NoTls};

@@ -46,7 +46,7 @@ impl std::error::Error for PgError {
 /// Where every PostgreSQL connection's I/O runs: one background thread of its own. A store's call
 /// waits for its answer with a plain executor, never entering this runtime, so the stores stay
 /// synchronous and can be called from anywhere, an async task included (as on SQLite).
-static RUNTIME: LazyLock<Option<tokio::runtime::Runtime>> = LazyLock::new(|| {
+pub(super) static RUNTIME: LazyLock<Option<tokio::runtime::Runtime>> = LazyLock::new(|| {
     tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("steward-pg").enable_all().build().ok()
 });
 
