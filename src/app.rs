@@ -149,11 +149,21 @@ impl App {
                 db
             }
         };
+        // on PostgreSQL, the node this data directory is (docs/scale-out.md)
+        let node = match db.is_postgres() {
+            true => {
+                let index_dir = config.data_dir.join("index");
+                std::fs::create_dir_all(&index_dir)?;
+                Some(crate::cluster::node_id(&index_dir)?)
+            }
+            false => None,
+        };
         if lock.is_some() {
             sweep_unused_blobs(&config, &db);
-            // with SQLite the data directory's lock makes this the only process; on PostgreSQL
-            // other nodes hold leases, which expire on their own
-            let n = if db.is_postgres() { 0 } else { crate::jobs::recover_orphans(&db, opts.clock.now_ms())? };
+            // the data directory's lock makes this the only process on it: what its earlier
+            // processes left running is orphaned (on PostgreSQL, only this node's jobs: other
+            // nodes' leases expire on their own)
+            let n = crate::jobs::recover_orphans(&db, opts.clock.now_ms(), node.as_deref())?;
             if n > 0 {
                 tracing::info!(jobs = n, "requeued jobs left running by a previous process");
             }
@@ -164,14 +174,8 @@ impl App {
                 crate::usage::limits::profiles::seed(&db, &crate::clock::rfc3339(opts.clock.now())).map(|_| ())
             })??;
         }
-        let announce = match db.notifier() {
-            Some(notifier) => {
-                let index_dir = config.data_dir.join("index");
-                std::fs::create_dir_all(&index_dir)?;
-                Some(crate::cluster::Announce::new(&crate::cluster::node_id(&index_dir)?, notifier))
-            }
-            None => None,
-        };
+        let announce =
+            node.as_deref().zip(db.notifier()).map(|(n, notifier)| crate::cluster::Announce::new(n, notifier));
         let mut registry = handlers();
         for (kind, h) in opts.extra_handlers {
             registry.insert(kind, h);

@@ -104,7 +104,7 @@ pub fn node_id(data_dir: &Path) -> Result<String> {
     let path = data_dir.join("node-id");
     if let Ok(s) = std::fs::read_to_string(&path) {
         let s = s.trim();
-        if !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        if !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-') {
             return Ok(s.to_string());
         }
     }
@@ -191,6 +191,15 @@ fn tail(app: &App) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_node_keeps_its_id_across_starts() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = node_id(dir.path()).unwrap();
+        assert_eq!(node_id(dir.path()).unwrap(), first);
+        std::fs::write(dir.path().join("node-id"), "not/an id").unwrap();
+        assert_ne!(node_id(dir.path()).unwrap(), "not/an id");
+    }
 
     #[test]
     fn announcements_round_trip_and_a_node_ignores_its_own() {

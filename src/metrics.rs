@@ -65,6 +65,13 @@ impl Metrics {
             let _ = writeln!(out, "steward_http_request_duration_seconds_count{{{labels}}} {}", h.count);
         }
         drop(m);
+        let (calls, seconds) = app.db.busy();
+        out.push_str("# HELP steward_db_calls_total Database calls (reads and write transactions).\n");
+        out.push_str("# TYPE steward_db_calls_total counter\n");
+        let _ = writeln!(out, "steward_db_calls_total {calls}");
+        out.push_str("# HELP steward_db_seconds_total Wall time spent in database calls, waits included.\n");
+        out.push_str("# TYPE steward_db_seconds_total counter\n");
+        let _ = writeln!(out, "steward_db_seconds_total {seconds}");
         out.push_str("# HELP steward_jobs Jobs in the durable queue by kind and state.\n");
         out.push_str("# TYPE steward_jobs gauge\n");
         if let Ok(depth) = crate::jobs::queue_depth(app) {

@@ -235,6 +235,28 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 5)]
         runs: usize,
     },
+    /// Steward on PostgreSQL (docs/scale-out.md): server and database time of sign-in, an
+    /// upload, a search and an answer on SQLite and PostgreSQL; job throughput with `--nodes`
+    /// nodes of `--workers` workers; a new node's index build rate on Cranfield.
+    Nodes {
+        /// A PostgreSQL URL whose user may create databases (each part uses a new one).
+        #[arg(long)]
+        postgres: String,
+        #[arg(long, default_value = "../shared/bench/cranfield")]
+        cranfield: PathBuf,
+        /// Rounds of the four requests per backend.
+        #[arg(long, default_value_t = 30)]
+        rounds: usize,
+        #[arg(long, default_value_t = 2)]
+        nodes: usize,
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        #[arg(long, default_value_t = 10_000)]
+        jobs: usize,
+        /// Index builds of a new node timed; the median is reported.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+    },
     /// Sign-in and registration under a flood: 64 concurrent bogus registrations and 100
     /// concurrent wrong passwords from one address, with the server's memory.
     Auth,
@@ -423,6 +445,19 @@ pub fn run(config: Config, cmd: BenchCommand) -> anyhow::Result<ExitCode> {
         BenchCommand::Backup { cranfield, conversations, synthetic_chunks, runs, postgres } => {
             let sizes = bench::backup::Sizes { conversations, chunks: synthetic_chunks, runs: runs.max(1) };
             let report = bench::backup::run(&config, &cranfield, sizes, postgres.as_deref())?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        BenchCommand::Nodes { postgres, cranfield, rounds, nodes, workers, jobs, runs } => {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+            let requests = rt.block_on(bench::nodes::requests(&postgres, &cranfield, rounds.max(1)))?;
+            let mut job_runs = Vec::new();
+            for (db, n) in [(None, 1), (Some(postgres.as_str()), 1), (Some(postgres.as_str()), nodes.max(1))] {
+                job_runs.push(bench::nodes::jobs(&config, db, n, workers.max(1), jobs.max(1))?);
+                eprintln!("jobs: {}", job_runs.last().map(|v| v.to_string()).unwrap_or_default());
+            }
+            let catch_up = bench::nodes::catch_up(&config, &postgres, &cranfield, runs.max(1))?;
+            let report = serde_json::json!({"requests": requests, "jobs": job_runs, "newNodeIndexBuild": catch_up});
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(ExitCode::SUCCESS)
         }

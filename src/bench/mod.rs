@@ -16,6 +16,7 @@ pub mod embed;
 pub mod evals;
 pub mod knowledge;
 pub mod models;
+pub mod nodes;
 pub mod plain;
 pub mod public_chat;
 pub mod retrieval;

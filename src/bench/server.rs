@@ -45,6 +45,7 @@ impl ChildServer {
                 "bench-password",
                 "--print-token",
             ])
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .output()?;
         anyhow::ensure!(out.status.success(), "bootstrap failed: {}", String::from_utf8_lossy(&out.stderr));
         let token = String::from_utf8(out.stdout)?.trim().to_string();

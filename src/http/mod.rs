@@ -115,6 +115,10 @@ async fn observe(State(app): State<Arc<App>>, mut req: Request, next: Next) -> R
     }
     let status = resp.status().as_u16();
     let elapsed = started.elapsed();
+    // the server's own time (until the headers, for a stream), for clients and benchmarks
+    if let Ok(v) = HeaderValue::from_str(&format!("app;dur={:.3}", elapsed.as_secs_f64() * 1000.0)) {
+        resp.headers_mut().insert("server-timing", v);
+    }
     app.metrics.record_request(method.as_str(), &route, status, elapsed);
     span.in_scope(|| {
         if status >= 500 {

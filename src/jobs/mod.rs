@@ -214,8 +214,13 @@ impl Jobs {
         }
     }
 
-    /// Makes [`Jobs::wake`] wake the other nodes' workers too (PostgreSQL).
+    /// Makes [`Jobs::wake`] wake the other nodes' workers too (PostgreSQL), and names this
+    /// process's leases after its node (`<node>/<process>:<worker>`), so the node's next start
+    /// knows which running jobs were its own.
     pub fn announcing(mut self, announce: Option<crate::cluster::Announce>) -> Jobs {
+        if let Some(a) = &announce {
+            self.process_id = format!("{}/{}", a.node(), self.process_id);
+        }
         self.announce = announce;
         self
     }
@@ -357,9 +362,10 @@ pub fn run_until_idle(app: &App) -> Result<usize> {
     Ok(n)
 }
 
-/// Requeues jobs left running by a process that died (call only while holding the data-dir lock).
-pub fn recover_orphans(db: &Db, now_ms: i64) -> Result<usize> {
-    db.write(|tx| store::recover_orphans(tx, now_ms))
+/// Requeues jobs left running by a process that died (call only while holding the data-dir lock);
+/// on PostgreSQL, those of this data directory's `node` only.
+pub fn recover_orphans(db: &Db, now_ms: i64, node: Option<&str>) -> Result<usize> {
+    db.write(|tx| store::recover_orphans(tx, now_ms, node))
 }
 
 pub fn get(app: &App, id: i64) -> Result<Option<JobRow>> {

@@ -186,14 +186,17 @@ pub fn release_owned(tx: &Tx, process_id: &str) -> Result<usize> {
 }
 
 /// At start-up, with the data directory locked, no other process can hold a lease: every running
-/// job belongs to a process that died. Put them back at once (the crashed attempt counts).
-pub fn recover_orphans(tx: &Tx, now: i64) -> Result<usize> {
-    Ok(tx.execute(
-        "UPDATE jobs SET state = 'queued', lease_until = NULL, lease_owner = NULL, run_at = ?1, updated_at = ?1,
+/// job belongs to a process that died. Put them back at once (the crashed attempt counts). With
+/// `node` (PostgreSQL), only the jobs this node's earlier processes held (owners `<node>/…`):
+/// other nodes' leases expire on their own.
+pub fn recover_orphans(tx: &Tx, now: i64, node: Option<&str>) -> Result<usize> {
+    let set = "UPDATE jobs SET state = 'queued', lease_until = NULL, lease_owner = NULL, run_at = ?1, updated_at = ?1,
          last_error = coalesce(last_error || '; ', '') || 'the process running it stopped (crash or kill)'
-         WHERE state = 'running'",
-        [now],
-    )?)
+         WHERE state = 'running'";
+    Ok(match node {
+        None => tx.execute(set, [now])?,
+        Some(node) => tx.execute(&format!("{set} AND lease_owner LIKE ?2"), params![now, format!("{node}/%")])?,
+    })
 }
 
 pub fn next_due(c: &Conn, kinds: &str) -> Result<Option<i64>> {

@@ -44,6 +44,22 @@ pub type SqlValue = rusqlite::types::Value;
 pub struct Db {
     backend: Backend,
     identity: Arc<IdentityWatch>,
+    /// Calls and the wall time spent in them (`steward_db_*` metrics; the scale-out benchmark
+    /// reads the database time per request from them).
+    busy: Busy,
+}
+
+#[derive(Default)]
+struct Busy {
+    calls: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl Busy {
+    fn add(&self, started: std::time::Instant) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.nanos.fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
 }
 
 #[allow(clippy::large_enum_variant, reason = "one per process, never moved")]
@@ -136,7 +152,11 @@ impl Db {
             .connection_timeout(Duration::from_secs(10))
             .build(manager)
             .map_err(|e| Error::internal_msg(format!("cannot open read connections: {e}")))?;
-        Ok(Db { backend: Backend::Sqlite { path: path.to_path_buf(), writer: Mutex::new(writer), readers }, identity })
+        Ok(Db {
+            backend: Backend::Sqlite { path: path.to_path_buf(), writer: Mutex::new(writer), readers },
+            identity,
+            busy: Busy::default(),
+        })
     }
 
     /// Applies pending migrations to the PostgreSQL database at `url` (once, under an advisory
@@ -155,6 +175,7 @@ impl Db {
         Ok(Db {
             backend: Backend::Postgres { pool, url: url.to_string() },
             identity: Arc::new(IdentityWatch::default()),
+            busy: Busy::default(),
         })
     }
 
@@ -173,6 +194,18 @@ impl Db {
 
     /// Runs `f` on a pooled read-only connection.
     pub fn read<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
+        let started = std::time::Instant::now();
+        let out = self.read_inner(f);
+        self.busy.add(started);
+        out
+    }
+
+    /// Database calls so far and the seconds spent in them (pool waits and locks included).
+    pub fn busy(&self) -> (u64, f64) {
+        (self.busy.calls.load(Ordering::Relaxed), self.busy.nanos.load(Ordering::Relaxed) as f64 / 1e9)
+    }
+
+    fn read_inner<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
         match &self.backend {
             Backend::Sqlite { readers, .. } => {
                 let conn = readers.get()?;
@@ -190,6 +223,13 @@ impl Db {
     /// connection; PostgreSQL: [`WRITE_LOCK`] first); commits when `f` returns `Ok`, rolls back
     /// otherwise.
     pub fn write<T>(&self, f: impl FnOnce(&Tx) -> Result<T>) -> Result<T> {
+        let started = std::time::Instant::now();
+        let out = self.write_inner(f);
+        self.busy.add(started);
+        out
+    }
+
+    fn write_inner<T>(&self, f: impl FnOnce(&Tx) -> Result<T>) -> Result<T> {
         match &self.backend {
             Backend::Sqlite { writer, .. } => {
                 let mut conn = writer.lock();

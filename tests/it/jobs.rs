@@ -87,12 +87,17 @@ fn a_job_whose_lease_expired_runs_again_after_restart() {
     let e = jobs::enqueue(&t.app, NewJob::new("test.crash", json!({"n": 1}))).unwrap();
     // A worker of a process that then died claimed it: running, with a lease in the future.
     let lease = t.clock.now_ms() + t.app.config.job_lease.as_millis() as i64;
+    // (on PostgreSQL, a process of this data directory's node: `<node>/<process>:<worker>`)
+    let owner = match std::fs::read_to_string(t.app.config.data_dir.join("index/node-id")) {
+        Ok(node) => format!("{}/dead-process:0", node.trim()),
+        Err(_) => "dead-process:0".to_string(),
+    };
     t.app
         .db
         .write(|tx| {
             Ok(tx.execute(
-                "UPDATE jobs SET state = 'running', attempts = 1, lease_owner = 'dead-process:0', lease_until = ?2 WHERE id = ?1",
-                steward::storage::params![e.id, lease],
+                "UPDATE jobs SET state = 'running', attempts = 1, lease_owner = ?3, lease_until = ?2 WHERE id = ?1",
+                steward::storage::params![e.id, lease, owner],
             )?)
         })
         .unwrap();

@@ -153,6 +153,7 @@ async fn indexes_are_rebuilt_from_sqlite() {
     // and `steward reindex` rebuilds on demand
     let out = std::process::Command::new(BIN)
         .args(["--data-dir", data.to_str().unwrap(), "reindex"])
+        .envs(crate::support::database_for(&data).map(|u| ("STEWARD_DATABASE_URL", u)))
         .env("STEWARD_LOG", "warn")
         .output()
         .unwrap();

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::e2e::BIN;
 use crate::pg_server::PgServer;
-use crate::support::TestApp;
+use crate::support::{Auth, TestApp};
 
 fn pg(url: &str) -> postgres::Client {
     postgres::Client::connect(url, postgres::NoTls).unwrap()
@@ -316,6 +316,8 @@ async fn filled_data_dir() -> (tempfile::TempDir, usize) {
     // (the data directory is `<dir>/data`)
     let key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
     let t = TestApp::with_config(|c| {
+        // the data directory to copy is a SQLite one, whatever backend the suite runs on
+        c.database = None;
         c.encryption_key = Some(steward::config::Secret::new(steward::config::parse_encryption_key(key).unwrap()));
     });
     let owner = t.owner().await;
@@ -598,6 +600,28 @@ fn a_pg_dump_of_a_migrated_database_restores_whole() {
     assert_eq!(steward::storage::postgres::migrate(&mut c).unwrap(), Vec::<u32>::new());
     let originals: i64 = c.query_one("SELECT count(*) FROM blobs", &[]).unwrap().get(0);
     assert_eq!(originals, 1);
+    drop(c);
+    // a node with an empty data directory on the restored database builds its indexes and serves
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = crate::support::test_config(dir.path());
+    config.database = Some(steward::config::Secret::new(restored.clone()));
+    let t = TestApp::open(dir, config, vec![]);
+    assert!(t.app.search().unwrap().counts().0 >= 2, "{:?}", t.app.search().unwrap().counts());
+    tokio::runtime::Runtime::new().unwrap().block_on(async {
+        let login = t
+            .post(
+                "/api/v1/auth/login",
+                &Auth::None,
+                json!({"email": "owner@example.com", "password": "owner-password"}),
+            )
+            .await;
+        login.assert_status(200);
+        let owner = Auth::Cookie(login.cookie().unwrap());
+        assert_eq!(t.titles(&owner, "parking garage").await.first().map(String::as_str), Some("parking"));
+        let r = t.post("/api/v1/chat", &owner, json!({"message": "When are you open?"})).await;
+        r.assert_status(200);
+        assert!(r.json()["answer"].as_str().unwrap().contains("9:00"), "{}", r.text());
+    });
 }
 
 /// The store seam on PostgreSQL: a store's SQLite text, its `params!`, its closures and its

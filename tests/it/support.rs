@@ -78,6 +78,17 @@ pub fn test_config(dir: &std::path::Path) -> Config {
     c
 }
 
+/// True when the suite runs on PostgreSQL (`STEWARD_TEST_DATABASE=postgres`): a test of what only
+/// the SQLite mode has (its file, `steward backup`, start-up recovery that assumes one process)
+/// says why and stops there; the rest of the suite runs on both backends.
+pub fn sqlite_mode_only(why: &str) -> bool {
+    let pg = std::env::var("STEWARD_TEST_DATABASE").is_ok_and(|v| v == "postgres");
+    if pg {
+        eprintln!("the SQLite mode only: {why}");
+    }
+    pg
+}
+
 /// The database a real binary serving `data_dir` uses when the suite runs on PostgreSQL
 /// (`STEWARD_TEST_DATABASE=postgres`): a new database per data directory, the same one each time
 /// it is asked for again (a restart, a command on the same data directory).

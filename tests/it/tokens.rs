@@ -5,6 +5,11 @@ use crate::support::{Auth, TestApp, contains_bytes};
 
 #[tokio::test]
 async fn personal_token_is_shown_once_and_stored_hashed() {
+    if crate::support::sqlite_mode_only(
+        "reads the SQLite file's bytes / the authentication cache, which a PostgreSQL node does not keep",
+    ) {
+        return;
+    }
     let t = TestApp::new();
     let owner = t.owner().await;
     let r = t.post("/api/v1/account/tokens", &owner, json!({"name": "ci", "expiresInDays": 30})).await;
@@ -68,6 +73,11 @@ async fn revoked_and_expired_tokens_get_401() {
 /// revocation, a logout or an expiry takes effect on the very next request.
 #[tokio::test]
 async fn cached_authentication_follows_revocation_logout_and_expiry_at_once() {
+    if crate::support::sqlite_mode_only(
+        "reads the SQLite file's bytes / the authentication cache, which a PostgreSQL node does not keep",
+    ) {
+        return;
+    }
     use steward::auth::{Credentials, cached};
     let t = TestApp::new();
     let owner = t.owner().await;

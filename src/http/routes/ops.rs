@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::app::App;
 use crate::error::{Error, ErrorCode};
-use crate::http::openapi::shapes::{boolean, map_of, obj, one_of, string};
+use crate::http::openapi::shapes::{boolean, integer, map_of, nullable, obj, one_of, string};
 use crate::http::openapi::{ApiDocument, Op, Routes};
 
 /// The ops routes (merged into the API by `http::routes`).
@@ -39,7 +39,9 @@ pub fn routes() -> Routes {
 
 fn readiness_schema() -> serde_json::Value {
     obj(json!({
-        "status": one_of(&["ready", "not_ready"]),
+        "status": one_of(&["ready", "degraded"]),
+        // index operations in the database this node has not applied yet (docs/scale-out.md)
+        "indexLag": nullable(integer()),
         "checks": map_of(obj(json!({"ok": boolean(), "message": string()}))),
     }))
 }

@@ -4,6 +4,8 @@
 //! it, and each node's directory is a cache of it: a node that processes a document uploaded on
 //! another reads the original from the table once.
 
+mod store;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -24,7 +26,7 @@ pub fn path(data_dir: &Path, sha: &str) -> PathBuf {
 pub fn store(data_dir: &Path, db: &Db, bytes: &[u8], now: &str) -> Result<String> {
     let sha = sha256_hex(bytes);
     if db.is_postgres() {
-        db.write(|tx| super::store::put_blob(tx, &sha, bytes, now))?;
+        db.write(|tx| store::put_blob(tx, &sha, bytes, now))?;
     }
     write_file(data_dir, &sha, bytes)?;
     Ok(sha)
@@ -43,7 +45,7 @@ pub fn local(data_dir: &Path, db: &Db, sha: &str) -> Result<Option<PathBuf>> {
     if !db.is_postgres() {
         return Ok(None);
     }
-    let Some(bytes) = db.read(|c| super::store::blob_bytes(c, sha))? else { return Ok(None) };
+    let Some(bytes) = db.read(|c| store::blob_bytes(c, sha))? else { return Ok(None) };
     if sha256_hex(&bytes) != sha {
         return Err(Error::internal_msg("a stored original does not match its SHA-256"));
     }
@@ -74,7 +76,7 @@ fn write_file(data_dir: &Path, sha: &str, bytes: &[u8]) -> Result<()> {
 /// cached copies go at their next start.
 pub fn remove(data_dir: &Path, db: &Db, sha: &str) {
     if db.is_postgres()
-        && let Err(e) = db.write(|tx| super::store::delete_blob_if_unused(tx, sha))
+        && let Err(e) = db.write(|tx| store::delete_blob_if_unused(tx, sha))
     {
         tracing::warn!(error = %e, "could not remove an unused original from the database");
     }
