@@ -30,7 +30,7 @@ pub async fn requests(postgres: &str, cranfield: &Path, rounds: usize) -> anyhow
                 .await?;
         }
         server.wait_idle().await?;
-        let mut figures: Vec<(&str, Vec<(f64, f64, f64)>)> =
+        let mut figures: Vec<(&str, Vec<Timed>)> =
             ["signIn", "upload", "search", "answer"].into_iter().map(|k| (k, Vec::new())).collect();
         for i in 0..rounds {
             let q = &c.queries[i % c.queries.len()].text;
@@ -45,7 +45,7 @@ pub async fn requests(postgres: &str, cranfield: &Path, rounds: usize) -> anyhow
         }
         let mut out = json!({});
         for (k, xs) in &figures {
-            let col = |f: fn(&(f64, f64, f64)) -> f64| median(&xs.iter().map(f).collect::<Vec<_>>());
+            let col = |f: fn(&Timed) -> f64| median(&xs.iter().map(f).collect::<Vec<_>>());
             out[*k] = json!({"serverMs": col(|x| x.0), "dbMs": col(|x| x.1), "dbCalls": col(|x| x.2)});
         }
         report[name] = out;
@@ -67,13 +67,13 @@ pub async fn requests(postgres: &str, cranfield: &Path, rounds: usize) -> anyhow
 
 /// A new database next to the one `url` names (its server, same credentials); returns its URL.
 fn fresh(url: &str) -> anyhow::Result<String> {
-    let name = format!("steward_bench_{}", crate::ids::new_id().to_lowercase());
+    let name = format!("steward_bench_{}", crate::ids::new_id().to_lowercase().replace('-', ""));
     crate::storage::postgres::create_database(url, &name).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// One request: (server ms from `Server-Timing`, database ms and calls from the metrics around
 /// it, less what reading the metrics costs).
-async fn timed(server: &ChildServer, path: &str, body: &Value, token: bool) -> anyhow::Result<(f64, f64, f64)> {
+async fn timed(server: &ChildServer, path: &str, body: &Value, token: bool) -> anyhow::Result<Timed> {
     let before = db_counters(server).await?;
     let mut req = server.http.post(format!("{}{path}", server.base)).json(body);
     if token {
@@ -108,6 +108,9 @@ async fn db_counters(server: &ChildServer) -> anyhow::Result<(f64, f64)> {
     };
     Ok((read("steward_db_seconds_total"), read("steward_db_calls_total")))
 }
+
+/// One request's (server ms, database ms, database calls).
+type Timed = (f64, f64, f64);
 
 static RAN: AtomicUsize = AtomicUsize::new(0);
 

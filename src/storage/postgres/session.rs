@@ -92,6 +92,12 @@ impl r2d2::ManageConnection for Manager {
         {
             config.password(pw);
         }
+        // the durability of the SQLite mode (WAL, synchronous=NORMAL: a crash may lose the last
+        // commits, never consistency), without a disk flush per commit under the write lock;
+        // `?options=-c%20synchronous_commit%3Don` in the URL asks for a flush per commit
+        if config.get_options().is_none() {
+            config.options("-c synchronous_commit=off");
+        }
         let rt = RUNTIME.as_ref().ok_or_else(|| ConnectError("cannot start the PostgreSQL I/O thread".into()))?;
         let connecting = rt.spawn(async move {
             let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
