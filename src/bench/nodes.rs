@@ -60,8 +60,7 @@ pub async fn requests(postgres: &str, cranfield: &Path, rounds: usize) -> anyhow
         }
     }
     report["postgresOverSqlite"] = ratio;
-    let admin = url.rsplit_once('/').map(|(base, _)| format!("{base}/postgres")).unwrap_or_default();
-    let _ = crate::storage::postgres::drop_database(&admin, url.rsplit('/').next().unwrap_or_default());
+    drop_fresh(&url);
     Ok(report)
 }
 

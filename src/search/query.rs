@@ -104,6 +104,8 @@ pub struct RetrievalTrace {
     pub timings_ms: Vec<(String, f64)>,
     /// Index operations in the database this node had not applied when it searched (on
     /// PostgreSQL, what other nodes wrote moments ago): the results are right for what is applied.
+    /// Read for a search's debug block only.
+    #[serde(skip)]
     pub index_lag: i64,
 }
 
@@ -164,7 +166,6 @@ fn attempt(app: &App, ws: &WorkspaceId, r: &Retrieve, t: &Tuning) -> Attempt<(Ve
     let mut trace = RetrievalTrace { mode: r.mode, ..Default::default() };
     let mut clock = Instant::now();
     let index = app.search()?;
-    trace.index_lag = index.lag(&app.db)?;
     if r.query.trim().is_empty() || r.limit == 0 {
         return Ok((Vec::new(), trace));
     }
@@ -628,7 +629,10 @@ pub fn search(app: &App, p: &Principal, actor: &Actor, req: SearchRequest) -> Re
         result_count: hits.len(),
         took_ms,
         created_at: now,
-        debug: req.include_debug.then_some(trace),
+        debug: match req.include_debug {
+            true => Some(RetrievalTrace { index_lag: app.search()?.lag(&app.db)?, ..trace }),
+            false => None,
+        },
     })
 }
 
