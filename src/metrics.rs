@@ -72,6 +72,11 @@ impl Metrics {
         out.push_str("# HELP steward_db_seconds_total Wall time spent in database calls, waits included.\n");
         out.push_str("# TYPE steward_db_seconds_total counter\n");
         let _ = writeln!(out, "steward_db_seconds_total {seconds}");
+        if let Some(trips) = app.db.round_trips() {
+            out.push_str("# HELP steward_db_round_trips_total Round trips to PostgreSQL (statements, preparations, transaction control).\n");
+            out.push_str("# TYPE steward_db_round_trips_total counter\n");
+            let _ = writeln!(out, "steward_db_round_trips_total {trips}");
+        }
         out.push_str("# HELP steward_jobs Jobs in the durable queue by kind and state.\n");
         out.push_str("# TYPE steward_jobs gauge\n");
         if let Ok(depth) = crate::jobs::queue_depth(app) {

@@ -43,6 +43,9 @@ fn conversion(e: Box<dyn std::error::Error + Send + Sync>) -> rusqlite::Error {
 /// Runs `sql` with `params` on PostgreSQL: the statement and its arguments.
 fn pg_prepare<P: Params>(pg: &dyn PgExec, sql: &str, params: P) -> rusqlite::Result<(postgres::Statement, Vec<Arg>)> {
     let t = session::translate(sql);
+    if t.writes_identity {
+        pg.note_identity_write();
+    }
     let values = session::values(params, t.params)?;
     let st = match pg.statement(&t.sql, &[]) {
         Ok(st) => Ok(st),
@@ -121,7 +124,13 @@ impl<'c> Conn<'c> {
     pub fn execute_batch(&self, sql: &str) -> rusqlite::Result<()> {
         match self.inner {
             Inner::Lite(c) => c.execute_batch(sql),
-            Inner::Pg(pg) => pg.batch_execute(&session::translate(sql).sql).map_err(pg_error),
+            Inner::Pg(pg) => {
+                let t = session::translate(sql);
+                if t.writes_identity {
+                    pg.note_identity_write();
+                }
+                pg.batch_execute(&t.sql).map_err(pg_error)
+            }
         }
     }
 
@@ -168,10 +177,9 @@ impl<'c> Conn<'c> {
             // a write transaction runs alone (`Db::write`): what it reads does not move
             Inner::Pg(pg) if pg.in_transaction() => f(self),
             Inner::Pg(pg) => {
-                pg.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").map_err(pg_error)?;
+                pg.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
                 let out = f(self);
-                let end = if out.is_ok() { "COMMIT" } else { "ROLLBACK" };
-                pg.batch_execute(end).map_err(pg_error)?;
+                pg.end(if out.is_ok() { "COMMIT" } else { "ROLLBACK" }).map_err(pg_error)?;
                 out
             }
         }

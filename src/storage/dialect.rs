@@ -7,11 +7,13 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-/// A statement in PostgreSQL's dialect, and how many parameters it takes.
+/// A statement in PostgreSQL's dialect, how many parameters it takes, and whether it writes a
+/// row of an identity table (which authentication caches depend on: `Db::identity_generation`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Translated {
     pub sql: String,
     pub params: usize,
+    pub writes_identity: bool,
 }
 
 /// Marks a masked literal in the text the rewrites see (never in SQL: a control character).
@@ -31,7 +33,9 @@ pub fn to_postgres(sql: &str) -> Translated {
             out.push(ch);
         }
     }
-    Translated { sql: out, params }
+    let writes_identity =
+        WRITE_TARGET.captures_iter(&masked).any(|c| super::IDENTITY_TABLES.contains(&c[1].to_lowercase().as_str()));
+    Translated { sql: out, params, writes_identity }
 }
 
 /// Numbers the placeholders and takes every literal, quoted identifier and comment out of the
@@ -111,6 +115,10 @@ fn re(pattern: &str) -> Regex {
     Regex::new(pattern).unwrap()
 }
 
+/// The table an `INSERT`, `UPDATE` or `DELETE` writes.
+static WRITE_TARGET: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b(?:INSERT(?:\s+OR\s+\w+)?\s+INTO|REPLACE\s+INTO|UPDATE(?:\s+OR\s+\w+)?|DELETE\s+FROM)\s+(\w+)")
+});
 static INSERT_OR_IGNORE: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bINSERT\s+OR\s+IGNORE\s+INTO\b"));
 static RETURNING: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bRETURNING\b"));
 static JSON_EACH: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)\bjson_each\(\s*([^()]+?)\s*\)"));
@@ -296,11 +304,15 @@ mod tests {
     fn placeholders_are_numbered_as_sqlite_numbers_them() {
         assert_eq!(
             to_postgres("SELECT a FROM t WHERE b = ?1 AND c = ?2 OR d = ?1"),
-            Translated { sql: "SELECT a FROM t WHERE b = $1 AND c = $2 OR d = $1".into(), params: 2 }
+            Translated {
+                sql: "SELECT a FROM t WHERE b = $1 AND c = $2 OR d = $1".into(),
+                params: 2,
+                writes_identity: false
+            }
         );
         assert_eq!(
             to_postgres("WHERE a = ? AND b = ? AND c = ?"),
-            Translated { sql: "WHERE a = $1 AND b = $2 AND c = $3".into(), params: 3 }
+            Translated { sql: "WHERE a = $1 AND b = $2 AND c = $3".into(), params: 3, writes_identity: false }
         );
         assert_eq!(to_postgres("WHERE a = ?3 AND b = ?").sql, "WHERE a = $3 AND b = $4");
         assert_eq!(to_postgres("SELECT 1").params, 0);
@@ -350,6 +362,27 @@ mod tests {
             pg("WHERE +c.workspace_id = ?1 AND +kind = 'a' AND n = a + b"),
             "WHERE c.workspace_id = $1 AND kind = 'a' AND n = a + b"
         );
+    }
+
+    #[test]
+    fn writes_to_identity_tables_are_told_apart() {
+        for sql in [
+            "UPDATE api_tokens SET last_used_at = ?2 WHERE id = ?1",
+            "INSERT INTO sessions (id, user_id) VALUES (?1, ?2)",
+            "delete from Memberships where user_id = ?1",
+            "INSERT OR REPLACE INTO users (id) VALUES (?1)",
+            "WITH gone AS (DELETE FROM workspaces WHERE id = ?1 RETURNING id) SELECT count(*) FROM gone",
+        ] {
+            assert!(to_postgres(sql).writes_identity, "{sql}");
+        }
+        for sql in [
+            "SELECT * FROM users WHERE id = ?1",
+            "UPDATE user_settings SET v = ?2",
+            "INSERT INTO audit_events (kind) VALUES ('UPDATE users')",
+            "INSERT INTO t (a) VALUES (?1) ON CONFLICT (a) DO UPDATE SET a = excluded.a",
+        ] {
+            assert!(!to_postgres(sql).writes_identity, "{sql}");
+        }
     }
 
     proptest! {

@@ -86,11 +86,16 @@ const WRITE_LOCK: i64 = 0x5354_4557_5249_5445;
 const IDENTITY_TABLES: [&str; 6] = ["organizations", "users", "memberships", "workspaces", "sessions", "api_tokens"];
 
 /// Set by the writer connection's update hook when a statement changes a row of an identity
-/// table; turned into a generation bump once that write's transaction has ended.
+/// table; turned into a generation bump once that write's transaction has ended. On PostgreSQL a
+/// write is seen by its statements' text, and another node's by its announcement, which only
+/// counts while the listening line is up (`heard`).
 #[derive(Default)]
 struct IdentityWatch {
     touched: AtomicBool,
     generation: AtomicU64,
+    heard: AtomicBool,
+    /// This `Db`'s name in its identity announcements (PostgreSQL), so it skips its own.
+    origin: String,
 }
 
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -174,7 +179,7 @@ impl Db {
             .map_err(|e| Error::unavailable(format!("cannot open PostgreSQL connections: {e}")))?;
         Ok(Db {
             backend: Backend::Postgres { pool, url: url.to_string() },
-            identity: Arc::new(IdentityWatch::default()),
+            identity: Arc::new(IdentityWatch { origin: crate::ids::new_id(), ..IdentityWatch::default() }),
             busy: Busy::default(),
         })
     }
@@ -203,6 +208,14 @@ impl Db {
     /// Database calls so far and the seconds spent in them (pool waits and locks included).
     pub fn busy(&self) -> (u64, f64) {
         (self.busy.calls.load(Ordering::Relaxed), self.busy.nanos.load(Ordering::Relaxed) as f64 / 1e9)
+    }
+
+    /// The round trips to the database server so far (`None` on SQLite, which has none).
+    pub fn round_trips(&self) -> Option<u64> {
+        match self.backend {
+            Backend::Sqlite { .. } => None,
+            Backend::Postgres { .. } => Some(postgres::session::ROUND_TRIPS.load(Ordering::Relaxed)),
+        }
     }
 
     fn read_inner<T>(&self, f: impl FnOnce(&Conn) -> Result<T>) -> Result<T> {
@@ -244,10 +257,19 @@ impl Db {
             }
             Backend::Postgres { pool, .. } => {
                 let pooled = pool.get()?;
-                let tx = postgres::session::Transaction::begin(&pooled, WRITE_LOCK)?;
-                let out = f(&Tx::pg(tx.session()))?;
-                tx.commit()?;
-                Ok(out)
+                let tx = postgres::session::Transaction::begin(&pooled, WRITE_LOCK);
+                let out = f(&Tx::pg(tx.session()));
+                let touched = tx.session().wrote_identity();
+                // the other nodes drop their cached authentications when this commits
+                let result = out.and_then(|v| {
+                    let announce = nodes::identity_changed(&self.identity.origin);
+                    tx.commit(touched.then_some((postgres::listen::CHANNEL, announce.as_str())))?;
+                    Ok(v)
+                });
+                if touched {
+                    self.identity.generation.fetch_add(1, Ordering::SeqCst);
+                }
+                result
             }
         }
     }
@@ -265,12 +287,25 @@ impl Db {
     /// workspaces, sessions, API tokens) ends. Read it before reading those
     /// tables; a result derived from them stays valid while the generation is unchanged.
     ///
-    /// On PostgreSQL another node's write is not seen here (yet: docs/scale-out.md, section 5),
-    /// so the generation moves on every read of it and nothing derived from those tables is kept.
+    /// On PostgreSQL another node's write moves it when that node's announcement arrives
+    /// (docs/scale-out.md, section 5); while this node's listening line is down (or was never
+    /// started) it moves on every read, so nothing derived from those tables is kept.
     pub fn identity_generation(&self) -> u64 {
         match self.backend {
-            Backend::Sqlite { .. } => self.identity.generation.load(Ordering::SeqCst),
-            Backend::Postgres { .. } => self.identity.generation.fetch_add(1, Ordering::SeqCst),
+            Backend::Postgres { .. } if !self.identity.heard.load(Ordering::SeqCst) => {
+                self.identity.generation.fetch_add(1, Ordering::SeqCst)
+            }
+            _ => self.identity.generation.load(Ordering::SeqCst),
+        }
+    }
+
+    /// True when results derived from the identity tables may be kept: always on SQLite; on
+    /// PostgreSQL while this node hears the other nodes' identity changes (its listening line is
+    /// up).
+    pub fn caches_identity(&self) -> bool {
+        match self.backend {
+            Backend::Sqlite { .. } => true,
+            Backend::Postgres { .. } => self.identity.heard.load(Ordering::SeqCst),
         }
     }
 

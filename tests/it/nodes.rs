@@ -207,6 +207,50 @@ async fn two_nodes_migrate_once_and_share_documents_search_and_streams() {
         .await
         .unwrap();
     assert!(history.to_string().contains("every forty minutes"), "{history}");
+
+    // authentications are cached on each node until an identity change is announced: a token
+    // revoked on A is refused on A at once and on B once A's announcement arrives
+    let made = operator(Method::POST, "/api/v1/account/tokens".into(), json!({"name": "nodes"})).await;
+    let (tid, secret) = (made["token"]["id"].as_str().unwrap(), made["secret"].as_str().unwrap());
+    let status = async |base: &str| {
+        http.get(format!("{base}/api/v1/workspaces")).bearer_auth(secret).send().await.unwrap().status().as_u16()
+    };
+    for _ in 0..3 {
+        assert_eq!(status(&a.base).await, 200);
+        assert_eq!(status(&b.base).await, 200);
+    }
+    let revoked = http
+        .delete(format!("{}/api/v1/account/tokens/{tid}", a.base))
+        .header("cookie", &cookie)
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 204);
+    assert_eq!(status(&a.base).await, 401, "the node that revoked it refuses it at once");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status(&b.base).await != 401 {
+        assert!(Instant::now() < deadline, "B kept accepting a token revoked on A");
+        tokio::task::yield_now().await;
+    }
+    // signing out on B ends the session on A too
+    let out = http
+        .post(format!("{}/api/v1/auth/logout", b.base))
+        .header("cookie", &cookie)
+        .header("sec-fetch-site", "same-origin")
+        .send()
+        .await
+        .unwrap();
+    assert!(out.status().is_success(), "{}", out.status());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = http.get(format!("{}/api/v1/workspaces", a.base)).header("cookie", &cookie).send().await.unwrap();
+        if r.status() == 401 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "A kept a session signed out on B");
+        tokio::task::yield_now().await;
+    }
     assert!(a.terminate().success());
     assert!(b.terminate().success());
 }

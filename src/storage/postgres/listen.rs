@@ -14,15 +14,20 @@ use std::time::Duration;
 use futures::StreamExt;
 use tokio_postgres::AsyncMessage;
 
-use super::session::RUNTIME;
+/// Where the listening connections run: one background thread of its own (the pooled
+/// connections are run by the threads that use them: `wire`).
+static RUNTIME: std::sync::LazyLock<Option<tokio::runtime::Runtime>> = std::sync::LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("steward-pg").enable_all().build().ok()
+});
 
 /// The one channel every node listens on.
 pub const CHANNEL: &str = "steward";
 
-/// The listening task; stopped when dropped.
+/// The listening task; stopped when dropped (the callback then hears [`Line::Down`]).
 pub struct Listener {
     stop: Arc<AtomicBool>,
     task: Option<tokio::task::JoinHandle<()>>,
+    down: Box<dyn Fn() + Send + Sync>,
 }
 
 impl Drop for Listener {
@@ -31,19 +36,41 @@ impl Drop for Listener {
         if let Some(t) = self.task.take() {
             t.abort();
         }
+        (self.down)();
     }
+}
+
+/// How often a listening connection is asked to answer: one that does not within
+/// [`HEARTBEAT_WAIT`] (a peer gone without closing the connection) is given up, so the node
+/// stops trusting what it has not heard within seconds, not at TCP's keepalive hours later.
+const HEARTBEAT: Duration = Duration::from_secs(5);
+const HEARTBEAT_WAIT: Duration = Duration::from_secs(5);
+
+/// What the listening line reports.
+pub enum Line<'a> {
+    /// Listening (again): anything sent while the line was down is lost.
+    Up,
+    /// The connection ended; made again within a second.
+    Down,
+    /// A notification's payload.
+    Heard(&'a str),
 }
 
 /// Starts listening on [`CHANNEL`] at `url`. `deliver` runs on the PostgreSQL I/O thread: it must
 /// return at once and must not use the database (hand the work to another thread).
-pub fn start(url: &str, deliver: impl Fn(Option<&str>) + Send + Sync + 'static) -> Option<Listener> {
+pub fn start(url: &str, deliver: impl Fn(Line<'_>) + Send + Sync + 'static) -> Option<Listener> {
     let rt = RUNTIME.as_ref()?;
     let stop = Arc::new(AtomicBool::new(false));
     let (url, stopping) = (url.to_string(), stop.clone());
+    let deliver = Arc::new(deliver);
+    let on_drop = deliver.clone();
+    let down = Box::new(move || on_drop(Line::Down));
     let task = rt.spawn(async move {
         let mut failures = 0u32;
         while !stopping.load(Ordering::SeqCst) {
-            match listen_once(&url, &deliver).await {
+            let ended = listen_once(&url, &*deliver).await;
+            deliver(Line::Down);
+            match ended {
                 Ok(()) => failures = 0,
                 Err(e) => {
                     failures += 1;
@@ -56,11 +83,11 @@ pub fn start(url: &str, deliver: impl Fn(Option<&str>) + Send + Sync + 'static) 
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
     });
-    Some(Listener { stop, task: Some(task) })
+    Some(Listener { stop, task: Some(task), down })
 }
 
 /// One connection's life: `LISTEN`, then every notification until the connection ends.
-async fn listen_once(url: &str, deliver: &(impl Fn(Option<&str>) + Send + Sync)) -> Result<(), String> {
+async fn listen_once(url: &str, deliver: &(impl Fn(Line<'_>) + Send + Sync)) -> Result<(), String> {
     let mut config: tokio_postgres::Config = url.parse().map_err(|e| super::plain(&e))?;
     if config.get_password().is_none()
         && let Ok(pw) = std::env::var("PGPASSWORD")
@@ -82,12 +109,22 @@ async fn listen_once(url: &str, deliver: &(impl Fn(Option<&str>) + Send + Sync))
         driver.abort();
         return Err(super::plain(&e));
     }
-    deliver(None);
-    while let Some(msg) = rx.next().await {
-        if let AsyncMessage::Notification(n) = msg
-            && n.channel() == CHANNEL
-        {
-            deliver(Some(n.payload()));
+    deliver(Line::Up);
+    let mut beat = tokio::time::interval(HEARTBEAT);
+    beat.tick().await;
+    loop {
+        tokio::select! {
+            msg = rx.next() => match msg {
+                Some(AsyncMessage::Notification(n)) if n.channel() == CHANNEL => deliver(Line::Heard(n.payload())),
+                Some(_) => {}
+                None => break,
+            },
+            _ = beat.tick() => {
+                if !matches!(tokio::time::timeout(HEARTBEAT_WAIT, client.simple_query("")).await, Ok(Ok(_))) {
+                    driver.abort();
+                    return Err("the PostgreSQL notification line stopped answering".into());
+                }
+            }
         }
     }
     drop(client);

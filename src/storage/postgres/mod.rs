@@ -10,6 +10,7 @@
 pub mod copy;
 pub mod listen;
 pub mod session;
+mod wire;
 
 use postgres::{Client, NoTls};
 

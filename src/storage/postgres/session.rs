@@ -11,7 +11,10 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
+
+use super::wire::Wire;
 
 use bytes::{BufMut, BytesMut};
 use parking_lot::Mutex;
@@ -43,22 +46,36 @@ impl std::error::Error for PgError {
     }
 }
 
-/// Where every PostgreSQL connection's I/O runs: one background thread of its own. A store's call
-/// waits for its answer with a plain executor, never entering this runtime, so the stores stay
-/// synchronous and can be called from anywhere, an async task included (as on SQLite).
-pub(super) static RUNTIME: LazyLock<Option<tokio::runtime::Runtime>> = LazyLock::new(|| {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("steward-pg").enable_all().build().ok()
-});
+/// The round trips to PostgreSQL this process has waited for (statements, preparations and
+/// transaction control; `steward_db_round_trips_total`).
+pub static ROUND_TRIPS: AtomicU64 = AtomicU64::new(0);
 
-/// Waits for `f` on the calling thread (PostgreSQL's side of it runs on [`RUNTIME`]).
-fn wait<F: std::future::Future>(f: F) -> F::Output {
-    futures::executor::block_on(f)
-}
-
-/// A pooled PostgreSQL connection and the statements prepared on it (by translated text).
+/// A pooled PostgreSQL connection and the statements prepared on it (by translated text). Its
+/// requests are run by the thread that holds it (`wire`).
 pub struct PgClient {
     pub(crate) client: tokio_postgres::Client,
+    wire: RefCell<Wire>,
     pub(crate) statements: RefCell<HashMap<String, Statement>>,
+    lock: RefCell<Option<Statement>>,
+}
+
+impl PgClient {
+    /// Runs `f`, one round trip on this connection, on the calling thread (counted).
+    pub(crate) fn trip<F: std::future::Future>(&self, f: F) -> F::Output {
+        ROUND_TRIPS.fetch_add(1, Ordering::Relaxed);
+        self.wire.borrow_mut().run(f)
+    }
+
+    /// `SELECT pg_advisory_xact_lock($1)`, prepared once per connection (outside any transaction:
+    /// it is asked for before a transaction's first round trip).
+    fn lock_statement(&self) -> Result<Statement, postgres::Error> {
+        if let Some(st) = self.lock.borrow().as_ref() {
+            return Ok(st.clone());
+        }
+        let st = self.trip(self.client.prepare_typed("SELECT pg_advisory_xact_lock($1)", &[Type::INT8]))?;
+        *self.lock.borrow_mut() = Some(st.clone());
+        Ok(st)
+    }
 }
 
 /// The statements a connection keeps prepared at most (then it starts over).
@@ -98,23 +115,17 @@ impl r2d2::ManageConnection for Manager {
         if config.get_options().is_none() {
             config.options("-c synchronous_commit=off");
         }
-        let rt = RUNTIME.as_ref().ok_or_else(|| ConnectError("cannot start the PostgreSQL I/O thread".into()))?;
-        let connecting = rt.spawn(async move {
-            let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
-            tokio::spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::warn!(error = %super::plain(&e), "a PostgreSQL connection ended");
-                }
-            });
-            Ok::<_, postgres::Error>(client)
-        });
-        let client =
-            wait(connecting).map_err(|e| ConnectError(e.to_string()))?.map_err(|e| ConnectError(super::plain(&e)))?;
-        Ok(PgClient { client, statements: RefCell::new(HashMap::new()) })
+        let (client, wire) = super::wire::connect(&config).map_err(ConnectError)?;
+        Ok(PgClient {
+            client,
+            wire: RefCell::new(wire),
+            statements: RefCell::new(HashMap::new()),
+            lock: RefCell::new(None),
+        })
     }
 
     fn is_valid(&self, conn: &mut PgClient) -> Result<(), ConnectError> {
-        wait(conn.client.simple_query("")).map(|_| ()).map_err(|e| ConnectError(super::plain(&e)))
+        conn.trip(conn.client.simple_query("")).map(|_| ()).map_err(|e| ConnectError(super::plain(&e)))
     }
 
     fn has_broken(&self, conn: &mut PgClient) -> bool {
@@ -133,17 +144,63 @@ pub trait PgExec {
     fn batch_execute(&self, sql: &str) -> Result<(), postgres::Error>;
     /// True inside a transaction (`Db::write`).
     fn in_transaction(&self) -> bool;
+    /// Starts a transaction with `begin` (its `BEGIN …`), sent together with the transaction's
+    /// first statement: one round trip for both.
+    fn begin(&self, begin: &'static str);
+    /// Ends the transaction with `end` (`COMMIT` or `ROLLBACK`); nothing to send when it never
+    /// ran a statement.
+    fn end(&self, end: &str) -> Result<(), postgres::Error>;
+    /// Notes that a statement of the session writes an identity table.
+    fn note_identity_write(&self);
 }
 
 /// A session on one pooled connection, inside a transaction (writes) or not (reads).
 pub struct Session<'a> {
     client: &'a PgClient,
     in_transaction: bool,
+    /// A transaction's start, not sent yet ([`PgExec::begin`]), and the advisory lock it takes
+    /// first.
+    opening: RefCell<Option<(&'static str, Option<i64>)>>,
+    /// Whether a statement wrote an identity table ([`PgExec::note_identity_write`]).
+    wrote_identity: std::cell::Cell<bool>,
 }
 
 impl<'a> Session<'a> {
     pub fn new(client: &'a PgClient, in_transaction: bool) -> Self {
-        Session { client, in_transaction }
+        Session { client, in_transaction, opening: RefCell::new(None), wrote_identity: Default::default() }
+    }
+
+    /// True once a statement of the session wrote an identity table.
+    pub fn wrote_identity(&self) -> bool {
+        self.wrote_identity.get()
+    }
+
+    /// Runs `f`, one request, in one round trip with the transaction's start when that is not
+    /// sent yet (pipelined: `BEGIN`, the lock, then the request, written together; if the start
+    /// fails the request fails too, inside the aborted transaction, never outside it).
+    fn send<T>(&self, f: impl std::future::Future<Output = Result<T, postgres::Error>>) -> Result<T, postgres::Error> {
+        // the lock's statement first: should preparing it fail, the start is still to be sent
+        if let Some((_, Some(_))) = *self.opening.borrow() {
+            self.client.lock_statement()?;
+        }
+        let opening = self.opening.borrow_mut().take();
+        let Some((begin, lock)) = opening else { return self.client.trip(f) };
+        let pg = &self.client.client;
+        match lock {
+            None => {
+                let (begun, out) = self.client.trip(futures::future::join(pg.batch_execute(begin), f));
+                begun?;
+                out
+            }
+            Some(key) => {
+                let st = self.client.lock_statement()?;
+                let (begun, locked, out) =
+                    self.client.trip(futures::future::join3(pg.batch_execute(begin), pg.execute(&st, &[&key]), f));
+                begun?;
+                locked?;
+                out
+            }
+        }
     }
 }
 
@@ -161,7 +218,7 @@ impl PgExec for Session<'_> {
         // preparation (then kept) happens under a savepoint
         let st = if self.in_transaction {
             self.batch_execute("SAVEPOINT steward_prepare")?;
-            match wait(self.client.client.prepare_typed(sql, types)) {
+            match self.send(self.client.client.prepare_typed(sql, types)) {
                 Ok(st) => {
                     self.batch_execute("RELEASE SAVEPOINT steward_prepare")?;
                     st
@@ -172,7 +229,7 @@ impl PgExec for Session<'_> {
                 }
             }
         } else {
-            wait(self.client.client.prepare_typed(sql, types))?
+            self.send(self.client.client.prepare_typed(sql, types))?
         };
         let mut kept = self.client.statements.borrow_mut();
         if kept.len() >= KEPT_STATEMENTS {
@@ -183,19 +240,34 @@ impl PgExec for Session<'_> {
     }
 
     fn query(&self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<postgres::Row>, postgres::Error> {
-        wait(self.client.client.query(st, params))
+        self.send(self.client.client.query(st, params))
     }
 
     fn execute(&self, st: &Statement, params: &[&(dyn ToSql + Sync)]) -> Result<u64, postgres::Error> {
-        wait(self.client.client.execute(st, params))
+        self.send(self.client.client.execute(st, params))
     }
 
     fn batch_execute(&self, sql: &str) -> Result<(), postgres::Error> {
-        wait(self.client.client.batch_execute(sql))
+        self.send(self.client.client.batch_execute(sql))
     }
 
     fn in_transaction(&self) -> bool {
         self.in_transaction
+    }
+
+    fn begin(&self, begin: &'static str) {
+        *self.opening.borrow_mut() = Some((begin, None));
+    }
+
+    fn end(&self, end: &str) -> Result<(), postgres::Error> {
+        if self.opening.borrow_mut().take().is_some() {
+            return Ok(());
+        }
+        self.client.trip(self.client.client.batch_execute(end))
+    }
+
+    fn note_identity_write(&self) {
+        self.wrote_identity.set(true);
     }
 }
 
@@ -207,29 +279,42 @@ pub struct Transaction<'a> {
 }
 
 impl<'a> Transaction<'a> {
-    /// `BEGIN`, then `lock` (an advisory lock key) taken for the transaction.
-    pub fn begin(client: &'a PgClient, lock: i64) -> Result<Transaction<'a>, postgres::Error> {
+    /// `BEGIN`, then `lock` (an advisory lock key) taken for the transaction: both sent with its
+    /// first statement.
+    pub fn begin(client: &'a PgClient, lock: i64) -> Transaction<'a> {
         let session = Session::new(client, true);
-        session.batch_execute("BEGIN")?;
-        let tx = Transaction { session, done: false };
-        wait(client.client.execute("SELECT pg_advisory_xact_lock($1)", &[&lock]))?;
-        Ok(tx)
+        *session.opening.borrow_mut() = Some(("BEGIN", Some(lock)));
+        Transaction { session, done: false }
     }
 
     pub fn session(&self) -> &Session<'a> {
         &self.session
     }
 
-    pub fn commit(mut self) -> Result<(), postgres::Error> {
+    /// Commits; with `notify`, a `NOTIFY` on `channel` sent in the same round trip, before the
+    /// `COMMIT` (delivered by PostgreSQL once the commit is done). Should the `NOTIFY` fail, the
+    /// `COMMIT` still ends the transaction (rolling it back) and the error is returned.
+    pub fn commit(mut self, notify: Option<(&str, &str)>) -> Result<(), postgres::Error> {
         self.done = true;
-        self.session.batch_execute("COMMIT")
+        let Some((channel, payload)) = notify else { return self.session.end("COMMIT") };
+        if self.session.opening.borrow_mut().take().is_some() {
+            return Ok(());
+        }
+        // two simple queries, written in this order (channel and payload are the code's constants
+        // and ids: no quote to escape)
+        let pg = &self.session.client.client;
+        let notify = format!("SELECT pg_notify('{channel}', '{payload}')");
+        let (notified, committed) =
+            self.session.client.trip(futures::future::join(pg.batch_execute(&notify), pg.batch_execute("COMMIT")));
+        notified?;
+        committed
     }
 }
 
 impl Drop for Transaction<'_> {
     fn drop(&mut self) {
         if !self.done {
-            let _ = self.session.batch_execute("ROLLBACK");
+            let _ = self.session.end("ROLLBACK");
         }
     }
 }

@@ -1,0 +1,271 @@
+//! A pooled PostgreSQL connection driven by the thread that uses it, as libpq does: the caller
+//! writes its request and reads the answer itself, waiting on the socket with `poll(2)`, instead of
+//! handing every round trip to an I/O thread and being woken by it (two thread wake-ups a round
+//! trip, which on a small machine cost more than the round trip: docs/scale-out.md, section 10).
+//!
+//! tokio-postgres speaks the protocol. This module gives it a non-blocking socket that needs no
+//! reactor (a read or write that would block is `Pending`) and runs a request together with its
+//! connection until the request's answer is in. A connection is used by one thread at a time (the
+//! pool hands it out), so nothing else polls it meanwhile.
+
+use std::future::Future;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_postgres::config::Host;
+use tokio_postgres::tls::{NoTls, NoTlsStream};
+
+/// A connected socket in non-blocking mode.
+pub struct Socket {
+    stream: Stream,
+    /// Set when a write would have blocked: the wait is then for room to write too.
+    write_blocked: Arc<AtomicBool>,
+}
+
+enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Stream {
+    fn io(&mut self) -> &mut dyn ReadWrite {
+        match self {
+            Stream::Tcp(s) => s,
+            Stream::Unix(s) => s,
+        }
+    }
+
+    fn fd(&self) -> RawFd {
+        match self {
+            Stream::Tcp(s) => s.as_raw_fd(),
+            Stream::Unix(s) => s.as_raw_fd(),
+        }
+    }
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// `Pending` for an operation that would block (the caller waits on the socket, then asks again).
+fn ready<T>(r: io::Result<T>) -> Poll<io::Result<T>> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => Poll::Pending,
+        r => Poll::Ready(r),
+    }
+}
+
+impl AsyncRead for Socket {
+    fn poll_read(self: Pin<&mut Self>, _: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            // at most 16 KiB zeroed per read, however large the buffer grew
+            let room = buf.remaining().min(16 * 1024);
+            match ready(this.stream.io().read(buf.initialize_unfilled_to(room))) {
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Poll::Ready(Ok(n)) => {
+                    buf.advance(n);
+                    return Poll::Ready(Ok(()));
+                }
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+}
+
+impl AsyncWrite for Socket {
+    fn poll_write(self: Pin<&mut Self>, _: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        loop {
+            match ready(this.stream.io().write(data)) {
+                Poll::Ready(Err(e)) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Poll::Pending => {
+                    this.write_blocked.store(true, Ordering::Relaxed);
+                    return Poll::Pending;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // a socket keeps nothing back once written
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let shut = match &self.stream {
+            Stream::Tcp(s) => s.shutdown(std::net::Shutdown::Write),
+            Stream::Unix(s) => s.shutdown(std::net::Shutdown::Write),
+        };
+        Poll::Ready(match shut {
+            Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(()),
+            r => r,
+        })
+    }
+}
+
+/// The socket's side of a connection: what a request is run with.
+pub struct Wire {
+    connection: Option<tokio_postgres::Connection<Socket, NoTlsStream>>,
+    waiter: Waiter,
+}
+
+/// Waits until the socket can be read (or written, when a write would have blocked).
+#[derive(Clone)]
+struct Waiter {
+    fd: RawFd,
+    write_blocked: Arc<AtomicBool>,
+}
+
+impl Waiter {
+    fn wait(&self) {
+        let mut events = libc::POLLIN;
+        if self.write_blocked.swap(false, Ordering::Relaxed) {
+            events |= libc::POLLOUT;
+        }
+        let mut p = libc::pollfd { fd: self.fd, events, revents: 0 };
+        // SAFETY: one initialised pollfd, alive for the whole call; the descriptor is the
+        // connection's socket, open while its connection is (`run` never waits once the
+        // connection has ended; an error or a timeout only loops)
+        unsafe {
+            libc::poll(&mut p, 1, 1000);
+        }
+    }
+}
+
+/// Polls `f` with a waker that does nothing: whoever polls waits on the socket instead.
+fn poll_once<F: Future + ?Sized>(f: Pin<&mut F>) -> Poll<F::Output> {
+    let mut cx = Context::from_waker(std::task::Waker::noop());
+    f.poll(&mut cx)
+}
+
+/// A waker that records that it was woken: the request and its connection hand each other work
+/// through channels (a response in parts, a follow-up request), which the socket does not show.
+struct Woken(AtomicBool);
+
+impl std::task::Wake for Woken {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Wire {
+    /// Runs `f`, a request on this connection's client, to its answer, writing the request and
+    /// reading the answer meanwhile. It waits on the socket only when neither side was woken.
+    pub fn run<F: Future>(&mut self, f: F) -> F::Output {
+        let woken = Arc::new(Woken(AtomicBool::new(false)));
+        let waker = std::task::Waker::from(woken.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut f = std::pin::pin!(f);
+        loop {
+            woken.0.store(false, Ordering::Relaxed);
+            if let Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+                return out;
+            }
+            let Some(connection) = self.connection.as_mut() else {
+                // the connection has ended: the request fails at once
+                return futures::executor::block_on(f);
+            };
+            if let Poll::Ready(ended) = Pin::new(connection).poll(&mut cx) {
+                if let Err(e) = ended {
+                    tracing::warn!(error = %super::plain(&e), "a PostgreSQL connection ended");
+                }
+                self.connection = None;
+                continue;
+            }
+            if let Poll::Ready(out) = f.as_mut().poll(&mut cx) {
+                return out;
+            }
+            if !woken.0.load(Ordering::Relaxed) {
+                self.waiter.wait();
+            }
+        }
+    }
+}
+
+/// Connects to the first of `config`'s hosts that answers and signs in.
+pub fn connect(config: &tokio_postgres::Config) -> Result<(tokio_postgres::Client, Wire), String> {
+    let ports = config.get_ports();
+    let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
+    let hosts: Vec<Host> = if config.get_hostaddrs().is_empty() {
+        config.get_hosts().to_vec()
+    } else {
+        config.get_hostaddrs().iter().map(|ip| Host::Tcp(ip.to_string())).collect()
+    };
+    if hosts.is_empty() {
+        return Err("the database URL names no host".into());
+    }
+    let mut last = String::new();
+    for (i, host) in hosts.iter().enumerate() {
+        match open(host, port(i), config.get_connect_timeout().copied()) {
+            Ok(stream) => match handshake(config, stream) {
+                Ok(connected) => return Ok(connected),
+                Err(e) => last = e,
+            },
+            Err(e) => last = format!("cannot reach PostgreSQL at {}: {e}", shown(host, port(i))),
+        }
+    }
+    Err(last)
+}
+
+fn shown(host: &Host, port: u16) -> String {
+    match host {
+        Host::Tcp(h) => format!("{h}:{port}"),
+        Host::Unix(dir) => dir.join(format!(".s.PGSQL.{port}")).display().to_string(),
+    }
+}
+
+fn open(host: &Host, port: u16, timeout: Option<std::time::Duration>) -> io::Result<Stream> {
+    match host {
+        Host::Unix(dir) => Ok(Stream::Unix(UnixStream::connect(dir.join(format!(".s.PGSQL.{port}")))?)),
+        Host::Tcp(name) => {
+            let addrs: Vec<SocketAddr> = (name.as_str(), port).to_socket_addrs()?.collect();
+            let mut last = io::Error::new(io::ErrorKind::NotFound, "the host name has no address");
+            for addr in addrs {
+                let tried = match timeout {
+                    Some(t) => TcpStream::connect_timeout(&addr, t),
+                    None => TcpStream::connect(addr),
+                };
+                match tried {
+                    Ok(s) => {
+                        s.set_nodelay(true)?;
+                        return Ok(Stream::Tcp(s));
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        }
+    }
+}
+
+/// Signs in on a connected stream (the startup messages, authentication).
+fn handshake(config: &tokio_postgres::Config, stream: Stream) -> Result<(tokio_postgres::Client, Wire), String> {
+    match &stream {
+        Stream::Tcp(s) => s.set_nonblocking(true),
+        Stream::Unix(s) => s.set_nonblocking(true),
+    }
+    .map_err(|e| e.to_string())?;
+    let waiter = Waiter { fd: stream.fd(), write_blocked: Arc::new(AtomicBool::new(false)) };
+    let socket = Socket { stream, write_blocked: waiter.write_blocked.clone() };
+    let mut signing_in = std::pin::pin!(config.connect_raw(socket, NoTls));
+    loop {
+        if let Poll::Ready(out) = poll_once(signing_in.as_mut()) {
+            let (client, connection) = out.map_err(|e| super::plain(&e))?;
+            return Ok((client, Wire { connection: Some(connection), waiter }));
+        }
+        waiter.wait();
+    }
+}
