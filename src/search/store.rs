@@ -269,56 +269,36 @@ pub struct Hydrated {
 /// The document of each live chunk among `keys` (chunks deleted or replaced since they were
 /// indexed are left out).
 pub fn documents_of(c: &Conn, workspace: &str, keys: &[u64]) -> Result<Vec<(u64, String)>> {
-    let mut out = Vec::with_capacity(keys.len());
-    for part in keys.chunks(500) {
-        let marks = vec!["?"; part.len()].join(",");
-        let sql = format!(
-            "SELECT c.rowid, c.document_id FROM chunks c JOIN documents d ON d.id = c.document_id
-             WHERE +c.workspace_id = ? AND c.revision = d.indexed_revision AND c.rowid IN ({marks})"
-        );
-        let mut args: Vec<SqlValue> = vec![SqlValue::Text(workspace.to_string())];
-        args.extend(part.iter().map(|k| SqlValue::Integer(*k as i64)));
-        let mut stmt = c.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args.iter()), |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
-        for r in rows {
-            out.push(r?);
-        }
+    if keys.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(out)
+    // one statement text whatever the number of keys (on PostgreSQL: prepared and planned once)
+    let mut stmt = c.prepare_cached(
+        "SELECT c.rowid, c.document_id FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE +c.workspace_id = ?1 AND c.revision = d.indexed_revision
+           AND c.rowid IN (SELECT CAST(value AS BIGINT) FROM json_each(?2))",
+    )?;
+    let rows = stmt.query_map(params![workspace, json_list(keys)], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// `keys` as a JSON array, for `IN (SELECT value FROM json_each(?))`.
+fn json_list<T: Serialize>(keys: &[T]) -> String {
+    serde_json::to_string(keys).unwrap_or_else(|_| "[]".into())
 }
 
 pub fn hydrate(c: &Conn, workspace: &str, keys: &[u64]) -> Result<Vec<Hydrated>> {
-    let mut out = Vec::with_capacity(keys.len());
-    for part in keys.chunks(500) {
-        let marks = vec!["?"; part.len()].join(",");
-        let sql = format!(
-            "SELECT c.rowid, c.id, c.document_id, d.source_id, d.title, c.content, c.heading_path, c.page, c.sheet, c.chunk_index, d.metadata
-             FROM chunks c JOIN documents d ON d.id = c.document_id
-             WHERE +c.workspace_id = ? AND c.revision = d.indexed_revision AND c.rowid IN ({marks})"
-        );
-        let mut args: Vec<SqlValue> = vec![SqlValue::Text(workspace.to_string())];
-        args.extend(part.iter().map(|k| SqlValue::Integer(*k as i64)));
-        let mut stmt = c.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args.iter()), |r| {
-            Ok(Hydrated {
-                key: r.get::<_, i64>(0)? as u64,
-                chunk_id: r.get(1)?,
-                document_id: r.get(2)?,
-                source_id: r.get(3)?,
-                title: r.get(4)?,
-                content: r.get(5)?,
-                heading_path: r.get(6)?,
-                page: r.get(7)?,
-                sheet: r.get(8)?,
-                chunk_index: r.get(9)?,
-                metadata: r.get(10)?,
-            })
-        })?;
-        for r in rows {
-            out.push(r?);
-        }
+    if keys.is_empty() {
+        return Ok(Vec::new());
     }
-    Ok(out)
+    let mut stmt = c.prepare_cached(
+        "SELECT c.rowid, c.id, c.document_id, d.source_id, d.title, c.content, c.heading_path, c.page, c.sheet, c.chunk_index, d.metadata
+         FROM chunks c JOIN documents d ON d.id = c.document_id
+         WHERE +c.workspace_id = ?1 AND c.revision = d.indexed_revision
+           AND c.rowid IN (SELECT CAST(value AS BIGINT) FROM json_each(?2))",
+    )?;
+    let rows = stmt.query_map(params![workspace, json_list(keys)], hydrated_row)?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 // -- search history
@@ -659,21 +639,14 @@ pub fn delete_old_searches(tx: &Tx, ws: &str, cutoff: &str, max: i64) -> Result<
 
 /// The chunk index and content hash of chunks `ids` of `ws` that still exist.
 pub fn chunk_refs(c: &Conn, ws: &str, ids: &[&str]) -> Result<std::collections::HashMap<String, (i64, String)>> {
-    let mut out = std::collections::HashMap::new();
-    for part in ids.chunks(500) {
-        let marks = vec!["?"; part.len()].join(",");
-        let sql =
-            format!("SELECT id, chunk_index, content_hash FROM chunks WHERE workspace_id = ? AND id IN ({marks})");
-        let mut args: Vec<SqlValue> = vec![SqlValue::Text(ws.to_string())];
-        args.extend(part.iter().map(|k| SqlValue::Text(k.to_string())));
-        let mut stmt = c.prepare_cached(&sql)?;
-        let rows = stmt.query_map(params_from_iter(args.iter()), |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
-        for r in rows {
-            let (id, v): (String, (i64, String)) = r?;
-            out.insert(id, v);
-        }
+    if ids.is_empty() {
+        return Ok(Default::default());
     }
-    Ok(out)
+    let mut stmt = c.prepare_cached(
+        "SELECT id, chunk_index, content_hash FROM chunks WHERE workspace_id = ?1 AND id IN (SELECT value FROM json_each(?2))",
+    )?;
+    let rows = stmt.query_map(params![ws, json_list(ids)], |r| Ok((r.get(0)?, (r.get(1)?, r.get(2)?))))?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
 }
 
 /// A chunk as it is now, with its content hash.
@@ -685,21 +658,23 @@ pub struct ChunkNow {
 const NOW_COLS: &str = "c.rowid, c.id, c.document_id, d.source_id, d.title, c.content, c.heading_path, c.page, c.sheet, c.chunk_index, d.metadata, c.content_hash";
 
 fn chunk_now(r: &Row) -> rusqlite::Result<ChunkNow> {
-    Ok(ChunkNow {
-        hydrated: Hydrated {
-            key: r.get::<_, i64>(0)? as u64,
-            chunk_id: r.get(1)?,
-            document_id: r.get(2)?,
-            source_id: r.get(3)?,
-            title: r.get(4)?,
-            content: r.get(5)?,
-            heading_path: r.get(6)?,
-            page: r.get(7)?,
-            sheet: r.get(8)?,
-            chunk_index: r.get(9)?,
-            metadata: r.get(10)?,
-        },
-        content_hash: r.get(11)?,
+    Ok(ChunkNow { hydrated: hydrated_row(r)?, content_hash: r.get(11)? })
+}
+
+/// A chunk's columns in the order of `hydrate` (and the first eleven of `NOW_COLS`).
+fn hydrated_row(r: &Row) -> rusqlite::Result<Hydrated> {
+    Ok(Hydrated {
+        key: r.get::<_, i64>(0)? as u64,
+        chunk_id: r.get(1)?,
+        document_id: r.get(2)?,
+        source_id: r.get(3)?,
+        title: r.get(4)?,
+        content: r.get(5)?,
+        heading_path: r.get(6)?,
+        page: r.get(7)?,
+        sheet: r.get(8)?,
+        chunk_index: r.get(9)?,
+        metadata: r.get(10)?,
     })
 }
 
