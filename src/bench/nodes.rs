@@ -16,11 +16,14 @@ use crate::app::{App, Options};
 use crate::config::{Config, Secret};
 use crate::jobs::{JobCtx, JobPayload, Jobs, NewJob, Outcome};
 
-/// The four requests, each `rounds` times, on SQLite and on a new database at `postgres`.
+/// The four requests, each `rounds` times, on SQLite and on a new database at `postgres`: both
+/// servers run side by side and each round asks one then the other, so a change in the machine's
+/// state (another process, the CPU's clock) weighs on both alike.
 pub async fn requests(postgres: &str, cranfield: &Path, rounds: usize) -> anyhow::Result<Value> {
     let c = super::collection::Collection::load(cranfield)?;
     let mut report = json!({});
     let url = fresh(postgres)?;
+    let mut servers = Vec::new();
     for (name, env) in [("sqlite", vec![]), ("postgres", vec![("STEWARD_DATABASE_URL", url.clone())])] {
         let server = ChildServer::start(&env)?;
         // a small corpus to search and answer from
@@ -30,30 +33,38 @@ pub async fn requests(postgres: &str, cranfield: &Path, rounds: usize) -> anyhow
                 .await?;
         }
         server.wait_idle().await?;
-        let mut figures: Vec<(&str, Vec<Timed>)> =
-            ["signIn", "upload", "search", "answer"].into_iter().map(|k| (k, Vec::new())).collect();
-        for i in 0..rounds {
-            let q = &c.queries[i % c.queries.len()].text;
+        servers.push((name, server));
+    }
+    let kinds = ["signIn", "upload", "search", "answer"];
+    let mut figures: Vec<Vec<Vec<Timed>>> = vec![vec![Vec::new(); kinds.len()]; servers.len()];
+    for i in 0..rounds {
+        let q = &c.queries[i % c.queries.len()].text;
+        for (s, (_, server)) in servers.iter().enumerate() {
             let login = json!({"email": "bench@example.com", "password": "bench-password"});
-            figures[0].1.push(timed(&server, "/api/v1/auth/login", &login, false).await?);
+            figures[s][0].push(timed(server, "/api/v1/auth/login", &login, false).await?);
             let doc = json!({"title": format!("Bench note {i}"), "content": format!("Note {i}: {q}")});
-            figures[1].1.push(timed(&server, "/api/v1/document/", &doc, true).await?);
+            figures[s][1].push(timed(server, "/api/v1/document/", &doc, true).await?);
             // the upload's processing is not part of the next request's figures
             server.wait_idle().await?;
-            figures[2].1.push(timed(&server, "/api/v1/document/search", &json!({"query": q}), true).await?);
-            figures[3].1.push(timed(&server, "/api/v1/chat", &json!({"message": q}), true).await?);
+            figures[s][2].push(timed(server, "/api/v1/document/search", &json!({"query": q}), true).await?);
+            figures[s][3].push(timed(server, "/api/v1/chat", &json!({"message": q}), true).await?);
         }
+    }
+    for ((name, server), per_kind) in servers.into_iter().zip(&figures) {
         let mut out = json!({});
-        for (k, xs) in &figures {
+        for (k, xs) in kinds.iter().zip(per_kind) {
             let col = |f: fn(&Timed) -> f64| median(&xs.iter().map(f).collect::<Vec<_>>());
             out[*k] = json!({"serverMs": col(|x| x.0), "dbMs": col(|x| x.1), "dbCalls": col(|x| x.2)});
+            if name == "postgres" {
+                out[*k]["roundTrips"] = json!(col(|x| x.3));
+            }
         }
         report[name] = out;
         server.stop();
-        eprintln!("{name}: {rounds} rounds measured");
     }
+    eprintln!("requests: {rounds} rounds measured on each backend");
     let mut ratio = json!({});
-    for k in ["signIn", "upload", "search", "answer"] {
+    for k in kinds {
         let (s, p) = (report["sqlite"][k]["serverMs"].as_f64(), report["postgres"][k]["serverMs"].as_f64());
         if let (Some(s), Some(p)) = (s, p) {
             ratio[k] = json!((p / s * 100.0).round() / 100.0);
@@ -70,8 +81,8 @@ fn fresh(url: &str) -> anyhow::Result<String> {
     crate::storage::postgres::create_database(url, &name).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// One request: (server ms from `Server-Timing`, database ms and calls from the metrics around
-/// it, less what reading the metrics costs).
+/// One request: (server ms from `Server-Timing`, database ms, calls and round trips from the
+/// metrics around it, less what reading the metrics costs).
 async fn timed(server: &ChildServer, path: &str, body: &Value, token: bool) -> anyhow::Result<Timed> {
     let before = db_counters(server).await?;
     let mut req = server.http.post(format!("{}{path}", server.base)).json(body);
@@ -91,13 +102,19 @@ async fn timed(server: &ChildServer, path: &str, body: &Value, token: bool) -> a
     let after = db_counters(server).await?;
     let idle = {
         let (a, b) = (db_counters(server).await?, db_counters(server).await?);
-        (b.0 - a.0, b.1 - a.1)
+        (b.0 - a.0, b.1 - a.1, b.2 - a.2)
     };
-    Ok((ms, ((after.0 - before.0) - idle.0).max(0.0) * 1000.0, ((after.1 - before.1) - idle.1).max(0.0)))
+    Ok((
+        ms,
+        ((after.0 - before.0) - idle.0).max(0.0) * 1000.0,
+        ((after.1 - before.1) - idle.1).max(0.0),
+        ((after.2 - before.2) - idle.2).max(0.0),
+    ))
 }
 
-/// (`steward_db_seconds_total`, `steward_db_calls_total`).
-async fn db_counters(server: &ChildServer) -> anyhow::Result<(f64, f64)> {
+/// (`steward_db_seconds_total`, `steward_db_calls_total`, `steward_db_round_trips_total`: NaN on
+/// SQLite).
+async fn db_counters(server: &ChildServer) -> anyhow::Result<(f64, f64, f64)> {
     let text =
         server.http.get(format!("{}/metrics", server.base)).bearer_auth(&server.token).send().await?.text().await?;
     let read = |name: &str| {
@@ -105,11 +122,11 @@ async fn db_counters(server: &ChildServer) -> anyhow::Result<(f64, f64)> {
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse::<f64>().ok())
             .unwrap_or(f64::NAN)
     };
-    Ok((read("steward_db_seconds_total"), read("steward_db_calls_total")))
+    Ok((read("steward_db_seconds_total"), read("steward_db_calls_total"), read("steward_db_round_trips_total")))
 }
 
-/// One request's (server ms, database ms, database calls).
-type Timed = (f64, f64, f64);
+/// One request's (server ms, database ms, database calls, round trips).
+type Timed = (f64, f64, f64, f64);
 
 static RAN: AtomicUsize = AtomicUsize::new(0);
 
