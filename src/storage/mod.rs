@@ -262,8 +262,8 @@ impl Db {
                 let touched = tx.session().wrote_identity();
                 // the other nodes drop their cached authentications when this commits
                 let result = out.and_then(|v| {
-                    let announce = nodes::identity_changed(&self.identity.origin);
-                    tx.commit(touched.then_some((postgres::listen::CHANNEL, announce.as_str())))?;
+                    let announce = touched.then(|| nodes::identity_changed(&self.identity.origin));
+                    tx.commit(announce.as_deref().map(|a| (postgres::listen::CHANNEL, a)))?;
                     Ok(v)
                 });
                 if touched {

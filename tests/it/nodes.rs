@@ -212,45 +212,35 @@ async fn two_nodes_migrate_once_and_share_documents_search_and_streams() {
     // revoked on A is refused on A at once and on B once A's announcement arrives
     let made = operator(Method::POST, "/api/v1/account/tokens".into(), json!({"name": "nodes"})).await;
     let (tid, secret) = (made["token"]["id"].as_str().unwrap(), made["secret"].as_str().unwrap());
-    let status = async |base: &str| {
-        http.get(format!("{base}/api/v1/workspaces")).bearer_auth(secret).send().await.unwrap().status().as_u16()
+    // (the credential: the token, or the dashboard session's cookie)
+    let status = async |base: &str, token: bool| {
+        let r = http.get(format!("{base}/api/v1/workspaces"));
+        let r = if token { r.bearer_auth(secret) } else { r.header("cookie", &cookie) };
+        r.send().await.unwrap().status().as_u16()
+    };
+    let refused_soon = async |base: &str, token: bool, what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while status(base, token).await != 401 {
+            assert!(Instant::now() < deadline, "{what}");
+            tokio::task::yield_now().await;
+        }
+    };
+    let from_dashboard = |method: Method, url: String| {
+        http.request(method, url).header("cookie", &cookie).header("sec-fetch-site", "same-origin")
     };
     for _ in 0..3 {
-        assert_eq!(status(&a.base).await, 200);
-        assert_eq!(status(&b.base).await, 200);
+        assert_eq!(status(&a.base, true).await, 200);
+        assert_eq!(status(&b.base, true).await, 200);
     }
-    let revoked = http
-        .delete(format!("{}/api/v1/account/tokens/{tid}", a.base))
-        .header("cookie", &cookie)
-        .header("sec-fetch-site", "same-origin")
-        .send()
-        .await
-        .unwrap();
+    let revoked =
+        from_dashboard(Method::DELETE, format!("{}/api/v1/account/tokens/{tid}", a.base)).send().await.unwrap();
     assert_eq!(revoked.status(), 204);
-    assert_eq!(status(&a.base).await, 401, "the node that revoked it refuses it at once");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while status(&b.base).await != 401 {
-        assert!(Instant::now() < deadline, "B kept accepting a token revoked on A");
-        tokio::task::yield_now().await;
-    }
+    assert_eq!(status(&a.base, true).await, 401, "the node that revoked it refuses it at once");
+    refused_soon(&b.base, true, "B kept accepting a token revoked on A").await;
     // signing out on B ends the session on A too
-    let out = http
-        .post(format!("{}/api/v1/auth/logout", b.base))
-        .header("cookie", &cookie)
-        .header("sec-fetch-site", "same-origin")
-        .send()
-        .await
-        .unwrap();
+    let out = from_dashboard(Method::POST, format!("{}/api/v1/auth/logout", b.base)).send().await.unwrap();
     assert!(out.status().is_success(), "{}", out.status());
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let r = http.get(format!("{}/api/v1/workspaces", a.base)).header("cookie", &cookie).send().await.unwrap();
-        if r.status() == 401 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "A kept a session signed out on B");
-        tokio::task::yield_now().await;
-    }
+    refused_soon(&a.base, false, "A kept a session signed out on B").await;
     assert!(a.terminate().success());
     assert!(b.terminate().success());
 }

@@ -180,11 +180,12 @@ impl<'a> Session<'a> {
     /// fails the request fails too, inside the aborted transaction, never outside it).
     fn send<T>(&self, f: impl std::future::Future<Output = Result<T, postgres::Error>>) -> Result<T, postgres::Error> {
         // the lock's statement first: should preparing it fail, the start is still to be sent
-        if let Some((_, Some(_))) = *self.opening.borrow() {
-            self.client.lock_statement()?;
-        }
+        let lock = match *self.opening.borrow() {
+            Some((_, Some(key))) => Some((self.client.lock_statement()?, key)),
+            _ => None,
+        };
         let opening = self.opening.borrow_mut().take();
-        let Some((begin, lock)) = opening else { return self.client.trip(f) };
+        let Some((begin, _)) = opening else { return self.client.trip(f) };
         let pg = &self.client.client;
         match lock {
             None => {
@@ -192,8 +193,7 @@ impl<'a> Session<'a> {
                 begun?;
                 out
             }
-            Some(key) => {
-                let st = self.client.lock_statement()?;
+            Some((st, key)) => {
                 let (begun, locked, out) =
                     self.client.trip(futures::future::join3(pg.batch_execute(begin), pg.execute(&st, &[&key]), f));
                 begun?;
