@@ -306,6 +306,13 @@ impl Jobs {
         }
     }
 
+    /// When the next job of a kind this process runs is due, or the earliest lease of a running
+    /// job ends (ms since the epoch); `None` when nothing is queued or running. Idle workers sleep
+    /// until then (at most 1 s).
+    pub fn next_due(&self, db: &Db) -> Result<Option<i64>> {
+        db.read(|c| store::next_due(c, &self.kinds))
+    }
+
     /// Blocks until no job is due or running, or `timeout` passes; returns whether it is idle.
     /// For tests and tools that run real worker threads.
     pub fn wait_idle(&self, app: &App, timeout: Duration) -> bool {
@@ -413,7 +420,10 @@ fn worker_loop(app: &App, index: usize) {
         // Sleep until woken, until the next scheduled job is due, or at most 1 s (leases of
         // crashed peers expire without anyone waking us).
         let now = app.clock.now_ms();
-        let next_due = app.db.read(|c| store::next_due(c, &app.jobs.kinds)).ok().flatten();
+        let next_due = app.jobs.next_due(&app.db).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "could not read when the next job is due");
+            None
+        });
         let wait_ms = next_due.map(|t| (t - now).clamp(5, 1000)).unwrap_or(1000) as u64;
         let mut g = app.jobs.signal.generation.lock();
         if *g == seen && !app.jobs.stop.load(Ordering::SeqCst) {

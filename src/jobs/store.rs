@@ -202,7 +202,7 @@ pub fn recover_orphans(tx: &Tx, now: i64, node: Option<&str>) -> Result<usize> {
 pub fn next_due(c: &Conn, kinds: &str) -> Result<Option<i64>> {
     Ok(c.query_row(
         "SELECT min(t) FROM (SELECT min(run_at) AS t FROM jobs WHERE state = 'queued' AND kind IN (SELECT value FROM json_each(?1))
-                             UNION ALL SELECT min(lease_until) FROM jobs WHERE state = 'running')",
+                             UNION ALL SELECT min(lease_until) FROM jobs WHERE state = 'running') AS due",
         [kinds],
         |r| r.get(0),
     )?)

@@ -166,6 +166,30 @@ fn higher_priority_runs_first_and_enqueue_joins_the_callers_transaction() {
     assert_eq!(*ORDER.lock().unwrap(), vec![2, 1]);
 }
 
+#[test]
+fn idle_workers_know_when_the_next_job_is_due_on_both_backends() {
+    let t = TestApp::with_handlers(vec![("test.noop", noop)]);
+    assert_eq!(t.app.jobs.next_due(&t.app.db).unwrap(), None, "nothing queued");
+    let now = t.clock.now_ms();
+    jobs::enqueue(&t.app, NewJob::new("test.noop", json!({"n": 1})).run_at(now + 40_000)).unwrap();
+    jobs::enqueue(&t.app, NewJob::new("test.noop", json!({"n": 2})).run_at(now + 30_000)).unwrap();
+    // a kind this process has no handler for does not count
+    jobs::enqueue(&t.app, NewJob::new("future.feature", json!({})).run_at(now + 1_000)).unwrap();
+    assert_eq!(t.app.jobs.next_due(&t.app.db).unwrap(), Some(now + 30_000));
+    // a running job's lease end counts when it is earlier
+    let e = jobs::enqueue(&t.app, NewJob::new("test.noop", json!({"n": 3})).run_at(now + 50_000)).unwrap();
+    t.app
+        .db
+        .write(|tx| {
+            Ok(tx.execute(
+                "UPDATE jobs SET state = 'running', attempts = 1, lease_owner = 'stuck:0', lease_until = ?2 WHERE id = ?1",
+                steward::storage::params![e.id, now + 20_000],
+            )?)
+        })
+        .unwrap();
+    assert_eq!(t.app.jobs.next_due(&t.app.db).unwrap(), Some(now + 20_000));
+}
+
 static THREAD_RUNS: AtomicUsize = AtomicUsize::new(0);
 fn on_thread(_: &App, _: &JobCtx, _: &Value) -> Outcome {
     THREAD_RUNS.fetch_add(1, Ordering::SeqCst);

@@ -66,6 +66,34 @@ fn sweep_stale(root: &Path) {
     }
 }
 
+/// Where the statements PostgreSQL refused as malformed are written (`scripts/test` fails the
+/// run when this file is not empty after the PostgreSQL pass).
+const SQL_FAULTS: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/pg-sql-faults.log");
+
+/// Reads the server's log (each line prefixed with its SQLSTATE) for errors of class 42 (syntax
+/// errors, unknown tables, columns or functions, a subquery without an alias): a statement that
+/// SQLite accepts and PostgreSQL does not, which a caller that tolerates failures (a worker's
+/// wait, a best-effort read) would otherwise hide. Each is written to [`SQL_FAULTS`] with its
+/// statement's first line.
+#[derive(Default)]
+struct SqlFaults {
+    pending: Option<String>,
+}
+
+impl SqlFaults {
+    fn read(&mut self, line: &str) {
+        if line.starts_with("42") && line.contains(" ERROR: ") {
+            self.pending = Some(line.to_string());
+        } else if let Some(error) = self.pending.take_if(|_| line.contains(" STATEMENT: ")) {
+            use std::io::Write;
+            let file = std::fs::OpenOptions::new().create(true).append(true).open(SQL_FAULTS);
+            if let Ok(mut file) = file {
+                let _ = writeln!(file, "{error}\n    {}", line.trim());
+            }
+        }
+    }
+}
+
 /// The running server's process id and directory, for the exit hook.
 static RUNNING: OnceLock<(i32, PathBuf)> = OnceLock::new();
 
@@ -122,7 +150,7 @@ fn start() -> Result<PgServer, String> {
             .arg("-k")
             .arg(&sock)
             .args(["-c", "listen_addresses=", "-c", "fsync=off", "-c", "max_connections=200"])
-            .args(["-c", "logging_collector=off", "-c", "log_min_messages=log"])
+            .args(["-c", "logging_collector=off", "-c", "log_min_messages=log", "-c", "log_line_prefix=%e "])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -141,6 +169,7 @@ fn start() -> Result<PgServer, String> {
         };
         let mut ready = Some(tx);
         let mut log = String::new();
+        let mut faults = SqlFaults::default();
         for line in BufReader::new(stderr).lines() {
             let Ok(line) = line else { break };
             if let Some(tx) = ready.take_if(|_| line.contains("ready to accept connections")) {
@@ -148,6 +177,8 @@ fn start() -> Result<PgServer, String> {
             } else if ready.is_some() {
                 log.push_str(&line);
                 log.push('\n');
+            } else {
+                faults.read(&line);
             }
         }
         if let Some(tx) = ready {
