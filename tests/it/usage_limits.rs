@@ -117,6 +117,25 @@ async fn the_admin_routes_need_the_token_and_the_plans_are_public() {
     t.get("/api/v1/ee/usage-limits/accounts/nope/usage", &admin()).await.assert_status(404);
 }
 
+#[tokio::test]
+async fn replies_count_their_conversation_before_any_profile_is_assigned() {
+    // the meters run without a profile too, so a profile assigned mid-month starts from what was
+    // used: a conversation counts at its first reply, not at its tenth
+    let t = app();
+    let owner = t.owner().await;
+    corpus(&t, &owner).await;
+    let org = org_of(&t, &owner).await;
+    let v = t.post("/api/v1/chat", &owner, json!({"message": "How long does standard shipping take?"})).await;
+    v.assert_status(200);
+    let cid = v.json()["conversationId"].clone();
+    let body = json!({"message": "And the returns policy?", "conversationId": cid});
+    t.post("/api/v1/chat", &owner, body).await.assert_status(200);
+    assign(&t, &org, Some("comet")).await;
+    let u = usage(&t, &org).await;
+    assert_eq!(u["monthlyConversations"]["used"], 1, "two replies of one conversation: {u}");
+    assert_eq!(u["monthlyAnswers"]["used"], 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn fifty_concurrent_answers_at_the_limit_minus_one_let_exactly_one_through() {
     let t = TestApp::with_config(|c| {

@@ -141,9 +141,12 @@ pub struct Account {
 }
 
 pub fn account_of_workspace(c: &Conn, ws: &str) -> Result<Account> {
-    let org = store::organization_of(c, ws)?.ok_or_else(|| Error::not_found("workspace"))?;
-    let (profile, credits) = store::account(c, &org)?;
-    Ok(Account { organization_id: org, profile, credits })
+    Ok(answer_account(c, ws, None)?.0)
+}
+
+/// The account of a workspace and the agent replies already in `conversation`.
+fn answer_account(c: &Conn, ws: &str, conversation: Option<&str>) -> Result<(Account, i64)> {
+    store::workspace_account(c, ws, conversation)?.ok_or_else(|| Error::not_found("workspace"))
 }
 
 pub fn account(c: &Conn, org: &str) -> Result<Account> {
@@ -184,17 +187,17 @@ impl AnswerKind {
     }
 }
 
-/// The half conversations an answer adds.
-fn halves(c: &Conn, kind: AnswerKind, conversation: Option<&str>, per_conversation: i64) -> Result<i64> {
-    Ok(match (kind, conversation) {
+/// The half conversations an answer adds, given the agent replies its conversation had before it
+/// (read when the answer is reserved: by the time it settles, its own reply is in the conversation).
+fn halves(kind: AnswerKind, conversation: Option<&str>, replies_before: i64, per_conversation: i64) -> i64 {
+    match (kind, conversation) {
         (AnswerKind::TestRun, None) => 1,
-        (AnswerKind::TestRun | AnswerKind::Conversation, Some(cid)) => {
-            let before = store::agent_replies(c, cid)?;
+        (AnswerKind::TestRun | AnswerKind::Conversation, Some(_)) => {
             let unit = if kind == AnswerKind::TestRun { 1 } else { 2 };
-            if before % per_conversation.max(1) == 0 { unit } else { 0 }
+            if replies_before % per_conversation.max(1) == 0 { unit } else { 0 }
         }
         (AnswerKind::Conversation | AnswerKind::Standalone, _) => 2,
-    })
+    }
 }
 
 /// An answer's claim on its account's meters, from before its model call to its commit.
@@ -207,10 +210,10 @@ pub struct Hold<'a> {
     conversation: Option<String>,
     kind: AnswerKind,
     period: Period,
-    per_conversation: i64,
-    /// What the ledger holds (meter, amount) and the half conversations counted (`-1`: counted at
-    /// settling); `None`: no limit applied.
-    reservation: Option<(&'static str, i64, i64)>,
+    /// The half conversations the answer counts.
+    halves: i64,
+    /// What the ledger holds (meter, amount); `None`: no limit applied.
+    reservation: Option<(&'static str, i64)>,
     /// The limits to notify about (meter, cap in its unit).
     caps: Vec<(&'static str, i64)>,
     done: bool,
@@ -228,7 +231,7 @@ pub struct AnswerWork<'a> {
 /// answer or conversation limit has no room left.
 pub fn reserve_answer<'a>(app: &'a App, w: &AnswerWork) -> Result<Hold<'a>> {
     let period = Period::of(app.clock.now());
-    let acct = app.db.read(|c| account_of_workspace(c, w.workspace))?;
+    let (acct, replies_before) = app.db.read(|c| answer_account(c, w.workspace, w.conversation))?;
     let per_conversation = acct.profile.as_ref().map(|p| p.replies_per_conversation).unwrap_or(10);
     let mut hold = Hold {
         ledger: Some(&app.usage_ledger),
@@ -238,7 +241,7 @@ pub fn reserve_answer<'a>(app: &'a App, w: &AnswerWork) -> Result<Hold<'a>> {
         conversation: w.conversation.map(str::to_string),
         kind: w.kind,
         period,
-        per_conversation,
+        halves: halves(w.kind, w.conversation, replies_before, per_conversation),
         reservation: None,
         caps: vec![],
         done: false,
@@ -250,13 +253,9 @@ pub fn reserve_answer<'a>(app: &'a App, w: &AnswerWork) -> Result<Hold<'a>> {
         (None, None) => return Ok(hold),
     };
     hold.caps.push((meter, cap));
-    let amount = if meter == MONTHLY_ANSWERS {
-        1
-    } else {
-        app.db.read(|c| halves(c, w.kind, w.conversation, per_conversation))?
-    };
+    let amount = if meter == MONTHLY_ANSWERS { 1 } else { hold.halves };
     if amount == 0 {
-        hold.reservation = Some((meter, 0, 0));
+        hold.reservation = Some((meter, 0));
         return Ok(hold);
     }
     let key = (hold.org.as_str(), meter, hold.period.key.as_str());
@@ -279,8 +278,7 @@ pub fn reserve_answer<'a>(app: &'a App, w: &AnswerWork) -> Result<Hold<'a>> {
             _ => e,
         })
     })?;
-    let halves = if meter == MONTHLY_ANSWERS { -1 } else { amount };
-    hold.reservation = Some((meter, held, halves));
+    hold.reservation = Some((meter, held));
     Ok(hold)
 }
 
@@ -295,7 +293,7 @@ impl Hold<'_> {
             conversation: None,
             kind: AnswerKind::TestRun,
             period: Period { key: String::new(), start: String::new(), reset_at: String::new() },
-            per_conversation: 1,
+            halves: 0,
             reservation: None,
             caps: vec![],
             done: true,
@@ -309,10 +307,7 @@ impl Hold<'_> {
         if self.ledger.is_none() {
             return Ok(());
         }
-        let halves = match self.reservation {
-            Some((_, _, h)) if h >= 0 => h,
-            _ => halves(tx, self.kind, self.conversation.as_deref(), self.per_conversation)?,
-        };
+        let halves = self.halves;
         let (org, month) = (&self.org, &self.period.key);
         super::add_meter(tx, org, MONTHLY_ANSWERS, month, 1)?;
         super::add_meter(tx, org, MONTHLY_CONVERSATION_HALVES, month, halves)?;
@@ -352,7 +347,7 @@ impl Hold<'_> {
             return;
         }
         self.done = true;
-        if let (Some((meter, amount, _)), Some(ledger)) = (self.reservation, self.ledger) {
+        if let (Some((meter, amount)), Some(ledger)) = (self.reservation, self.ledger) {
             ledger.release((&self.org, meter, &self.period.key), amount);
         }
     }

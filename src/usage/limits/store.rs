@@ -88,9 +88,26 @@ pub(super) fn organization_exists(c: &Conn, org: &str) -> Result<bool> {
     Ok(c.query_row("SELECT 1 FROM organizations WHERE id = ?1", [org], |_| Ok(())).optional()?.is_some())
 }
 
-/// The organization of a workspace.
-pub(super) fn organization_of(c: &Conn, ws: &str) -> Result<Option<String>> {
-    Ok(c.query_row("SELECT organization_id FROM workspaces WHERE id = ?1", [ws], |r| r.get(0)).optional()?)
+/// The account of a workspace in one statement: its organization, profile (if any) and credit
+/// balance, and the agent replies already in `conversation` (0 without one); `None` when the
+/// workspace does not exist.
+pub(super) fn workspace_account(
+    c: &Conn,
+    ws: &str,
+    conversation: Option<&str>,
+) -> Result<Option<(super::Account, i64)>> {
+    let row: Option<(String, Option<String>, i64, i64)> = c
+        .query_row(
+            "SELECT w.organization_id, a.profile_key, coalesce(a.credits, 0),
+                (SELECT count(*) FROM messages m WHERE m.conversation_id = ?2 AND m.role = 'assistant' AND m.source = 'agent')
+             FROM workspaces w LEFT JOIN usage_accounts a ON a.organization_id = w.organization_id WHERE w.id = ?1",
+            params![ws, conversation],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+        )
+        .optional()?;
+    let Some((org, key, credits, replies)) = row else { return Ok(None) };
+    let profile = key.map(|k| profile(c, &k)).transpose()?.flatten();
+    Ok(Some((super::Account { organization_id: org, profile, credits }, replies)))
 }
 
 /// The account's profile (if any) and credit balance.
@@ -101,11 +118,7 @@ pub(super) fn account(c: &Conn, org: &str) -> Result<(Option<Profile>, i64)> {
         })
         .optional()?;
     let Some((key, credits)) = row else { return Ok((None, 0)) };
-    let profile = match key {
-        Some(k) => profile(c, &k)?,
-        None => None,
-    };
-    Ok((profile, credits))
+    Ok((key.map(|k| profile(c, &k)).transpose()?.flatten(), credits))
 }
 
 pub(super) fn set_account_profile(tx: &Tx, org: &str, key: Option<&str>, now: &str) -> Result<()> {
@@ -137,15 +150,6 @@ pub(super) fn grant_credits(tx: &Tx, org: &str, reference: &str, conversations: 
 /// Deletes every reservation row (an older version kept reservations in SQLite); returns how many.
 pub(super) fn delete_all_reservations(tx: &Tx) -> Result<usize> {
     Ok(tx.execute("DELETE FROM usage_reservations", [])?)
-}
-
-/// The agent replies already in a conversation.
-pub(super) fn agent_replies(c: &Conn, conversation_id: &str) -> Result<i64> {
-    Ok(c.query_row(
-        "SELECT count(*) FROM messages WHERE conversation_id = ?1 AND role = 'assistant' AND source = 'agent'",
-        [conversation_id],
-        |r| r.get(0),
-    )?)
 }
 
 /// The organization's documents and the bytes they will count once processed: live bytes plus the
