@@ -140,10 +140,14 @@ impl AgentConfig {
 
 /// The published revision of an agent (what a new conversation starts on).
 pub fn published(c: &Connection, ws: &WorkspaceId, agent_id: &str) -> Result<AgentConfig> {
-    agents::get_in(c, ws, agent_id)?;
-    let (rid, version, snap) =
-        revisions::published(c, agent_id)?.ok_or_else(|| Error::internal_msg("the agent has no published revision"))?;
-    AgentConfig::from_snapshot(agent_id, Some(rid), Some(version), &snap)
+    published_of(c, &agents::get_in(c, ws, agent_id)?)
+}
+
+/// [`published`] of an agent the caller has already read in its workspace.
+pub fn published_of(c: &Connection, agent: &agents::Agent) -> Result<AgentConfig> {
+    let (rid, version, snap) = revisions::published(c, &agent.id)?
+        .ok_or_else(|| Error::internal_msg("the agent has no published revision"))?;
+    AgentConfig::from_snapshot(&agent.id, Some(rid), Some(version), &snap)
 }
 
 /// A revision of an agent by id (404 when it is not this agent's).

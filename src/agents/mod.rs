@@ -271,10 +271,16 @@ pub fn default_id(c: &Conn, ws: &WorkspaceId) -> Result<Option<String>> {
 
 /// Creates the workspace's default agent if it has none (new workspaces; older data dirs).
 pub fn ensure_default(tx: &Tx, ws: &WorkspaceId, now: &str) -> Result<String> {
+    Ok(ensure_default_agent(tx, ws, now)?.id)
+}
+
+/// [`ensure_default`], returning the agent's row.
+pub fn ensure_default_agent(tx: &Tx, ws: &WorkspaceId, now: &str) -> Result<Agent> {
     if let Some(a) = store::default_agent(tx, ws)? {
-        return Ok(a.id);
+        return Ok(a);
     }
-    insert(tx, ws, "Assistant", &Settings::default(), true, now)
+    let id = insert(tx, ws, "Assistant", &Settings::default(), true, now)?;
+    get_in(tx, ws, &id)
 }
 
 /// Advances the agent's draft generation: call after every successful authored write.

@@ -188,9 +188,10 @@ impl Channel {
 /// Appends a message at the end of the conversation; a reply in a relayed conversation queues
 /// its relay in the same transaction.
 pub fn append_message(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
-    let msg = store::append(tx, ws, m, now)?;
+    // the conversation's counter moves and its channel comes back in one statement
+    let (msg, channel) = store::append(tx, ws, m, now)?;
     if m.role == Role::Assistant
-        && let Some(ch) = store::channel(tx, m.conversation_id)?.as_deref().and_then(Channel::parse)
+        && let Some(ch) = Channel::parse(&channel)
         && ch.relayed()
     {
         let job = crate::jobs::NewJob::new(

@@ -180,12 +180,12 @@ fn msg_row(r: &Row) -> rusqlite::Result<Message> {
     })
 }
 
-/// Appends a message at the end of the conversation.
-pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
-    let seq: i64 = tx.query_row(
-        "UPDATE conversations SET message_count = message_count + 1, last_message_at = ?2, updated_at = ?2 WHERE id = ?1 RETURNING message_count",
+/// Appends a message at the end of the conversation; returns it with the conversation's channel.
+pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<(Message, String)> {
+    let (seq, channel): (i64, String) = tx.query_row(
+        "UPDATE conversations SET message_count = message_count + 1, last_message_at = ?2, updated_at = ?2 WHERE id = ?1 RETURNING message_count, channel",
         params![m.conversation_id, now],
-        |r| r.get(0),
+        |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     let id = crate::ids::new_id();
     tx.execute(
@@ -207,7 +207,7 @@ pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
             ws
         ],
     )?;
-    Ok(Message {
+    let message = Message {
         id,
         conversation_id: m.conversation_id.to_string(),
         seq,
@@ -219,7 +219,8 @@ pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
         trace_id: m.trace_id.map(str::to_string),
         request_id: m.request_id.map(str::to_string),
         created_at: now.to_string(),
-    })
+    };
+    Ok((message, channel))
 }
 
 /// Merges `patch` into the metadata of the user message a turn saved (found by its `turnId`).
@@ -384,11 +385,6 @@ pub fn message(c: &Conn, ws: &str, id: &str) -> Result<Option<Message>> {
         msg_row,
     )
     .optional()?)
-}
-
-/// The channel of a conversation.
-pub fn channel(c: &Conn, id: &str) -> Result<Option<String>> {
-    Ok(c.query_row("SELECT channel FROM conversations WHERE id = ?1", params![id], |r| r.get(0)).optional()?)
 }
 
 /// Whether the turn `turn_id` saved its user message, and its reply (the assistant message it

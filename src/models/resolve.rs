@@ -159,11 +159,25 @@ pub fn resolve(
     slot: Slot,
     agent: Option<&Choice>,
 ) -> Result<(Selection, Resolved), LlmError> {
-    let prefs: Preferences = app
-        .db
+    resolve_with(app, ws, slot, agent, &preferences(app, ws)?)
+}
+
+/// The workspace's model preferences, read once by a caller that resolves several slots.
+pub fn preferences(app: &App, ws: &WorkspaceId) -> Result<Preferences, LlmError> {
+    app.db
         .read(|c| crate::settings::load(c, ws, crate::settings::llm_models::NAMESPACE))
-        .map_err(|e| LlmError::new(ErrorKind::Unavailable, e.message.clone()))?;
-    let sel = selection(app, ws, slot, agent, &prefs);
+        .map_err(|e| LlmError::new(ErrorKind::Unavailable, e.message.clone()))
+}
+
+/// [`resolve`] with the workspace's preferences already read.
+pub fn resolve_with(
+    app: &App,
+    ws: &WorkspaceId,
+    slot: Slot,
+    agent: Option<&Choice>,
+    prefs: &Preferences,
+) -> Result<(Selection, Resolved), LlmError> {
+    let sel = selection(app, ws, slot, agent, prefs);
     let r = build(app, ws, &sel)?;
     Ok((sel, r))
 }

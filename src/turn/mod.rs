@@ -256,10 +256,7 @@ pub fn prepare_chat(app: &App, p: &Principal, agent_id: Option<&str>, body: Chat
         let now = rfc3339(app.clock.now());
         let agent_row = match agent_id {
             Some(id) => crate::agents::get_in(tx, &ws, id)?,
-            None => {
-                let id = crate::agents::ensure_default(tx, &ws, &now)?;
-                crate::agents::get_in(tx, &ws, &id)?
-            }
+            None => crate::agents::ensure_default_agent(tx, &ws, &now)?,
         };
         match &body.conversation_id {
             Some(cid) => {
@@ -274,7 +271,7 @@ pub fn prepare_chat(app: &App, p: &Principal, agent_id: Option<&str>, body: Chat
                 Ok((conv.id, agent))
             }
             None => {
-                let agent = agent::published(tx, &ws, &agent_row.id)?;
+                let agent = agent::published_of(tx, &agent_row)?;
                 let cid = conversations::start(
                     tx,
                     &NewConversation {

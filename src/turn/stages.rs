@@ -73,8 +73,10 @@ impl TurnModels {
             .chat_model_override
             .as_ref()
             .map(|m| crate::settings::llm_models::Choice { provider: m.provider.clone(), model: m.model.clone() });
-        let (chat_sel, chat) = resolve::resolve(app, ws, ModelSlot::Chat, choice.as_ref())?;
-        let slot = |slot: ModelSlot| match resolve::resolve(app, ws, slot, None) {
+        // the preferences are read once for every slot the turn resolves
+        let prefs = resolve::preferences(app, ws)?;
+        let (chat_sel, chat) = resolve::resolve_with(app, ws, ModelSlot::Chat, choice.as_ref(), &prefs)?;
+        let slot = |slot: ModelSlot| match resolve::resolve_with(app, ws, slot, None, &prefs) {
             Ok(r) => Some(r),
             Err(e) => {
                 tracing::warn!(slot = slot.as_str(), error = %e.message, "model slot unusable; using the built-in method");
