@@ -74,7 +74,9 @@ const SQL_FAULTS: &str = concat!(env!("CARGO_TARGET_TMPDIR"), "/pg-sql-faults.lo
 /// errors, unknown tables, columns or functions, a subquery without an alias): a statement that
 /// SQLite accepts and PostgreSQL does not, which a caller that tolerates failures (a worker's
 /// wait, a best-effort read) would otherwise hide. Each is written to [`SQL_FAULTS`] with its
-/// statement's first line.
+/// statement's first line. Not counted: a parameter whose type PostgreSQL cannot tell from the
+/// text (42P08, 42P18), which the store seam answers by preparing the statement again with the
+/// types of the values given.
 #[derive(Default)]
 struct SqlFaults {
     pending: Option<String>,
@@ -82,7 +84,8 @@ struct SqlFaults {
 
 impl SqlFaults {
     fn read(&mut self, line: &str) {
-        if line.starts_with("42") && line.contains(" ERROR: ") {
+        let retyped = line.starts_with("42P08") || line.starts_with("42P18");
+        if line.starts_with("42") && !retyped && line.contains(" ERROR: ") {
             self.pending = Some(line.to_string());
         } else if let Some(error) = self.pending.take_if(|_| line.contains(" STATEMENT: ")) {
             use std::io::Write;
@@ -97,14 +100,22 @@ impl SqlFaults {
 /// The running server's process id and directory, for the exit hook.
 static RUNNING: OnceLock<(i32, PathBuf)> = OnceLock::new();
 
+/// Told by the thread reading the server's log once it has read it to the end.
+static LOG_READ: OnceLock<std::sync::Mutex<std::sync::mpsc::Sender<()>>> = OnceLock::new();
+static LOG_READ_WAIT: OnceLock<std::sync::Mutex<std::sync::mpsc::Receiver<()>>> = OnceLock::new();
+
 /// At process exit: a fast shutdown (SIGINT), waited for, so the server releases its shared
-/// memory, then its directory is removed.
+/// memory; then the rest of its log is read (its last errors included), and its directory is
+/// removed.
 extern "C" fn stop_at_exit() {
     if let Some((pid, dir)) = RUNNING.get() {
         // SAFETY: plain system calls on the server's process id, a child of this process.
         unsafe {
             libc::kill(*pid, libc::SIGINT);
             libc::waitpid(*pid, std::ptr::null_mut(), 0);
+        }
+        if let Some(Ok(done)) = LOG_READ_WAIT.get().map(|d| d.lock()) {
+            let _ = done.recv_timeout(std::time::Duration::from_secs(10));
         }
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -142,6 +153,9 @@ fn start() -> Result<PgServer, String> {
         return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     let (tx, rx) = std::sync::mpsc::channel::<Result<i32, String>>();
+    let (read_tx, read_rx) = std::sync::mpsc::channel();
+    let _ = LOG_READ.set(std::sync::Mutex::new(read_tx));
+    let _ = LOG_READ_WAIT.set(std::sync::Mutex::new(read_rx));
     let (bin2, data2, sock) = (bin.clone(), data.clone(), dir.clone());
     std::thread::spawn(move || {
         let child = as_server_user(&bin2.join("postgres"))
@@ -150,7 +164,7 @@ fn start() -> Result<PgServer, String> {
             .arg("-k")
             .arg(&sock)
             .args(["-c", "listen_addresses=", "-c", "fsync=off", "-c", "max_connections=200"])
-            .args(["-c", "logging_collector=off", "-c", "log_min_messages=log", "-c", "log_line_prefix=%e "])
+            .args(["-c", "logging_collector=off", "-c", "log_min_messages=error", "-c", "log_line_prefix=%e "])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -185,6 +199,10 @@ fn start() -> Result<PgServer, String> {
             let _ = tx.send(Err(format!("postgres stopped before it was ready:\n{log}")));
         }
         let _ = child.wait();
+        // the whole log is read: the exit hook may go on
+        if let Some(done) = LOG_READ.get() {
+            let _ = done.lock().map(|d| d.send(()));
+        }
     });
     let pid = rx.recv().map_err(|e| e.to_string())??;
     if RUNNING.set((pid, dir.clone())).is_ok() {
