@@ -9,7 +9,7 @@ use crate::storage::{Conn, SqlValue, Tx};
 
 /// Appends `ev`; its organization is the workspace's when only a workspace is given.
 pub(super) fn insert(tx: &Tx, now: &str, actor: &Actor, ev: &Event) -> Result<()> {
-    tx.execute(
+    tx.execute_deferred(
         "INSERT INTO audit_events (event_id, organization_id, workspace_id, actor_type, actor_id, action, target_type, target_id, metadata, request_id, created_at)
          VALUES (?1, coalesce(?2, (SELECT organization_id FROM workspaces WHERE id = ?3)), ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
         rusqlite::params![

@@ -59,7 +59,7 @@ fn conv_row(r: &Row) -> rusqlite::Result<Conversation> {
 }
 
 pub fn insert(tx: &Tx, id: &str, c: &NewConversation, now: &str) -> Result<()> {
-    tx.execute(
+    tx.execute_deferred(
         "INSERT INTO conversations (id, workspace_id, agent_id, revision_id, channel, visibility, test_execution_id, state, started_by, public_session_id, created_at, updated_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, '{}', ?8, ?10, ?9, ?9)",
         params![id, c.workspace_id, c.agent_id, c.revision_id, c.channel.as_str(), c.visibility.as_str(), c.test_execution_id, c.started_by, now, c.public_session_id],
@@ -188,7 +188,7 @@ pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<(Message, 
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?;
     let id = crate::ids::new_id();
-    tx.execute(
+    tx.execute_deferred(
         &format!(
             "INSERT INTO messages ({MSG_COLS}, workspace_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)"
         ),

@@ -186,7 +186,7 @@ pub struct NewDocRow<'a> {
 }
 
 pub fn insert_document(tx: &Tx, d: &NewDocRow) -> Result<()> {
-    tx.execute(
+    tx.execute_deferred(
         "INSERT INTO documents (id, workspace_id, source_id, title, external_document_id, status, revision, metadata, source_kind,
             content, content_hash, content_size_bytes, blob_sha256, source_filename, source_mime_type, source_size_bytes, detected_format,
             created_at, updated_at)

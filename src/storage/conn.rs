@@ -31,9 +31,13 @@ pub(crate) fn pg_error(e: postgres::Error) -> rusqlite::Error {
     rusqlite::Error::ToSqlConversionFailure(Box::new(session::PgError(e, None)))
 }
 
-/// [`pg_error`] naming the statement.
-fn pg_error_in(sql: &str) -> impl Fn(postgres::Error) -> rusqlite::Error + '_ {
-    move |e| rusqlite::Error::ToSqlConversionFailure(Box::new(session::PgError(e, Some(sql.to_string()))))
+/// [`pg_error`] for a request of the session, naming its statement: `sql`, or the deferred
+/// statement written before it when that is what failed ([`Tx::execute_deferred`]).
+fn pg_failure<'a>(pg: &'a dyn PgExec, sql: &'a str) -> impl Fn(postgres::Error) -> rusqlite::Error + 'a {
+    move |e| {
+        let sql = pg.deferred_failure().unwrap_or_else(|| sql.to_string());
+        rusqlite::Error::ToSqlConversionFailure(Box::new(session::PgError(e, Some(sql))))
+    }
 }
 
 fn conversion(e: Box<dyn std::error::Error + Send + Sync>) -> rusqlite::Error {
@@ -60,14 +64,14 @@ fn pg_prepare<P: Params>(pg: &dyn PgExec, sql: &str, params: P) -> rusqlite::Res
         }
         Err(e) => Err(e),
     }
-    .map_err(pg_error_in(&t.sql))?;
+    .map_err(pg_failure(pg, &t.sql))?;
     Ok((st, values.into_iter().map(Arg).collect()))
 }
 
 fn pg_query<P: Params>(pg: &dyn PgExec, sql: &str, params: P) -> rusqlite::Result<PgRows> {
     let (st, args) = pg_prepare(pg, sql, params)?;
     let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = args.iter().map(|a| a as _).collect();
-    let rows = pg.query(&st, &refs).map_err(pg_error_in(sql))?;
+    let rows = pg.query(&st, &refs).map_err(pg_failure(pg, sql))?;
     let names: Arc<[String]> = st.columns().iter().map(|c| c.name().to_string()).collect();
     Ok(PgRows { rows: rows.into_iter(), names })
 }
@@ -75,7 +79,7 @@ fn pg_query<P: Params>(pg: &dyn PgExec, sql: &str, params: P) -> rusqlite::Resul
 fn pg_execute<P: Params>(pg: &dyn PgExec, sql: &str, params: P) -> rusqlite::Result<usize> {
     let (st, args) = pg_prepare(pg, sql, params)?;
     let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = args.iter().map(|a| a as _).collect();
-    Ok(pg.execute(&st, &refs).map_err(pg_error_in(sql))? as usize)
+    Ok(pg.execute(&st, &refs).map_err(pg_failure(pg, sql))? as usize)
 }
 
 /// The rows of a PostgreSQL query, decoded one at a time.
@@ -129,7 +133,7 @@ impl<'c> Conn<'c> {
                 if t.writes_identity {
                     pg.note_identity_write();
                 }
-                pg.batch_execute(&t.sql).map_err(pg_error)
+                pg.batch_execute(&t.sql).map_err(pg_failure(pg, sql))
             }
         }
     }
@@ -199,6 +203,20 @@ impl<'c> Tx<'c> {
 
     pub(super) fn pg(s: &'c dyn PgExec) -> Tx<'c> {
         Tx { conn: Conn::pg(s) }
+    }
+
+    /// [`Conn::execute`] for a write whose result the caller does not read (an insert of a record,
+    /// an audit event, a meter): on PostgreSQL it is written with the transaction's next statement
+    /// or its `COMMIT`, a round trip fewer; should it fail, that statement or the commit fails
+    /// with its error and the transaction rolls back. On SQLite it runs at once.
+    pub fn execute_deferred<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<()> {
+        match self.conn.inner {
+            Inner::Lite(c) => c.execute(sql, params).map(drop),
+            Inner::Pg(pg) => {
+                let (st, args) = pg_prepare(pg, sql, params)?;
+                pg.defer(st, args, sql).map_err(pg_failure(pg, sql))
+            }
+        }
     }
 }
 

@@ -14,7 +14,7 @@ use crate::storage::{Conn, Row, Tx};
 
 pub(super) fn insert_trace(tx: &Tx, r: &TurnRecord, now: &str) -> Result<()> {
     let g = r.grounding;
-    tx.execute(
+    tx.execute_deferred(
         "INSERT INTO turn_traces (id, workspace_id, conversation_id, agent_id, revision_id, user_message_id, message_id, request_id,
             surface, route, outcome, availability, coverage, coverage_reason, grounding_verdict, claim_count, sourced_claim_count,
             unsourced_claim_count, invalid_source_count, trace, created_at)

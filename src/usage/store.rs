@@ -32,7 +32,7 @@ pub(super) fn add_to_daily(tx: &Tx, u: &EmbeddingUsage, day: &str) -> Result<()>
 
 /// Adds `delta` to a meter, never below zero.
 pub(super) fn add_meter(tx: &Tx, org: &str, meter: &str, period: &str, delta: i64) -> Result<()> {
-    tx.execute(
+    tx.execute_deferred(
         "INSERT INTO usage_meters (organization_id, meter, period, value) VALUES (?1, ?2, ?3, max(?4, 0))
          ON CONFLICT (organization_id, meter, period) DO UPDATE SET value = max(usage_meters.value + ?4, 0)",
         params![org, meter, period, delta],

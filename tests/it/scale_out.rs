@@ -742,3 +742,82 @@ fn the_store_seam_runs_a_stores_sql_on_postgresql() {
     // nothing derived from the identity tables is kept on PostgreSQL (yet)
     assert_ne!(nodes[0].identity_generation(), nodes[0].identity_generation());
 }
+
+/// Writes whose result is not read (`Tx::execute_deferred`) go with the transaction's next
+/// statement or its commit on PostgreSQL: they are seen by what follows them in the transaction,
+/// committed with it, and a failing one fails the statement after it (naming itself) or the
+/// commit, with nothing of the transaction left.
+#[test]
+fn deferred_writes_go_with_the_next_statement_or_the_commit() {
+    use rusqlite::params;
+    use steward::storage::Db;
+
+    let url = PgServer::get().fresh_db();
+    let db = Db::open_postgres(&url, 2).unwrap();
+    let count = |db: &Db, table: &str| -> i64 {
+        db.read(|c| Ok(c.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))?)).unwrap()
+    };
+    // only deferred writes: all sent with the commit
+    db.write(|tx| {
+        tx.execute_deferred("INSERT INTO organizations (id, name, created_at) VALUES (?1, ?2, ?3)", params!["o1", "Acme", "t0"])?;
+        tx.execute_deferred(
+            "INSERT INTO workspaces (id, organization_id, name, is_default, created_at, updated_at) VALUES (?1, ?2, ?3, 1, ?4, ?4)",
+            params!["w1", "o1", "Main", "t0"],
+        )?;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!((count(&db, "organizations"), count(&db, "workspaces")), (1, 1));
+    // seen by the statement after it, in order
+    let seen: String = db
+        .write(|tx| {
+            tx.execute_deferred("INSERT INTO organizations (id, name, created_at) VALUES ('o2', 'Beta', 't1')", [])?;
+            tx.execute_deferred("UPDATE organizations SET name = 'Beta 2' WHERE id = 'o2'", [])?;
+            Ok(tx.query_row("SELECT name FROM organizations WHERE id = 'o2'", [], |r| r.get(0))?)
+        })
+        .unwrap();
+    assert_eq!(seen, "Beta 2");
+    // a failing one fails the next statement, which names it; nothing of the transaction stays
+    let mut named = String::new();
+    let r: steward::Result<()> = db.write(|tx| {
+        tx.execute_deferred("INSERT INTO organizations (id, name, created_at) VALUES ('o3', 'Gamma', 't2')", [])?;
+        tx.execute_deferred("INSERT INTO organizations (id, name, created_at) VALUES ('o1', 'Dup', 't2')", [])?;
+        match tx.query_row("SELECT count(*) FROM workspaces", [], |r| r.get::<_, i64>(0)) {
+            Err(e) => {
+                named = format!("{e}");
+                Err(e.into())
+            }
+            Ok(n) => panic!("the duplicate went unnoticed ({n})"),
+        }
+    });
+    assert!(r.is_err());
+    assert!(named.contains("duplicate key") && named.contains("INSERT INTO organizations"), "{named}");
+    assert_eq!(count(&db, "organizations"), 2, "the transaction's insert before the failure is gone");
+    // as the last write, it fails the commit
+    let r = db.write(|tx| {
+        tx.execute_deferred("INSERT INTO organizations (id, name, created_at) VALUES ('o4', 'Delta', 't3')", [])?;
+        tx.execute_deferred("INSERT INTO organizations (id, name, created_at) VALUES ('o1', 'Dup', 't3')", [])?;
+        Ok(())
+    });
+    assert!(r.is_err(), "a commit after a failed deferred write is an error");
+    assert_eq!(count(&db, "organizations"), 2);
+    // a transaction given up after deferred writes sends none of them
+    let r: steward::Result<()> = db.write(|tx| {
+        tx.execute_deferred("INSERT INTO organizations (id, name, created_at) VALUES ('o5', 'Eps', 't4')", [])?;
+        Err(steward::error::Error::invalid("changed my mind"))
+    });
+    assert!(r.is_err());
+    assert_eq!(count(&db, "organizations"), 2);
+    // more than a pipeline's worth in one transaction
+    db.write(|tx| {
+        for i in 0..40 {
+            tx.execute_deferred(
+                "INSERT INTO organizations (id, name, created_at) VALUES (?1, 'Many', 't5')",
+                [format!("m{i}")],
+            )?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(count(&db, "organizations"), 42);
+}

@@ -152,7 +152,26 @@ pub trait PgExec {
     fn end(&self, end: &str) -> Result<(), postgres::Error>;
     /// Notes that a statement of the session writes an identity table.
     fn note_identity_write(&self);
+    /// Runs `st` in the transaction without waiting for it: it is written with the transaction's
+    /// next request (a statement, or its `COMMIT`), in the same round trip. For statements whose
+    /// result the caller does not read; should one fail, that next request fails with its error
+    /// (the transaction is then aborted, and rolled back).
+    fn defer(&self, st: Statement, args: Vec<Arg>, sql: &str) -> Result<(), postgres::Error>;
+    /// The text of the deferred statement whose failure the last request returned, if that is
+    /// what failed (taken: asked once).
+    fn deferred_failure(&self) -> Option<String>;
 }
+
+/// A statement sent with the transaction's next request ([`PgExec::defer`]).
+struct Deferred {
+    st: Statement,
+    args: Vec<Arg>,
+    sql: String,
+}
+
+/// Deferred statements are written with the next request; past this many they go at once (one
+/// round trip for all of them).
+const MAX_DEFERRED: usize = 16;
 
 /// A session on one pooled connection, inside a transaction (writes) or not (reads).
 pub struct Session<'a> {
@@ -163,11 +182,22 @@ pub struct Session<'a> {
     opening: RefCell<Option<(&'static str, Option<i64>)>>,
     /// Whether a statement wrote an identity table ([`PgExec::note_identity_write`]).
     wrote_identity: std::cell::Cell<bool>,
+    /// Statements waiting for the next request ([`PgExec::defer`]).
+    deferred: RefCell<Vec<Deferred>>,
+    /// The text of the deferred statement that failed ([`PgExec::deferred_failure`]).
+    failed: RefCell<Option<String>>,
 }
 
 impl<'a> Session<'a> {
     pub fn new(client: &'a PgClient, in_transaction: bool) -> Self {
-        Session { client, in_transaction, opening: RefCell::new(None), wrote_identity: Default::default() }
+        Session {
+            client,
+            in_transaction,
+            opening: RefCell::new(None),
+            wrote_identity: Default::default(),
+            deferred: RefCell::new(Vec::new()),
+            failed: RefCell::new(None),
+        }
     }
 
     /// True once a statement of the session wrote an identity table.
@@ -175,32 +205,49 @@ impl<'a> Session<'a> {
         self.wrote_identity.get()
     }
 
-    /// Runs `f`, one request, in one round trip with the transaction's start when that is not
-    /// sent yet (pipelined: `BEGIN`, the lock, then the request, written together; if the start
-    /// fails the request fails too, inside the aborted transaction, never outside it).
+    /// Runs `f`, one request, in one round trip with what is not sent yet: the transaction's
+    /// start (`BEGIN`, then its lock) and the deferred statements, written in that order before
+    /// the request. If one of them fails the request fails too, inside the aborted transaction,
+    /// never outside it, and the first failure is returned.
     fn send<T>(&self, f: impl std::future::Future<Output = Result<T, postgres::Error>>) -> Result<T, postgres::Error> {
+        use futures::FutureExt;
+        type Ahead<'f> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), postgres::Error>> + 'f>>;
         // the lock's statement first: should preparing it fail, the start is still to be sent
         let lock = match *self.opening.borrow() {
             Some((_, Some(key))) => Some((self.client.lock_statement()?, key)),
             _ => None,
         };
         let opening = self.opening.borrow_mut().take();
-        let Some((begin, _)) = opening else { return self.client.trip(f) };
+        let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+        if opening.is_none() && deferred.is_empty() {
+            return self.client.trip(f);
+        }
         let pg = &self.client.client;
-        match lock {
-            None => {
-                let (begun, out) = self.client.trip(futures::future::join(pg.batch_execute(begin), f));
-                begun?;
-                out
-            }
-            Some((st, key)) => {
-                let (begun, locked, out) =
-                    self.client.trip(futures::future::join3(pg.batch_execute(begin), pg.execute(&st, &[&key]), f));
-                begun?;
-                locked?;
-                out
+        let lock_key: Vec<&(dyn ToSql + Sync)> = lock.iter().map(|(_, key)| key as _).collect();
+        let params: Vec<Vec<&(dyn ToSql + Sync)>> =
+            deferred.iter().map(|d| d.args.iter().map(|a| a as _).collect()).collect();
+        let mut ahead: Vec<Ahead<'_>> = Vec::with_capacity(deferred.len() + 2);
+        if let Some((begin, _)) = opening {
+            ahead.push(Box::pin(pg.batch_execute(begin)));
+            if let Some((st, _)) = &lock {
+                ahead.push(Box::pin(pg.execute(st, &lock_key).map(|r| r.map(drop))));
             }
         }
+        let starts = ahead.len();
+        for (d, p) in deferred.iter().zip(&params) {
+            ahead.push(Box::pin(pg.execute(&d.st, p).map(|r| r.map(drop))));
+        }
+        // joined in order: each is written when first polled, so they go out as listed
+        let (sent, out) = self.client.trip(futures::future::join(futures::future::join_all(ahead), f));
+        for (i, r) in sent.into_iter().enumerate() {
+            if let Err(e) = r {
+                if let Some(d) = i.checked_sub(starts).and_then(|i| deferred.get(i)) {
+                    *self.failed.borrow_mut() = Some(d.sql.clone());
+                }
+                return Err(e);
+            }
+        }
+        out
     }
 }
 
@@ -260,14 +307,35 @@ impl PgExec for Session<'_> {
     }
 
     fn end(&self, end: &str) -> Result<(), postgres::Error> {
-        if self.opening.borrow_mut().take().is_some() {
+        let commit = end == "COMMIT";
+        if !commit {
+            self.deferred.borrow_mut().clear();
+        }
+        // a transaction that sent nothing and has nothing to send ends without a round trip
+        if self.deferred.borrow().is_empty() && self.opening.borrow_mut().take().is_some() {
             return Ok(());
         }
-        self.client.trip(self.client.client.batch_execute(end))
+        self.send(self.client.client.batch_execute(end))
     }
 
     fn note_identity_write(&self) {
         self.wrote_identity.set(true);
+    }
+
+    fn defer(&self, st: Statement, args: Vec<Arg>, sql: &str) -> Result<(), postgres::Error> {
+        let full = {
+            let mut deferred = self.deferred.borrow_mut();
+            deferred.push(Deferred { st, args, sql: sql.to_string() });
+            deferred.len() >= MAX_DEFERRED
+        };
+        if full {
+            self.send(async { Ok(()) })?;
+        }
+        Ok(())
+    }
+
+    fn deferred_failure(&self) -> Option<String> {
+        self.failed.borrow_mut().take()
     }
 }
 
@@ -297,17 +365,19 @@ impl<'a> Transaction<'a> {
     pub fn commit(mut self, notify: Option<(&str, &str)>) -> Result<(), postgres::Error> {
         self.done = true;
         let Some((channel, payload)) = notify else { return self.session.end("COMMIT") };
-        if self.session.opening.borrow_mut().take().is_some() {
+        if self.session.deferred.borrow().is_empty() && self.session.opening.borrow_mut().take().is_some() {
             return Ok(());
         }
-        // two simple queries, written in this order (channel and payload are the code's constants
-        // and ids: no quote to escape)
+        // two simple queries, written in this order after anything deferred (channel and payload
+        // are the code's constants and ids: no quote to escape)
         let pg = &self.session.client.client;
         let notify = format!("SELECT pg_notify('{channel}', '{payload}')");
-        let (notified, committed) =
-            self.session.client.trip(futures::future::join(pg.batch_execute(&notify), pg.batch_execute("COMMIT")));
-        notified?;
-        committed
+        self.session.send(async {
+            let (notified, committed) =
+                futures::future::join(pg.batch_execute(&notify), pg.batch_execute("COMMIT")).await;
+            notified?;
+            committed
+        })
     }
 }
 

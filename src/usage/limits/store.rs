@@ -181,7 +181,7 @@ pub(super) fn insert_notice(tx: &Tx, org: &str, meter: &str, period: &str, thres
 
 /// Adds one answer and its tokens to the agent's day.
 pub(super) fn add_answer_day(tx: &Tx, org: &str, ws: &str, agent: &str, day: &str, tokens: (i64, i64)) -> Result<()> {
-    tx.execute(
+    tx.execute_deferred(
         "INSERT INTO usage_answer_daily (organization_id, workspace_id, agent_id, day, answers, input_tokens, output_tokens)
          VALUES (?1, ?2, ?3, ?4, 1, ?5, ?6)
          ON CONFLICT (organization_id, day, workspace_id, agent_id) DO UPDATE SET answers = usage_answer_daily.answers + 1,
