@@ -208,12 +208,14 @@ impl<'c> Tx<'c> {
     /// [`Conn::execute`] for a write whose result the caller does not read (an insert of a record,
     /// an audit event, a meter): on PostgreSQL it is written with the transaction's next statement
     /// or its `COMMIT`, a round trip fewer; should it fail, that statement or the commit fails
-    /// with its error and the transaction rolls back. On SQLite it runs at once.
+    /// with its error and the transaction rolls back (its values are converted first, so one that
+    /// cannot be fails here). On SQLite it runs at once.
     pub fn execute_deferred<P: Params>(&self, sql: &str, params: P) -> rusqlite::Result<()> {
         match self.conn.inner {
             Inner::Lite(c) => c.execute(sql, params).map(drop),
             Inner::Pg(pg) => {
                 let (st, args) = pg_prepare(pg, sql, params)?;
+                session::convertible(&st, &args).map_err(conversion)?;
                 pg.defer(st, args, sql).map_err(pg_failure(pg, sql))
             }
         }

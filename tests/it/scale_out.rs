@@ -739,7 +739,7 @@ fn the_store_seam_runs_a_stores_sql_on_postgresql() {
         .read(|c| Ok(c.query_row("SELECT applied_seq FROM index_state WHERE name = 'counter'", [], |r| r.get(0))?))
         .unwrap();
     assert_eq!(n, 200);
-    // nothing derived from the identity tables is kept on PostgreSQL (yet)
+    // a PostgreSQL `Db` with no listening line caches nothing derived from the identity tables
     assert_ne!(nodes[0].identity_generation(), nodes[0].identity_generation());
 }
 
@@ -820,4 +820,41 @@ fn deferred_writes_go_with_the_next_statement_or_the_commit() {
     })
     .unwrap();
     assert_eq!(count(&db, "organizations"), 42);
+
+    // a value that cannot be converted fails when deferred, not silently later
+    let r: steward::Result<()> = db.write(|tx| {
+        let e = tx
+            .execute_deferred("INSERT INTO index_state (name, applied_seq, updated_at) VALUES ('x', ?1, 't')", ["many"])
+            .unwrap_err();
+        Err(e.into())
+    });
+    assert!(r.is_err());
+    // a failure at the commit names the deferred statement (no announcement goes with this one)
+    db.write(|tx| {
+        tx.execute("INSERT INTO index_state (name, applied_seq, updated_at) VALUES ('y', 1, 't')", [])?;
+        Ok(())
+    })
+    .unwrap();
+    let e = db
+        .write(|tx| {
+            tx.execute_deferred("INSERT INTO index_state (name, applied_seq, updated_at) VALUES ('y', 2, 't')", [])?;
+            Ok(())
+        })
+        .unwrap_err();
+    let why = format!("{e:?}");
+    assert!(why.contains("duplicate key") && why.contains("INSERT INTO index_state"), "{why}");
+    // an error its caller went on from still fails the commit (PostgreSQL would roll back quietly)
+    let e = db
+        .write(|tx| {
+            tx.execute("INSERT INTO index_state (name, applied_seq, updated_at) VALUES ('z', 1, 't')", [])?;
+            let swallowed =
+                tx.execute("INSERT INTO index_state (name, applied_seq, updated_at) VALUES ('y', 3, 't')", []);
+            assert!(swallowed.is_err());
+            Ok(())
+        })
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("rolled back"), "{e:?}");
+    let z: i64 =
+        db.read(|c| Ok(c.query_row("SELECT count(*) FROM index_state WHERE name = 'z'", [], |r| r.get(0))?)).unwrap();
+    assert_eq!(z, 0, "nothing of the failed transaction stays");
 }

@@ -147,15 +147,16 @@ pub trait PgExec {
     /// Starts a transaction with `begin` (its `BEGIN …`), sent together with the transaction's
     /// first statement: one round trip for both.
     fn begin(&self, begin: &'static str);
-    /// Ends the transaction with `end` (`COMMIT` or `ROLLBACK`); nothing to send when it never
-    /// ran a statement.
+    /// Ends the transaction with `end` (`COMMIT` or `ROLLBACK`), after what is deferred (a
+    /// `ROLLBACK` drops that); nothing to send when it never ran or deferred a statement.
     fn end(&self, end: &str) -> Result<(), postgres::Error>;
     /// Notes that a statement of the session writes an identity table.
     fn note_identity_write(&self);
     /// Runs `st` in the transaction without waiting for it: it is written with the transaction's
     /// next request (a statement, or its `COMMIT`), in the same round trip. For statements whose
-    /// result the caller does not read; should one fail, that next request fails with its error
-    /// (the transaction is then aborted, and rolled back).
+    /// result the caller does not read, whose arguments were checked ([`convertible`]); should
+    /// one fail, that next request fails with its error (the transaction is then aborted, and
+    /// rolled back).
     fn defer(&self, st: Statement, args: Vec<Arg>, sql: &str) -> Result<(), postgres::Error>;
     /// The text of the deferred statement whose failure the last request returned, if that is
     /// what failed (taken: asked once).
@@ -172,6 +173,24 @@ struct Deferred {
 /// Deferred statements are written with the next request; past this many they go at once (one
 /// round trip for all of them).
 const MAX_DEFERRED: usize = 16;
+// `join_all` polls (so writes) its futures in order only up to 30 of them: a start, its lock and
+// the deferred statements must stay below
+const _: () = assert!(MAX_DEFERRED + 2 <= 30);
+
+/// Converts `args` for `st` as they will be sent, so a value that cannot be (text for an integer
+/// placeholder, say) fails when its statement is deferred: once deferred, such a statement would
+/// not be sent at all while the transaction went on.
+pub fn convertible(st: &Statement, args: &[Arg]) -> Result<(), BoxError> {
+    if st.params().len() != args.len() {
+        return Err(format!("{} parameters expected, {} given", st.params().len(), args.len()).into());
+    }
+    let mut scratch = BytesMut::new();
+    for (arg, ty) in args.iter().zip(st.params()) {
+        arg.to_sql_checked(ty, &mut scratch)?;
+        scratch.clear();
+    }
+    Ok(())
+}
 
 /// A session on one pooled connection, inside a transaction (writes) or not (reads).
 pub struct Session<'a> {
@@ -186,6 +205,10 @@ pub struct Session<'a> {
     deferred: RefCell<Vec<Deferred>>,
     /// The text of the deferred statement that failed ([`PgExec::deferred_failure`]).
     failed: RefCell<Option<String>>,
+    /// The first error PostgreSQL returned in the transaction (which it aborted), kept even when
+    /// its caller went on: a `COMMIT` would then roll back without saying so, so the commit
+    /// refuses ([`Transaction::commit`]).
+    aborted: RefCell<Option<String>>,
 }
 
 impl<'a> Session<'a> {
@@ -197,6 +220,7 @@ impl<'a> Session<'a> {
             wrote_identity: Default::default(),
             deferred: RefCell::new(Vec::new()),
             failed: RefCell::new(None),
+            aborted: RefCell::new(None),
         }
     }
 
@@ -208,8 +232,29 @@ impl<'a> Session<'a> {
     /// Runs `f`, one request, in one round trip with what is not sent yet: the transaction's
     /// start (`BEGIN`, then its lock) and the deferred statements, written in that order before
     /// the request. If one of them fails the request fails too, inside the aborted transaction,
-    /// never outside it, and the first failure is returned.
+    /// never outside it, and the first failure is returned. An error from the server inside a
+    /// transaction is noted ([`Session::aborted`]).
     fn send<T>(&self, f: impl std::future::Future<Output = Result<T, postgres::Error>>) -> Result<T, postgres::Error> {
+        let out = self.send_pipelined(f);
+        if let Err(e) = &out
+            && self.in_transaction
+            && e.as_db_error().is_some()
+        {
+            self.aborted.borrow_mut().get_or_insert_with(|| super::plain(e));
+        }
+        out
+    }
+
+    /// True when the transaction sent nothing and has nothing deferred: its end needs no round
+    /// trip (its pending start is dropped).
+    fn ends_empty(&self) -> bool {
+        self.deferred.borrow().is_empty() && self.opening.borrow_mut().take().is_some()
+    }
+
+    fn send_pipelined<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, postgres::Error>>,
+    ) -> Result<T, postgres::Error> {
         use futures::FutureExt;
         type Ahead<'f> = std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), postgres::Error>> + 'f>>;
         // the lock's statement first: should preparing it fail, the start is still to be sent
@@ -272,6 +317,9 @@ impl PgExec for Session<'_> {
                 }
                 Err(e) => {
                     self.batch_execute("ROLLBACK TO SAVEPOINT steward_prepare")?;
+                    // undone: the transaction goes on (it was not aborted before, or the
+                    // savepoint would have failed)
+                    self.aborted.borrow_mut().take();
                     return Err(e);
                 }
             }
@@ -311,8 +359,7 @@ impl PgExec for Session<'_> {
         if !commit {
             self.deferred.borrow_mut().clear();
         }
-        // a transaction that sent nothing and has nothing to send ends without a round trip
-        if self.deferred.borrow().is_empty() && self.opening.borrow_mut().take().is_some() {
+        if self.ends_empty() {
             return Ok(());
         }
         self.send(self.client.client.batch_execute(end))
@@ -362,10 +409,32 @@ impl<'a> Transaction<'a> {
     /// Commits; with `notify`, a `NOTIFY` on `channel` sent in the same round trip, before the
     /// `COMMIT` (delivered by PostgreSQL once the commit is done). Should the `NOTIFY` fail, the
     /// `COMMIT` still ends the transaction (rolling it back) and the error is returned.
-    pub fn commit(mut self, notify: Option<(&str, &str)>) -> Result<(), postgres::Error> {
+    ///
+    /// A transaction in which PostgreSQL returned an error (which aborts it), even one its caller
+    /// went on from, is rolled back and the commit fails; so does one whose deferred statements
+    /// fail with the `COMMIT`, naming the statement.
+    pub fn commit(mut self, notify: Option<(&str, &str)>) -> crate::error::Result<()> {
+        let session = &self.session;
+        let aborted = session.aborted.borrow_mut().take();
+        if let Some(why) = aborted {
+            return Err(crate::Error::internal_msg(format!(
+                "PostgreSQL: the transaction was rolled back: a statement in it failed ({why})"
+            )));
+        }
         self.done = true;
+        self.commit_sent(notify).map_err(|e| match self.session.deferred_failure() {
+            Some(sql) => crate::Error::internal_msg(format!(
+                "PostgreSQL: {} in: {}",
+                super::plain(&e),
+                sql.split_whitespace().collect::<Vec<_>>().join(" ")
+            )),
+            None => e.into(),
+        })
+    }
+
+    fn commit_sent(&self, notify: Option<(&str, &str)>) -> Result<(), postgres::Error> {
         let Some((channel, payload)) = notify else { return self.session.end("COMMIT") };
-        if self.session.deferred.borrow().is_empty() && self.session.opening.borrow_mut().take().is_some() {
+        if self.session.ends_empty() {
             return Ok(());
         }
         // two simple queries, written in this order after anything deferred (channel and payload
