@@ -86,14 +86,21 @@ impl SqlFaults {
     fn read(&mut self, line: &str) {
         let retyped = line.starts_with("42P08") || line.starts_with("42P18");
         if line.starts_with("42") && !retyped && line.contains(" ERROR: ") {
-            self.pending = Some(line.to_string());
-        } else if let Some(error) = self.pending.take_if(|_| line.contains(" STATEMENT: ")) {
-            use std::io::Write;
-            let file = std::fs::OpenOptions::new().create(true).append(true).open(SQL_FAULTS);
-            if let Ok(mut file) = file {
-                let _ = writeln!(file, "{error}\n    {}", line.trim());
+            // one logged without its statement is written as it is
+            if let Some(error) = self.pending.replace(line.to_string()) {
+                write_fault(&error, "");
             }
+        } else if let Some(error) = self.pending.take_if(|_| line.contains(" STATEMENT: ")) {
+            write_fault(&error, line.trim());
         }
+    }
+}
+
+fn write_fault(error: &str, statement: &str) {
+    use std::io::Write;
+    let file = std::fs::OpenOptions::new().create(true).append(true).open(SQL_FAULTS);
+    if let Ok(mut file) = file {
+        let _ = writeln!(file, "{error}\n    {statement}");
     }
 }
 
