@@ -203,7 +203,7 @@ pub fn append_message(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Me
         .priority(5)
         .max_attempts(10);
         let now_ms = crate::clock::parse_rfc3339(now).map(|t| t.timestamp_millis()).unwrap_or_default();
-        crate::jobs::enqueue_tx(tx, now_ms, 10, &job)?;
+        crate::jobs::enqueue_tx_deferred(tx, now_ms, 10, &job)?;
     }
     Ok(msg)
 }

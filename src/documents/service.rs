@@ -16,7 +16,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::ids::{WorkspaceId, new_id};
 use crate::jobs::{self, NewJob};
 use crate::settings::{self, ingestion::IngestionPatch, ingestion::IngestionSettings};
-use crate::storage::Tx;
+use crate::storage::{Conn, Tx};
 use crate::usage;
 
 pub const MAX_TITLE_CHARS: usize = 500;
@@ -141,12 +141,15 @@ pub(super) fn enqueue_process(
     .dedupe(format!("doc:{doc}:rev:{revision}"))
     .workspace(ws.0.clone())
     .priority(10);
-    jobs::enqueue_tx(tx, app.clock.now_ms(), app.jobs.default_max_attempts(), &job)?;
-    Ok(())
+    jobs::enqueue_tx_deferred(tx, app.clock.now_ms(), app.jobs.default_max_attempts(), &job)
 }
 
 fn load(app: &App, ws: &WorkspaceId, id: &str) -> Result<Document> {
-    app.db.read(|c| store::document(c, ws, id))?.ok_or_else(|| Error::not_found("document"))
+    app.db.read(|c| load_in(c, ws, id))
+}
+
+fn load_in(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Document> {
+    store::document(c, ws, id)?.ok_or_else(|| Error::not_found("document"))
 }
 
 /// Creates an inline document (or, with an `externalDocumentId` already in its source, updates
@@ -156,7 +159,8 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
     let d = CleanDoc::of(input)?;
     let ws = p.workspace_id.clone();
     let now = rfc3339(app.clock.now());
-    let (id, queued) = app.db.write(|tx| {
+    // the record is read back inside the transaction: its writes go with that read
+    let (doc, queued) = app.db.write(|tx| {
         let source = match &d.source_id {
             Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?,
             None => ensure_builtin_source(tx, &ws, API_SOURCE, &now)?,
@@ -165,17 +169,18 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
             && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)?
         {
             if d.same_as(&existing) {
-                return Ok((existing.id, false));
+                return Ok((existing, false));
             }
             update_inline(tx, app, actor, &ws, &existing, &d, &now)?;
-            return Ok((existing.id, true));
+            return Ok((load_in(tx, &ws, &existing.id)?, true));
         }
-        Ok((insert_inline(tx, app, actor, &ws, &source.id, &d, &now)?, true))
+        let id = insert_inline(tx, app, actor, &ws, &source.id, &d, &now)?;
+        Ok((load_in(tx, &ws, &id)?, true))
     })?;
     if queued {
         app.jobs.wake();
     }
-    load(app, &ws, &id)
+    Ok(doc)
 }
 
 /// An inline document's input, checked and cleaned.

@@ -117,6 +117,12 @@ pub fn enqueue_tx(tx: &Tx, now_ms: i64, default_max_attempts: u32, job: &NewJob)
     store::insert(tx, now_ms, default_max_attempts, job)
 }
 
+/// [`enqueue_tx`] when the caller needs neither the job's id nor whether it was new: on
+/// PostgreSQL the insert goes with the transaction's next statement or its commit.
+pub fn enqueue_tx_deferred(tx: &Tx, now_ms: i64, default_max_attempts: u32, job: &NewJob) -> Result<()> {
+    store::insert_deferred(tx, now_ms, default_max_attempts, job)
+}
+
 /// Queues a job that runs once per period (a daily cleanup): `key` names the period, so however
 /// often this is called for it, one job is queued; it runs at `run_at_ms` (at once when that has
 /// passed).

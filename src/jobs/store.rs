@@ -80,6 +80,26 @@ pub fn insert(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<Enque
     }
 }
 
+/// [`insert`] for a caller that does not need the job's id: deferred with the transaction's next
+/// statement (`Tx::execute_deferred`); a job with the same dedupe key already queued is kept.
+pub fn insert_deferred(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<()> {
+    tx.execute_deferred(
+        "INSERT INTO jobs (kind, payload, dedupe_key, priority, state, attempts, max_attempts, run_at, workspace_id, created_at, updated_at)
+         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?7, ?8, ?8) ON CONFLICT (dedupe_key) DO NOTHING",
+        params![
+            job.kind,
+            job.payload.to_string(),
+            job.dedupe_key,
+            job.priority,
+            job.max_attempts.unwrap_or(default_max),
+            job.run_at.unwrap_or(now),
+            job.workspace_id,
+            now
+        ],
+    )?;
+    Ok(())
+}
+
 /// Claims the best due job: queued and due, or running with an expired lease. A job that has
 /// used all its attempts and is found with an expired lease goes dead instead.
 /// On PostgreSQL the row is locked as it is chosen (`FOR UPDATE SKIP LOCKED`): no two nodes can
