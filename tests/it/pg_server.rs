@@ -17,6 +17,11 @@ pub struct PgServer {
     /// The socket directory (the URL's host).
     socket_dir: PathBuf,
     bin: PathBuf,
+    /// The port of its socket, and of its TCP listener on 127.0.0.1 (TLS on, for the tests of
+    /// encrypted connections).
+    port: u16,
+    /// The PEM file of the certificate authority that signed its certificate.
+    ca: PathBuf,
 }
 
 static SERVER: OnceLock<Result<PgServer, String>> = OnceLock::new();
@@ -159,18 +164,49 @@ fn start() -> Result<PgServer, String> {
     if !out.status.success() {
         return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
+    // TLS on its TCP listener, with a certificate for 127.0.0.1 and localhost from a test CA
+    let pki = crate::receiver::test_pki(&[]);
+    let (ca, cert, key) = (dir.join("ca.pem"), dir.join("server.crt"), dir.join("server.key"));
+    for (path, text) in [(&ca, &pki.ca_pem), (&cert, &pki.cert_pem), (&key, &pki.key_pem)] {
+        std::fs::write(path, text).map_err(|e| e.to_string())?;
+    }
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
+    if is_root() {
+        let status =
+            Command::new("chown").args(["nobody:nogroup"]).args([&cert, &key]).status().map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err("cannot hand the certificate to nobody".into());
+        }
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| format!("no free port: {e}"))?
+        .port();
     let (tx, rx) = std::sync::mpsc::channel::<Result<i32, String>>();
     let (read_tx, read_rx) = std::sync::mpsc::channel();
     let _ = LOG_READ.set(std::sync::Mutex::new(read_tx));
     let _ = LOG_READ_WAIT.set(std::sync::Mutex::new(read_rx));
     let (bin2, data2, sock) = (bin.clone(), data.clone(), dir.clone());
+    let tls_args = [
+        "-p".to_string(),
+        port.to_string(),
+        "-c".into(),
+        "listen_addresses=127.0.0.1".into(),
+        "-c".into(),
+        "ssl=on".into(),
+        "-c".into(),
+        format!("ssl_cert_file={}", cert.display()),
+        "-c".into(),
+        format!("ssl_key_file={}", key.display()),
+    ];
     std::thread::spawn(move || {
         let child = as_server_user(&bin2.join("postgres"))
             .arg("-D")
             .arg(&data2)
             .arg("-k")
             .arg(&sock)
-            .args(["-c", "listen_addresses=", "-c", "fsync=off", "-c", "max_connections=200"])
+            .args(&tls_args)
+            .args(["-c", "fsync=off", "-c", "max_connections=200"])
             .args(["-c", "logging_collector=off", "-c", "log_min_messages=error", "-c", "log_line_prefix=%e "])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -216,7 +252,7 @@ fn start() -> Result<PgServer, String> {
         // SAFETY: registers a function with no preconditions, run once at exit.
         unsafe { libc::atexit(stop_at_exit) };
     }
-    Ok(PgServer { socket_dir: dir, bin })
+    Ok(PgServer { socket_dir: dir, bin, port, ca })
 }
 
 impl PgServer {
@@ -231,7 +267,23 @@ impl PgServer {
     /// The URL of database `name` on this server.
     pub fn url(&self, name: &str) -> String {
         let host: String = url::form_urlencoded::byte_serialize(self.socket_dir.to_string_lossy().as_bytes()).collect();
-        format!("postgres://steward@{host}/{name}")
+        format!("postgres://steward@{host}:{}/{name}", self.port)
+    }
+
+    /// The URL of database `name` over TCP on 127.0.0.1 (where the server speaks TLS), with
+    /// `query` (`sslmode=…`).
+    pub fn tcp_url(&self, name: &str, query: &str) -> String {
+        format!("postgres://steward@127.0.0.1:{}/{name}?{query}", self.port)
+    }
+
+    /// The port it listens on (its socket's and 127.0.0.1's).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The PEM file of the certificate authority that signed the server's certificate.
+    pub fn ca_file(&self) -> &Path {
+        &self.ca
     }
 
     /// A new, empty database; returns its URL.
@@ -244,7 +296,7 @@ impl PgServer {
     /// pointed at this server (`-h`, `-U`).
     pub fn tool(&self, name: &str) -> Command {
         let mut c = Command::new(self.bin.join(name));
-        c.arg("-h").arg(&self.socket_dir).args(["-U", "steward"]);
+        c.arg("-h").arg(&self.socket_dir).args(["-p", &self.port.to_string(), "-U", "steward"]);
         c
     }
 

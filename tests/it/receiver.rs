@@ -76,9 +76,17 @@ impl Drop for Receiver {
     }
 }
 
-fn certificates(
-    names: &[String],
-) -> (String, rustls::pki_types::CertificateDer<'static>, rustls::pki_types::PrivateKeyDer<'static>) {
+/// A test certificate authority and a server certificate it signed for 127.0.0.1, localhost and
+/// `names`, in PEM and DER.
+pub struct TestPki {
+    pub ca_pem: String,
+    pub cert_pem: String,
+    pub key_pem: String,
+    pub cert_der: rustls::pki_types::CertificateDer<'static>,
+    pub key_der: rustls::pki_types::PrivateKeyDer<'static>,
+}
+
+pub fn test_pki(names: &[String]) -> TestPki {
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.distinguished_name.push(rcgen::DnType::CommonName, "Steward test CA");
@@ -93,8 +101,13 @@ fn certificates(
     leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let leaf_key = KeyPair::generate().unwrap();
     let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
-    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
-    (ca_cert.pem(), leaf_cert.der().clone(), key)
+    TestPki {
+        ca_pem: ca_cert.pem(),
+        cert_pem: leaf_cert.pem(),
+        key_pem: leaf_key.serialize_pem(),
+        cert_der: leaf_cert.der().clone(),
+        key_der: rustls::pki_types::PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into()),
+    }
 }
 
 impl Receiver {
@@ -105,7 +118,7 @@ impl Receiver {
     /// A receiver whose certificate also names `names` (host names that resolve to this machine).
     pub async fn start_for(names: &[String]) -> Receiver {
         let dir = tempfile::tempdir().unwrap();
-        let (ca_pem, cert, key) = certificates(names);
+        let TestPki { ca_pem, cert_der: cert, key_der: key, .. } = test_pki(names);
         let ca_file = dir.path().join("ca.pem");
         std::fs::write(&ca_file, ca_pem).unwrap();
         let provider = Arc::new(rustls::crypto::ring::default_provider());

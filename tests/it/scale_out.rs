@@ -858,3 +858,64 @@ fn deferred_writes_go_with_the_next_statement_or_the_commit() {
         db.read(|c| Ok(c.query_row("SELECT count(*) FROM index_state WHERE name = 'z'", [], |r| r.get(0))?)).unwrap();
     assert_eq!(z, 0, "nothing of the failed transaction stays");
 }
+
+/// TLS to PostgreSQL as the URL's `sslmode` and `sslrootcert` say, on the test server's TCP
+/// listener (TLS on, a certificate for 127.0.0.1 and localhost from a test CA): every kind of
+/// connection Steward makes (the migrating client, the pool, the listening line) is encrypted and
+/// the server checked; a server whose certificate does not chain to the given root, or does not
+/// name the host under `verify-full`, is refused; `disable` and a Unix socket stay plain.
+#[test]
+fn connections_are_encrypted_and_the_server_checked_as_the_url_says() {
+    use steward::storage::Db;
+
+    let server = PgServer::get();
+    let name = PgServer::db_name(&server.fresh_db()).to_string();
+    let ca = url::form_urlencoded::byte_serialize(server.ca_file().to_string_lossy().as_bytes()).collect::<String>();
+    let encrypted = |db: &Db| -> bool {
+        db.read(|c| Ok(c.query_row("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", [], |r| r.get(0))?))
+            .unwrap()
+    };
+    // verified, in full: migrations, the pool and the listening line all connect
+    let db = Db::open_postgres(&server.tcp_url(&name, &format!("sslmode=verify-full&sslrootcert={ca}")), 2).unwrap();
+    assert!(encrypted(&db), "verify-full");
+    let (up, heard) = std::sync::mpsc::channel();
+    let line = db.listen(move |payload| {
+        if payload.is_none() {
+            let _ = up.send(());
+        }
+    });
+    heard.recv_timeout(std::time::Duration::from_secs(20)).expect("the listening line came up over TLS");
+    drop(line);
+    // encrypted without checking the server (libpq's `require` and the default `prefer`)
+    for query in ["sslmode=require", "application_name=t"] {
+        let db = Db::open_postgres(&server.tcp_url(&name, query), 2).unwrap();
+        assert!(encrypted(&db), "{query}");
+    }
+    // plain when asked, and over a Unix socket whatever the mode
+    assert!(!encrypted(&Db::open_postgres(&server.tcp_url(&name, "sslmode=disable"), 2).unwrap()));
+    let unix = format!("{}?sslmode=require", server.url(&name));
+    assert!(!encrypted(&Db::open_postgres(&unix, 2).unwrap()), "no TLS on a Unix socket");
+    // a host the certificate does not name: refused in full, accepted for its chain only
+    let other_name = |mode: &str| {
+        let port = server.port();
+        format!("postgres://steward@db.invalid:{port}/{name}?hostaddr=127.0.0.1&sslmode={mode}&sslrootcert={ca}")
+    };
+    let refused = Db::open_postgres(&other_name("verify-full"), 2).err().expect("a certificate for another name");
+    assert!(format!("{refused:?}").contains("certificate"), "{refused:?}");
+    assert!(encrypted(&Db::open_postgres(&other_name("verify-ca"), 2).unwrap()));
+    // a root that did not sign the server's certificate
+    let stranger = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(stranger.path(), crate::receiver::test_pki(&[]).ca_pem).unwrap();
+    let stranger_ca: String =
+        url::form_urlencoded::byte_serialize(stranger.path().to_string_lossy().as_bytes()).collect();
+    let refused = Db::open_postgres(&server.tcp_url(&name, &format!("sslmode=verify-ca&sslrootcert={stranger_ca}")), 2)
+        .err()
+        .expect("a server that does not chain to the root");
+    assert!(format!("{refused:?}").contains("certificate"), "{refused:?}");
+    // a mode or a root file that cannot be used: said before connecting
+    let bad = Db::open_postgres(&server.tcp_url(&name, "sslmode=sometimes"), 2).err().unwrap();
+    assert!(bad.message.contains("sslmode=sometimes"), "{}", bad.message);
+    let bad =
+        Db::open_postgres(&server.tcp_url(&name, "sslmode=verify-full&sslrootcert=%2Fno%2Fsuch.pem"), 2).err().unwrap();
+    assert!(bad.message.contains("/no/such.pem"), "{}", bad.message);
+}

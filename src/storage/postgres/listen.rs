@@ -88,14 +88,9 @@ pub fn start(url: &str, deliver: impl Fn(Line<'_>) + Send + Sync + 'static) -> O
 
 /// One connection's life: `LISTEN`, then every notification until the connection ends.
 async fn listen_once(url: &str, deliver: &(impl Fn(Line<'_>) + Send + Sync)) -> Result<(), String> {
-    let mut config: tokio_postgres::Config = url.parse().map_err(|e| super::plain(&e))?;
-    if config.get_password().is_none()
-        && let Ok(pw) = std::env::var("PGPASSWORD")
-    {
-        config.password(pw);
-    }
+    let (mut config, tls) = super::config_of(url).map_err(|e| e.message)?;
     config.application_name("steward-listen");
-    let (client, mut connection) = config.connect(tokio_postgres::NoTls).await.map_err(|e| super::plain(&e))?;
+    let (client, mut connection) = config.connect(tls).await.map_err(|e| super::plain(&e))?;
     let (tx, mut rx) = futures::channel::mpsc::unbounded::<AsyncMessage>();
     let driver = tokio::spawn(async move {
         while let Some(Ok(msg)) = futures::future::poll_fn(|cx| connection.poll_message(cx)).await {

@@ -10,9 +10,10 @@
 pub mod copy;
 pub mod listen;
 pub mod session;
+mod tls;
 mod wire;
 
-use postgres::{Client, NoTls};
+use postgres::Client;
 
 use super::migrations::{MIGRATIONS as SQLITE_MIGRATIONS, Migration, checksum, status_of};
 use crate::error::{Error, Result};
@@ -50,7 +51,7 @@ pub fn redacted(url: &str) -> String {
     if unescaped_at(url) {
         return "(a PostgreSQL URL with an unescaped @)".into();
     }
-    let Ok(config) = url.parse::<postgres::Config>() else {
+    let Ok(config) = tls::strip(url).0.parse::<postgres::Config>() else {
         return "(an unreadable PostgreSQL URL)".into();
     };
     let hosts: Vec<String> = config
@@ -87,18 +88,30 @@ pub fn connect(url: &str) -> Result<Client> {
             "the PostgreSQL URL has more than one @: write an @ in the user name or password as %40",
         ));
     }
-    let mut config: postgres::Config = url
+    let (config, tls) = config_of(url)?;
+    postgres::Config::from(config)
+        .connect(tls)
+        .map_err(|e| Error::unavailable(format!("cannot connect to PostgreSQL at {}: {}", redacted(url), plain(&e))))
+}
+
+/// `url` read for a connection: the settings tokio-postgres reads, the password from
+/// `PGPASSWORD` when the URL has none (so it may stay out of `ps`, as with libpq), and the TLS
+/// connector its `sslmode` and `sslrootcert` ask for (`tls.rs`).
+pub(crate) fn config_of(url: &str) -> Result<(tokio_postgres::Config, tls::Tls)> {
+    let (bare, mode, tls) = tls::settings(url)?;
+    let mut config: tokio_postgres::Config = bare
         .parse()
         .map_err(|_| Error::invalid("the PostgreSQL URL cannot be read (postgres://user@host:port/database)"))?;
-    // the password may stay out of the URL (and so out of `ps`): libpq's PGPASSWORD
+    // PostgreSQL offers no TLS on a Unix socket (libpq ignores `sslmode` there)
+    let unix = |h: &tokio_postgres::config::Host| matches!(h, tokio_postgres::config::Host::Unix(_));
+    let all_unix = !config.get_hosts().is_empty() && config.get_hosts().iter().all(unix);
+    config.ssl_mode(if all_unix { tokio_postgres::config::SslMode::Disable } else { mode });
     if config.get_password().is_none()
         && let Ok(pw) = std::env::var("PGPASSWORD")
     {
         config.password(pw);
     }
-    config
-        .connect(NoTls)
-        .map_err(|e| Error::unavailable(format!("cannot connect to PostgreSQL at {}: {}", redacted(url), plain(&e))))
+    Ok((config, tls))
 }
 
 /// Connects to `url` and runs `f` on a thread of its own: the synchronous client must not be

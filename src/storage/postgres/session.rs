@@ -103,19 +103,14 @@ impl r2d2::ManageConnection for Manager {
     type Error = ConnectError;
 
     fn connect(&self) -> Result<PgClient, ConnectError> {
-        let mut config: tokio_postgres::Config = self.url.parse().map_err(|e| ConnectError(super::plain(&e)))?;
-        if config.get_password().is_none()
-            && let Ok(pw) = std::env::var("PGPASSWORD")
-        {
-            config.password(pw);
-        }
+        let (mut config, tls) = super::config_of(&self.url).map_err(|e| ConnectError(e.message))?;
         // the durability of the SQLite mode (WAL, synchronous=NORMAL: a crash may lose the last
         // commits, never consistency), without a disk flush per commit under the write lock;
         // `?options=-c%20synchronous_commit%3Don` in the URL asks for a flush per commit
         if config.get_options().is_none() {
             config.options("-c synchronous_commit=off");
         }
-        let (client, wire) = super::wire::connect(&config).map_err(ConnectError)?;
+        let (client, wire) = super::wire::connect(&config, &tls).map_err(ConnectError)?;
         Ok(PgClient {
             client,
             wire: RefCell::new(wire),

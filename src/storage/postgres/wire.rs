@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 
+use super::tls::{Tls, TlsStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::Host;
-use tokio_postgres::tls::{NoTls, NoTlsStream};
 
 /// A connected socket in non-blocking mode.
 pub struct Socket {
@@ -114,7 +114,7 @@ impl AsyncWrite for Socket {
 
 /// The socket's side of a connection: what a request is run with.
 pub struct Wire {
-    connection: Option<tokio_postgres::Connection<Socket, NoTlsStream>>,
+    connection: Option<tokio_postgres::Connection<Socket, TlsStream<Socket>>>,
     waiter: Waiter,
 }
 
@@ -195,8 +195,9 @@ impl Wire {
     }
 }
 
-/// Connects to the first of `config`'s hosts that answers and signs in.
-pub fn connect(config: &tokio_postgres::Config) -> Result<(tokio_postgres::Client, Wire), String> {
+/// Connects to the first of `config`'s hosts that answers and signs in, over TLS as `tls` and the
+/// configuration's `sslmode` say (a Unix socket never: PostgreSQL offers none there).
+pub fn connect(config: &tokio_postgres::Config, tls: &Tls) -> Result<(tokio_postgres::Client, Wire), String> {
     let ports = config.get_ports();
     let port = |i: usize| ports.get(i).or(ports.first()).copied().unwrap_or(5432);
     let hosts: Vec<Host> = if config.get_hostaddrs().is_empty() {
@@ -209,8 +210,14 @@ pub fn connect(config: &tokio_postgres::Config) -> Result<(tokio_postgres::Clien
     }
     let mut last = String::new();
     for (i, host) in hosts.iter().enumerate() {
+        // the name the server's certificate is checked against: the host's, even when it was
+        // reached by `hostaddr`
+        let name = match (config.get_hosts().get(i), host) {
+            (Some(Host::Tcp(name)), _) | (None, Host::Tcp(name)) => Some(name.as_str()),
+            _ => None,
+        };
         match open(host, port(i), config.get_connect_timeout().copied()) {
-            Ok(stream) => match handshake(config, stream) {
+            Ok(stream) => match handshake(config, stream, tls, name) {
                 Ok(connected) => return Ok(connected),
                 Err(e) => last = e,
             },
@@ -251,8 +258,15 @@ fn open(host: &Host, port: u16, timeout: Option<std::time::Duration>) -> io::Res
     }
 }
 
-/// Signs in on a connected stream (the startup messages, authentication).
-fn handshake(config: &tokio_postgres::Config, stream: Stream) -> Result<(tokio_postgres::Client, Wire), String> {
+/// Signs in on a connected stream (TLS first when asked for, the startup messages,
+/// authentication).
+fn handshake(
+    config: &tokio_postgres::Config,
+    stream: Stream,
+    tls: &Tls,
+    name: Option<&str>,
+) -> Result<(tokio_postgres::Client, Wire), String> {
+    let unix = matches!(stream, Stream::Unix(_));
     match &stream {
         Stream::Tcp(s) => s.set_nonblocking(true),
         Stream::Unix(s) => s.set_nonblocking(true),
@@ -260,7 +274,12 @@ fn handshake(config: &tokio_postgres::Config, stream: Stream) -> Result<(tokio_p
     .map_err(|e| e.to_string())?;
     let waiter = Waiter { fd: stream.fd(), write_blocked: Arc::new(AtomicBool::new(false)) };
     let socket = Socket { stream, write_blocked: waiter.write_blocked.clone() };
-    let mut signing_in = std::pin::pin!(config.connect_raw(socket, NoTls));
+    let mut plain = config.clone();
+    let config = match (unix, name) {
+        (false, Some(_)) => config,
+        _ => plain.ssl_mode(tokio_postgres::config::SslMode::Disable),
+    };
+    let mut signing_in = std::pin::pin!(config.connect_raw(socket, tls.connect_to(name.unwrap_or_default())));
     loop {
         if let Poll::Ready(out) = poll_once(signing_in.as_mut()) {
             let (client, connection) = out.map_err(|e| super::plain(&e))?;

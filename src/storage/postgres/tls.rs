@@ -1,0 +1,313 @@
+//! TLS to PostgreSQL, set by the database URL's `sslmode` and `sslrootcert` as libpq reads them
+//! (docs/scale-out.md, section 3): `disable` (plain), `prefer` (the default: encrypted when the
+//! server offers it, the server not checked), `require` (encrypted or refused; the server not
+//! checked unless `sslrootcert` is given, then as `verify-ca`), `verify-ca` (the server's
+//! certificate must chain to a trusted root) and `verify-full` (and name the host connected to).
+//! Trusted roots: the PEM file `sslrootcert` names, else the public web roots built in.
+//! Over a Unix socket there is no TLS (PostgreSQL offers none there; libpq ignores `sslmode`).
+//!
+//! One connector serves every connection Steward makes: the pooled ones (`wire.rs`), the
+//! listening line and the synchronous client of migrations and copies.
+
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio_postgres::config::SslMode;
+use tokio_postgres::tls::{ChannelBinding, MakeTlsConnect, TlsConnect};
+
+use crate::error::{Error, Result};
+
+/// How the server is checked once the connection is encrypted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Not at all (`prefer`, `require`): encrypted against a passive listener only.
+    Nothing,
+    /// Its certificate chains to a trusted root (`verify-ca`).
+    Chain,
+    /// And names the host (`verify-full`).
+    ChainAndName,
+}
+
+/// The connector: `None` inside when TLS is off (`sslmode=disable`).
+#[derive(Clone)]
+pub struct Tls(Option<Arc<rustls::ClientConfig>>);
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Tls(on)" } else { "Tls(off)" })
+    }
+}
+
+/// Reads `sslmode` and `sslrootcert` out of `url`: the URL without them (for tokio-postgres,
+/// which reads neither `verify-*` nor `sslrootcert`), the mode to give tokio-postgres, and the
+/// connector.
+pub fn settings(url: &str) -> Result<(String, SslMode, Tls)> {
+    let (bare, mode, root) = strip(url);
+    let (ssl, check) = match mode.as_deref().unwrap_or("prefer") {
+        "disable" => return Ok((bare, SslMode::Disable, Tls(None))),
+        "allow" | "prefer" => (SslMode::Prefer, None),
+        "require" => (SslMode::Require, None),
+        "verify-ca" => (SslMode::Require, Some(Check::Chain)),
+        "verify-full" => (SslMode::Require, Some(Check::ChainAndName)),
+        other => {
+            return Err(Error::invalid(format!(
+                "sslmode={other} is not one Steward knows: disable, prefer, require, verify-ca or verify-full"
+            )));
+        }
+    };
+    // libpq: `require` with a root certificate checks the chain
+    let check = match (check, &root) {
+        (Some(c), _) => c,
+        (None, Some(_)) if ssl == SslMode::Require => Check::Chain,
+        (None, _) => Check::Nothing,
+    };
+    let roots = match (&root, check) {
+        (_, Check::Nothing) => None,
+        (Some(path), _) => Some(roots_from(path)?),
+        (None, _) => Some(RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() }),
+    };
+    Ok((bare, ssl, Tls(Some(client_config(check, roots)?))))
+}
+
+/// `url` without its `sslmode` and `sslrootcert` parameters, and their values.
+pub fn strip(url: &str) -> (String, Option<String>, Option<String>) {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let (mut mode, mut root) = (None, None);
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("sslmode", v)) => mode = Some(decode(v)),
+            Some(("sslrootcert", v)) => root = Some(decode(v)),
+            _ => kept.push(pair),
+        }
+    }
+    let bare = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+    (bare, mode, root)
+}
+
+/// A URL query value, percent-decoded (a path may hold `%2F`).
+fn decode(v: &str) -> String {
+    let bytes = v.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn roots_from(path: &str) -> Result<RootCertStore> {
+    use rustls::pki_types::pem::PemObject;
+    let unreadable = |e: &dyn std::fmt::Display| Error::invalid(format!("sslrootcert {path}: {e}"));
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_file_iter(path).map_err(|e| unreadable(&e))? {
+        roots.add(cert.map_err(|e| unreadable(&e))?).map_err(|e| unreadable(&e))?;
+    }
+    if roots.is_empty() {
+        return Err(unreadable(&"no certificate in the file"));
+    }
+    Ok(roots)
+}
+
+fn client_config(check: Check, roots: Option<RootCertStore>) -> Result<Arc<rustls::ClientConfig>> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let algorithms = provider.signature_verification_algorithms;
+    let chain = match roots {
+        Some(roots) => Some(
+            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
+                .build()
+                .map_err(|e| Error::invalid(format!("the PostgreSQL TLS roots cannot be used: {e}")))?,
+        ),
+        None => None,
+    };
+    let verifier = Arc::new(Verifier { check, chain, algorithms });
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::internal_msg(format!("TLS: {e}")))?
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
+    Ok(Arc::new(config))
+}
+
+/// Checks the server as [`Check`] says; the handshake's signatures are always verified.
+#[derive(Debug)]
+struct Verifier {
+    check: Check,
+    chain: Option<Arc<rustls::client::WebPkiServerVerifier>>,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for Verifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> std::result::Result<ServerCertVerified, rustls::Error> {
+        let Some(chain) = self.chain.as_ref().filter(|_| self.check != Check::Nothing) else {
+            return Ok(ServerCertVerified::assertion());
+        };
+        match chain.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
+            Err(rustls::Error::InvalidCertificate(
+                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+            )) if self.check == Check::Chain => Ok(ServerCertVerified::assertion()),
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> std::result::Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// The connector for one host.
+pub struct Connect {
+    config: Option<Arc<rustls::ClientConfig>>,
+    name: Option<ServerName<'static>>,
+}
+
+impl<S> MakeTlsConnect<S> for Tls
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    type Stream = TlsStream<S>;
+    type TlsConnect = Connect;
+    type Error = io::Error;
+
+    fn make_tls_connect(&mut self, host: &str) -> io::Result<Connect> {
+        Ok(self.connect_to(host))
+    }
+}
+
+impl Tls {
+    /// The connector for `host` (a name or an address; TLS needs one, so a Unix socket's empty
+    /// host leaves it off).
+    pub fn connect_to(&self, host: &str) -> Connect {
+        let name = ServerName::try_from(host.to_string()).ok();
+        Connect { config: self.0.clone().filter(|_| name.is_some()), name }
+    }
+}
+
+impl<S> TlsConnect<S> for Connect
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    type Stream = TlsStream<S>;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<TlsStream<S>>> + Send>>;
+
+    fn connect(self, stream: S) -> Self::Future {
+        Box::pin(async move {
+            let (Some(config), Some(name)) = (self.config, self.name) else {
+                return Err(io::Error::other("TLS is off for this connection"));
+            };
+            let tls = tokio_rustls::TlsConnector::from(config).connect(name, stream).await?;
+            Ok(TlsStream(Box::new(tls)))
+        })
+    }
+}
+
+/// An encrypted connection to PostgreSQL.
+pub struct TlsStream<S>(Box<tokio_rustls::client::TlsStream<S>>);
+
+impl<S: AsyncRead + AsyncWrite + Unpin> tokio_postgres::tls::TlsStream for TlsStream<S> {
+    fn channel_binding(&self) -> ChannelBinding {
+        ChannelBinding::none()
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for TlsStream<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for TlsStream<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut *self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut *self.0).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_urls_tls_settings_are_read_and_taken_out() {
+        let (url, mode, tls) = settings("postgres://u@h/d").unwrap();
+        assert_eq!((url.as_str(), mode), ("postgres://u@h/d", SslMode::Prefer));
+        assert!(tls.0.is_some(), "prefer: encrypted when offered");
+        let (url, mode, tls) = settings("postgres://u@h/d?application_name=x&sslmode=disable").unwrap();
+        assert_eq!((url.as_str(), mode), ("postgres://u@h/d?application_name=x", SslMode::Disable));
+        assert!(tls.0.is_none());
+        let (url, mode, _) = settings("postgres://u@h/d?sslmode=verify-full").unwrap();
+        assert_eq!((url.as_str(), mode), ("postgres://u@h/d", SslMode::Require));
+        assert!(settings("postgres://u@h/d?sslmode=sometimes").is_err());
+        let missing = settings("postgres://u@h/d?sslmode=require&sslrootcert=%2Fnowhere%2Froot.pem").unwrap_err();
+        assert!(missing.message.contains("/nowhere/root.pem"), "{}", missing.message);
+    }
+
+    #[test]
+    fn percent_decoding_keeps_what_is_not_an_escape() {
+        assert_eq!(decode("%2Fa%20b%zz%4"), "/a b%zz%4");
+        assert_eq!(decode("%C3%A9t%C3%A9"), "été");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decoding_undoes_percent_encoding_and_never_panics(s in "\\PC*", junk in "[%0-9a-fA-Fz]*") {
+            let encoded: String = s.bytes().map(|b| format!("%{b:02X}")).collect();
+            proptest::prop_assert_eq!(decode(&encoded), s);
+            let _ = decode(&junk);
+            let (bare, _, _) = strip(&format!("postgres://u@h/d?{junk}"));
+            proptest::prop_assert!(bare.starts_with("postgres://u@h/d"));
+        }
+    }
+}
