@@ -175,7 +175,7 @@ impl Db {
             .min_idle(Some(1))
             .test_on_check_out(false)
             .connection_timeout(Duration::from_secs(10))
-            .build(postgres::session::Manager { url: url.to_string() })
+            .build(postgres::session::Manager::new(url)?)
             .map_err(|e| Error::unavailable(format!("cannot open PostgreSQL connections: {e}")))?;
         Ok(Db {
             backend: Backend::Postgres { pool, url: url.to_string() },

@@ -102,9 +102,17 @@ pub(crate) fn config_of(url: &str) -> Result<(tokio_postgres::Config, tls::Tls)>
     let mut config: tokio_postgres::Config = bare
         .parse()
         .map_err(|_| Error::invalid("the PostgreSQL URL cannot be read (postgres://user@host:port/database)"))?;
-    // PostgreSQL offers no TLS on a Unix socket (libpq ignores `sslmode` there)
+    // addresses alone: each is its host too (the name TLS needs; tokio-postgres has none then)
+    if config.get_hosts().is_empty() {
+        for ip in config.get_hostaddrs().to_vec() {
+            config.host(ip.to_string());
+        }
+    }
+    // PostgreSQL offers no TLS on a Unix socket (libpq ignores `sslmode` there); a Unix host
+    // reached by `hostaddr` is TCP
     let unix = |h: &tokio_postgres::config::Host| matches!(h, tokio_postgres::config::Host::Unix(_));
-    let all_unix = !config.get_hosts().is_empty() && config.get_hosts().iter().all(unix);
+    let all_unix =
+        config.get_hostaddrs().is_empty() && !config.get_hosts().is_empty() && config.get_hosts().iter().all(unix);
     config.ssl_mode(if all_unix { tokio_postgres::config::SslMode::Disable } else { mode });
     if config.get_password().is_none()
         && let Ok(pw) = std::env::var("PGPASSWORD")

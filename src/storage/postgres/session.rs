@@ -81,9 +81,24 @@ impl PgClient {
 /// The statements a connection keeps prepared at most (then it starts over).
 const KEPT_STATEMENTS: usize = 512;
 
-/// Opens pooled connections (`r2d2`).
+/// Opens pooled connections (`r2d2`), all with one configuration and TLS connector (read from
+/// the URL once: the root file, and TLS sessions resumed across connections).
 pub struct Manager {
-    pub(crate) url: String,
+    config: tokio_postgres::Config,
+    tls: super::tls::Tls,
+}
+
+impl Manager {
+    pub fn new(url: &str) -> crate::error::Result<Manager> {
+        let (mut config, tls) = super::config_of(url)?;
+        // the durability of the SQLite mode (WAL, synchronous=NORMAL: a crash may lose the last
+        // commits, never consistency), without a disk flush per commit under the write lock;
+        // `?options=-c%20synchronous_commit%3Don` in the URL asks for a flush per commit
+        if config.get_options().is_none() {
+            config.options("-c synchronous_commit=off");
+        }
+        Ok(Manager { config, tls })
+    }
 }
 
 /// Why a pooled connection could not be made.
@@ -103,14 +118,7 @@ impl r2d2::ManageConnection for Manager {
     type Error = ConnectError;
 
     fn connect(&self) -> Result<PgClient, ConnectError> {
-        let (mut config, tls) = super::config_of(&self.url).map_err(|e| ConnectError(e.message))?;
-        // the durability of the SQLite mode (WAL, synchronous=NORMAL: a crash may lose the last
-        // commits, never consistency), without a disk flush per commit under the write lock;
-        // `?options=-c%20synchronous_commit%3Don` in the URL asks for a flush per commit
-        if config.get_options().is_none() {
-            config.options("-c synchronous_commit=off");
-        }
-        let (client, wire) = super::wire::connect(&config, &tls).map_err(ConnectError)?;
+        let (client, wire) = super::wire::connect(&self.config, &self.tls).map_err(ConnectError)?;
         Ok(PgClient {
             client,
             wire: RefCell::new(wire),

@@ -2,8 +2,9 @@
 //! (docs/scale-out.md, section 3): `disable` (plain), `prefer` (the default: encrypted when the
 //! server offers it, the server not checked), `require` (encrypted or refused; the server not
 //! checked unless `sslrootcert` is given, then as `verify-ca`), `verify-ca` (the server's
-//! certificate must chain to a trusted root) and `verify-full` (and name the host connected to).
-//! Trusted roots: the PEM file `sslrootcert` names, else the public web roots built in.
+//! certificate must chain to the root `sslrootcert` names, which it needs) and `verify-full` (and
+//! name the host connected to; trusted roots: the PEM file `sslrootcert` names, else the public
+//! web roots built in).
 //! Over a Unix socket there is no TLS (PostgreSQL offers none there; libpq ignores `sslmode`).
 //!
 //! One connector serves every connection Steward makes: the pooled ones (`wire.rs`), the
@@ -72,7 +73,13 @@ pub fn settings(url: &str) -> Result<(String, SslMode, Tls)> {
     let roots = match (&root, check) {
         (_, Check::Nothing) => None,
         (Some(path), _) => Some(roots_from(path)?),
-        (None, _) => Some(RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() }),
+        // a chain to any public root, whatever name it is for, proves nothing (libpq refuses too)
+        (None, Check::Chain) => {
+            return Err(Error::invalid(
+                "sslmode=verify-ca needs sslrootcert: the file of the authority that signed the server's certificate (or use verify-full)",
+            ));
+        }
+        (None, Check::ChainAndName) => Some(RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() }),
     };
     Ok((bare, ssl, Tls(Some(client_config(check, roots)?))))
 }
@@ -83,9 +90,11 @@ pub fn strip(url: &str) -> (String, Option<String>, Option<String>) {
     let (mut mode, mut root) = (None, None);
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
-        match pair.split_once('=') {
-            Some(("sslmode", v)) => mode = Some(decode(v)),
-            Some(("sslrootcert", v)) => root = Some(decode(v)),
+        // keys are compared decoded, as tokio-postgres reads them (`ssl%6Dode` is `sslmode`)
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match decode(key).as_str() {
+            "sslmode" => mode = Some(decode(value)),
+            "sslrootcert" => root = Some(decode(value)),
             _ => kept.push(pair),
         }
     }
@@ -99,7 +108,10 @@ fn decode(v: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
+            .and_then(|h| std::str::from_utf8(h).ok());
         match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
             (b'%', Some(b)) => {
                 out.push(b);
@@ -139,12 +151,14 @@ fn client_config(check: Check, roots: Option<RootCertStore>) -> Result<Arc<rustl
         None => None,
     };
     let verifier = Arc::new(Verifier { check, chain, algorithms });
-    let config = rustls::ClientConfig::builder_with_provider(provider)
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::internal_msg(format!("TLS: {e}")))?
         .dangerous()
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
+    // PostgreSQL's protocol name (17 and later check it when given; earlier ones ignore it)
+    config.alpn_protocols = vec![b"postgresql".to_vec()];
     Ok(Arc::new(config))
 }
 
@@ -292,12 +306,19 @@ mod tests {
         assert!(settings("postgres://u@h/d?sslmode=sometimes").is_err());
         let missing = settings("postgres://u@h/d?sslmode=require&sslrootcert=%2Fnowhere%2Froot.pem").unwrap_err();
         assert!(missing.message.contains("/nowhere/root.pem"), "{}", missing.message);
+        // an escaped key is the key
+        let (url, mode, _) = settings("postgres://u@h/d?ssl%6Dode=require").unwrap();
+        assert_eq!((url.as_str(), mode), ("postgres://u@h/d", SslMode::Require));
+        // a chain to any public root proves nothing without the name
+        let e = settings("postgres://u@h/d?sslmode=verify-ca").unwrap_err();
+        assert!(e.message.contains("sslrootcert"), "{}", e.message);
     }
 
     #[test]
     fn percent_decoding_keeps_what_is_not_an_escape() {
         assert_eq!(decode("%2Fa%20b%zz%4"), "/a b%zz%4");
         assert_eq!(decode("%C3%A9t%C3%A9"), "été");
+        assert_eq!(decode("%+1"), "%+1", "only two hex digits make an escape");
     }
 
     proptest::proptest! {

@@ -213,7 +213,7 @@ pub fn connect(config: &tokio_postgres::Config, tls: &Tls) -> Result<(tokio_post
         // the name the server's certificate is checked against: the host's, even when it was
         // reached by `hostaddr`
         let name = match (config.get_hosts().get(i), host) {
-            (Some(Host::Tcp(name)), _) | (None, Host::Tcp(name)) => Some(name.as_str()),
+            (Some(Host::Tcp(name)), _) | (_, Host::Tcp(name)) => Some(name.as_str()),
             _ => None,
         };
         match open(host, port(i), config.get_connect_timeout().copied()) {
@@ -274,11 +274,9 @@ fn handshake(
     .map_err(|e| e.to_string())?;
     let waiter = Waiter { fd: stream.fd(), write_blocked: Arc::new(AtomicBool::new(false)) };
     let socket = Socket { stream, write_blocked: waiter.write_blocked.clone() };
+    // no TLS on a Unix socket; over TCP the mode stands (without a name, TLS fails closed)
     let mut plain = config.clone();
-    let config = match (unix, name) {
-        (false, Some(_)) => config,
-        _ => plain.ssl_mode(tokio_postgres::config::SslMode::Disable),
-    };
+    let config = if unix { plain.ssl_mode(tokio_postgres::config::SslMode::Disable) } else { config };
     let mut signing_in = std::pin::pin!(config.connect_raw(socket, tls.connect_to(name.unwrap_or_default())));
     loop {
         if let Poll::Ready(out) = poll_once(signing_in.as_mut()) {
