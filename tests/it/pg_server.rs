@@ -1,7 +1,9 @@
 //! A real PostgreSQL server for the tests (Debian's `postgresql` package, which
 //! `scripts/install-deps.sh test` installs): one per test process, started on first use in a
 //! temporary directory with `initdb` and `postgres` as the `nobody` user when the tests run as root
-//! (PostgreSQL refuses root), listening on a Unix socket only. Each test gets its own database.
+//! (PostgreSQL refuses root), listening on a Unix socket (trusted: its directory is the server
+//! user's) and on 127.0.0.1 (TLS with a test CA's certificate, a password). Each test gets its own
+//! database.
 //!
 //! The server is a child of a thread that lives as long as the process; readiness is read from its
 //! log, not waited for. At exit a hook shuts it down (fast shutdown, waited for) and removes its
@@ -22,6 +24,8 @@ pub struct PgServer {
     port: u16,
     /// The PEM file of the certificate authority that signed its certificate.
     ca: PathBuf,
+    /// The password of its `steward` user over TCP (its Unix socket trusts).
+    password: String,
 }
 
 static SERVER: OnceLock<Result<PgServer, String>> = OnceLock::new();
@@ -155,38 +159,67 @@ fn start() -> Result<PgServer, String> {
         }
     }
     let data = dir.join("data");
+    // TLS on its TCP listener, with a certificate for 127.0.0.1 and localhost from a test CA; a
+    // password there (a Unix socket in a directory only its user enters stays `trust`)
+    let pki = crate::receiver::test_pki(&[]);
+    let password = steward::ids::new_id();
+    let (ca, cert, key, pwfile) = (dir.join("ca.pem"), dir.join("server.crt"), dir.join("server.key"), dir.join("pw"));
+    for (path, text) in [(&ca, &pki.ca_pem), (&cert, &pki.cert_pem), (&key, &pki.key_pem), (&pwfile, &password)] {
+        std::fs::write(path, text).map_err(|e| e.to_string())?;
+    }
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
+    if is_root() {
+        let status = Command::new("chown")
+            .args(["-h", "nobody:nogroup"])
+            .args([&cert, &key, &pwfile])
+            .status()
+            .map_err(|e| e.to_string())?;
+        if !status.success() {
+            return Err("cannot hand the certificate to nobody".into());
+        }
+    }
     let out = as_server_user(&bin.join("initdb"))
         .args(["-D"])
         .arg(&data)
-        .args(["-U", "steward", "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"])
+        .args(["-U", "steward", "--auth-local=trust", "--auth-host=scram-sha-256", "--pwfile"])
+        .arg(&pwfile)
+        .args(["-E", "UTF8", "--locale=C.UTF-8", "--no-sync"])
         .output()
         .map_err(|e| format!("initdb: {e}"))?;
     if !out.status.success() {
         return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
-    // TLS on its TCP listener, with a certificate for 127.0.0.1 and localhost from a test CA
-    let pki = crate::receiver::test_pki(&[]);
-    let (ca, cert, key) = (dir.join("ca.pem"), dir.join("server.crt"), dir.join("server.key"));
-    for (path, text) in [(&ca, &pki.ca_pem), (&cert, &pki.cert_pem), (&key, &pki.key_pem)] {
-        std::fs::write(path, text).map_err(|e| e.to_string())?;
-    }
-    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
-    if is_root() {
-        let status =
-            Command::new("chown").args(["nobody:nogroup"]).args([&cert, &key]).status().map_err(|e| e.to_string())?;
-        if !status.success() {
-            return Err("cannot hand the certificate to nobody".into());
-        }
-    }
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map_err(|e| format!("no free port: {e}"))?
-        .port();
-    let (tx, rx) = std::sync::mpsc::channel::<Result<i32, String>>();
+    let _ = std::fs::remove_file(&pwfile);
     let (read_tx, read_rx) = std::sync::mpsc::channel();
     let _ = LOG_READ.set(std::sync::Mutex::new(read_tx));
     let _ = LOG_READ_WAIT.set(std::sync::Mutex::new(read_rx));
-    let (bin2, data2, sock) = (bin.clone(), data.clone(), dir.clone());
+    // a free port is picked, then taken by the server: another process may take it in between,
+    // so a start that fails is tried again on another
+    let mut last = String::new();
+    for _ in 0..3 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        match launch(&bin, &data, &dir, port, [&cert, &key]) {
+            Ok(pid) => {
+                if RUNNING.set((pid, dir.clone())).is_ok() {
+                    // SAFETY: registers a function with no preconditions, run once at exit.
+                    unsafe { libc::atexit(stop_at_exit) };
+                }
+                return Ok(PgServer { socket_dir: dir, bin, port, ca, password });
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// Starts the server on `port` (its socket in `dir`, TLS with `cert_key`); returns its process
+/// id once it is ready to accept connections. A thread reads its log for as long as it runs.
+fn launch(bin: &Path, data: &Path, dir: &Path, port: u16, cert_key: [&PathBuf; 2]) -> Result<i32, String> {
+    let (tx, rx) = std::sync::mpsc::channel::<Result<i32, String>>();
+    let (bin2, data2, sock) = (bin.to_path_buf(), data.to_path_buf(), dir.to_path_buf());
     let tls_args = [
         "-p".to_string(),
         port.to_string(),
@@ -195,9 +228,9 @@ fn start() -> Result<PgServer, String> {
         "-c".into(),
         "ssl=on".into(),
         "-c".into(),
-        format!("ssl_cert_file={}", cert.display()),
+        format!("ssl_cert_file={}", cert_key[0].display()),
         "-c".into(),
-        format!("ssl_key_file={}", key.display()),
+        format!("ssl_key_file={}", cert_key[1].display()),
     ];
     std::thread::spawn(move || {
         let child = as_server_user(&bin2.join("postgres"))
@@ -238,21 +271,20 @@ fn start() -> Result<PgServer, String> {
                 faults.read(&line);
             }
         }
-        if let Some(tx) = ready {
-            let _ = tx.send(Err(format!("postgres stopped before it was ready:\n{log}")));
-        }
         let _ = child.wait();
-        // the whole log is read: the exit hook may go on
-        if let Some(done) = LOG_READ.get() {
-            let _ = done.lock().map(|d| d.send(()));
+        match ready {
+            Some(tx) => {
+                let _ = tx.send(Err(format!("postgres stopped before it was ready:\n{log}")));
+            }
+            // the whole log of the server that ran is read: the exit hook may go on
+            None => {
+                if let Some(done) = LOG_READ.get() {
+                    let _ = done.lock().map(|d| d.send(()));
+                }
+            }
         }
     });
-    let pid = rx.recv().map_err(|e| e.to_string())??;
-    if RUNNING.set((pid, dir.clone())).is_ok() {
-        // SAFETY: registers a function with no preconditions, run once at exit.
-        unsafe { libc::atexit(stop_at_exit) };
-    }
-    Ok(PgServer { socket_dir: dir, bin, port, ca })
+    rx.recv().map_err(|e| e.to_string())?
 }
 
 impl PgServer {
@@ -273,12 +305,12 @@ impl PgServer {
     /// The URL of database `name` over TCP on 127.0.0.1 (where the server speaks TLS), with
     /// `query` (`sslmode=…`).
     pub fn tcp_url(&self, name: &str, query: &str) -> String {
-        format!("postgres://steward@127.0.0.1:{}/{name}?{query}", self.port)
+        self.tcp_url_at("127.0.0.1", name, query)
     }
 
-    /// The port it listens on (its socket's and 127.0.0.1's).
-    pub fn port(&self) -> u16 {
-        self.port
+    /// [`PgServer::tcp_url`] naming `host` (with `hostaddr=127.0.0.1` in `query` to reach it).
+    pub fn tcp_url_at(&self, host: &str, name: &str, query: &str) -> String {
+        format!("postgres://steward:{}@{host}:{}/{name}?{query}", self.password, self.port)
     }
 
     /// The PEM file of the certificate authority that signed the server's certificate.

@@ -897,8 +897,7 @@ fn connections_are_encrypted_and_the_server_checked_as_the_url_says() {
     assert!(!encrypted(&Db::open_postgres(&unix, 2).unwrap()), "no TLS on a Unix socket");
     // a host the certificate does not name: refused in full, accepted for its chain only
     let other_name = |mode: &str| {
-        let port = server.port();
-        format!("postgres://steward@db.invalid:{port}/{name}?hostaddr=127.0.0.1&sslmode={mode}&sslrootcert={ca}")
+        server.tcp_url_at("db.invalid", &name, &format!("hostaddr=127.0.0.1&sslmode={mode}&sslrootcert={ca}"))
     };
     let refused = Db::open_postgres(&other_name("verify-full"), 2).err().expect("a certificate for another name");
     assert!(format!("{refused:?}").contains("certificate"), "{refused:?}");
@@ -912,6 +911,10 @@ fn connections_are_encrypted_and_the_server_checked_as_the_url_says() {
         .err()
         .expect("a server that does not chain to the root");
     assert!(format!("{refused:?}").contains("certificate"), "{refused:?}");
+    // a password is asked over TCP: without it, refused (the socket's trust does not reach here)
+    let mut no_password = url::Url::parse(&server.tcp_url(&name, "sslmode=require")).unwrap();
+    no_password.set_password(None).unwrap();
+    assert!(Db::open_postgres(no_password.as_str(), 2).is_err());
     // a mode or a root file that cannot be used: said before connecting
     let bad = Db::open_postgres(&server.tcp_url(&name, "sslmode=sometimes"), 2).err().unwrap();
     assert!(bad.message.contains("sslmode=sometimes"), "{}", bad.message);
