@@ -161,12 +161,14 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
     let now = rfc3339(app.clock.now());
     // the record is read back inside the transaction: its writes go with that read
     let (doc, queued) = app.db.write(|tx| {
-        let source = match &d.source_id {
-            Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?,
+        let source_id = match &d.source_id {
+            Some(sid) => {
+                store::source_id(tx, &ws, store::SourceKey::Id(sid))?.ok_or_else(|| Error::not_found("source"))?
+            }
             None => ensure_builtin_source(tx, &ws, API_SOURCE, &now)?,
         };
         if let Some(ext) = &d.external
-            && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)?
+            && let Some(existing) = store::by_external_id(tx, &ws, &source_id, ext)?
         {
             if d.same_as(&existing) {
                 return Ok((existing, false));
@@ -174,7 +176,7 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
             update_inline(tx, app, actor, &ws, &existing, &d, &now)?;
             return Ok((load_in(tx, &ws, &existing.id)?, true));
         }
-        let id = insert_inline(tx, app, actor, &ws, &source.id, &d, &now)?;
+        let id = insert_inline(tx, app, actor, &ws, &source_id, &d, &now)?;
         Ok((load_in(tx, &ws, &id)?, true))
     })?;
     if queued {
@@ -350,12 +352,14 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
     let ws = p.workspace_id.clone();
     let fname = if filename.is_empty() { None } else { Some(filename.chars().take(255).collect::<String>()) };
     let id = app.db.write(|tx| {
-        let source = match &up.source_id {
-            Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?,
+        let source_id = match &up.source_id {
+            Some(sid) => {
+                store::source_id(tx, &ws, store::SourceKey::Id(sid))?.ok_or_else(|| Error::not_found("source"))?
+            }
             None => ensure_builtin_source(tx, &ws, UPLOAD_SOURCE, &now)?,
         };
         if let Some(ext) = &external
-            && let Some(existing) = store::by_external_id(tx, &ws, &source.id, ext)?
+            && let Some(existing) = store::by_external_id(tx, &ws, &source_id, ext)?
         {
             let growth = (size - existing.metered_bytes).max(0);
             let work = usage::limits::DocumentWork {
@@ -393,7 +397,7 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
             &store::NewDocRow {
                 id: &id,
                 workspace_id: &ws,
-                source_id: &source.id,
+                source_id: &source_id,
                 title: &title,
                 external_document_id: external.as_deref(),
                 metadata: &metadata,

@@ -14,10 +14,10 @@ use crate::error::{Error, Result};
 use crate::ids::{WorkspaceId, new_id};
 use crate::storage::Tx;
 
-/// The workspace's built-in source of `kind` (`api` or `upload`), created when missing.
-pub fn ensure_builtin_source(tx: &Tx, ws: &WorkspaceId, kind: &str, now: &str) -> Result<Source> {
-    if let Some(s) = store::builtin_source(tx, ws, kind)? {
-        return Ok(s);
+/// The id of the workspace's built-in source of `kind` (`api` or `upload`), created when missing.
+pub fn ensure_builtin_source(tx: &Tx, ws: &WorkspaceId, kind: &str, now: &str) -> Result<String> {
+    if let Some(id) = store::source_id(tx, ws, store::SourceKey::Builtin(kind))? {
+        return Ok(id);
     }
     let name = match kind {
         API_SOURCE => "Added through the API",
@@ -39,7 +39,7 @@ pub fn ensure_builtin_source(tx: &Tx, ws: &WorkspaceId, kind: &str, now: &str) -
         document_count: 0,
     };
     store::insert_source(tx, &s)?;
-    Ok(s)
+    Ok(s.id)
 }
 
 pub fn list_sources(app: &App, p: &Principal) -> Result<Vec<SourceView>> {

@@ -52,8 +52,26 @@ pub fn source(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Source>> {
     one_source(c, "s.workspace_id = ?1 AND s.id = ?2", params![ws, id])
 }
 
-pub fn builtin_source(c: &Conn, ws: &WorkspaceId, kind: &str) -> Result<Option<Source>> {
-    one_source(c, "s.workspace_id = ?1 AND s.kind = ?2 AND s.builtin = 1", params![ws, kind])
+/// The id of the workspace's source `id`, or of its built-in source of `kind`: a lookup without
+/// the source's document count (a document's create needs only the id).
+pub fn source_id(c: &Conn, ws: &WorkspaceId, by: SourceKey<'_>) -> Result<Option<String>> {
+    let row = match by {
+        SourceKey::Id(id) => {
+            c.query_row("SELECT id FROM sources WHERE workspace_id = ?1 AND id = ?2", params![ws, id], |r| r.get(0))
+        }
+        SourceKey::Builtin(kind) => c.query_row(
+            "SELECT id FROM sources WHERE workspace_id = ?1 AND kind = ?2 AND builtin = 1",
+            params![ws, kind],
+            |r| r.get(0),
+        ),
+    };
+    Ok(row.optional()?)
+}
+
+/// How [`source_id`] finds a source.
+pub enum SourceKey<'a> {
+    Id(&'a str),
+    Builtin(&'a str),
 }
 
 /// The source of `kind` with this external id (a website source's canonical start URL).
