@@ -162,9 +162,7 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
     // the record is read back inside the transaction: its writes go with that read
     let (doc, queued) = app.db.write(|tx| {
         let source_id = match &d.source_id {
-            Some(sid) => {
-                store::source_id(tx, &ws, store::SourceKey::Id(sid))?.ok_or_else(|| Error::not_found("source"))?
-            }
+            Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?.id,
             None => ensure_builtin_source(tx, &ws, API_SOURCE, &now)?,
         };
         if let Some(ext) = &d.external
@@ -353,9 +351,7 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
     let fname = if filename.is_empty() { None } else { Some(filename.chars().take(255).collect::<String>()) };
     let id = app.db.write(|tx| {
         let source_id = match &up.source_id {
-            Some(sid) => {
-                store::source_id(tx, &ws, store::SourceKey::Id(sid))?.ok_or_else(|| Error::not_found("source"))?
-            }
+            Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?.id,
             None => ensure_builtin_source(tx, &ws, UPLOAD_SOURCE, &now)?,
         };
         if let Some(ext) = &external

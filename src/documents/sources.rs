@@ -16,7 +16,7 @@ use crate::storage::Tx;
 
 /// The id of the workspace's built-in source of `kind` (`api` or `upload`), created when missing.
 pub fn ensure_builtin_source(tx: &Tx, ws: &WorkspaceId, kind: &str, now: &str) -> Result<String> {
-    if let Some(id) = store::source_id(tx, ws, store::SourceKey::Builtin(kind))? {
+    if let Some(id) = store::builtin_source_id(tx, ws, kind)? {
         return Ok(id);
     }
     let name = match kind {

@@ -1,12 +1,10 @@
 //! SQL for sources, documents and chunks.
 
 use rusqlite::{OptionalExtension, params, params_from_iter};
-use serde_json::Value;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::enrich::EnrichDoc;
-use super::{ChunkFacts, DocumentMeta};
-use super::{ChunkSummary, Document, Source};
+use super::{ChunkFacts, ChunkSummary, Document, DocumentMeta, Source};
 use crate::error::Result;
 use crate::ids::WorkspaceId;
 use crate::storage::{Conn, Row, SqlValue, Tx};
@@ -52,26 +50,10 @@ pub fn source(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Source>> {
     one_source(c, "s.workspace_id = ?1 AND s.id = ?2", params![ws, id])
 }
 
-/// The id of the workspace's source `id`, or of its built-in source of `kind`: a lookup without
-/// the source's document count (a document's create needs only the id).
-pub fn source_id(c: &Conn, ws: &WorkspaceId, by: SourceKey<'_>) -> Result<Option<String>> {
-    let row = match by {
-        SourceKey::Id(id) => {
-            c.query_row("SELECT id FROM sources WHERE workspace_id = ?1 AND id = ?2", params![ws, id], |r| r.get(0))
-        }
-        SourceKey::Builtin(kind) => c.query_row(
-            "SELECT id FROM sources WHERE workspace_id = ?1 AND kind = ?2 AND builtin = 1",
-            params![ws, kind],
-            |r| r.get(0),
-        ),
-    };
-    Ok(row.optional()?)
-}
-
-/// How [`source_id`] finds a source.
-pub enum SourceKey<'a> {
-    Id(&'a str),
-    Builtin(&'a str),
+/// The id of the workspace's built-in source of `kind` (without the source's document count).
+pub fn builtin_source_id(c: &Conn, ws: &WorkspaceId, kind: &str) -> Result<Option<String>> {
+    let sql = "SELECT id FROM sources WHERE workspace_id = ?1 AND kind = ?2 AND builtin = 1";
+    Ok(c.query_row(sql, params![ws, kind], |r| r.get(0)).optional()?)
 }
 
 /// The source of `kind` with this external id (a website source's canonical start URL).
