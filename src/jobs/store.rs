@@ -1,12 +1,12 @@
 //! SQL for the job queue (private to `jobs`): enqueue, claim with leases, finish, retry, dead
 //! jobs, orphan recovery and the depth gauges.
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, params, params_from_iter};
 use serde_json::Value;
 
 use super::{Enqueued, NewJob, Outcome};
 use crate::error::Result;
-use crate::storage::{Conn, Row, Tx};
+use crate::storage::{Conn, Row, SqlValue, Tx};
 
 #[derive(Debug, Clone)]
 pub struct JobRow {
@@ -51,26 +51,28 @@ fn row(r: &Row) -> rusqlite::Result<JobRow> {
     })
 }
 
+/// A new job's row (a job with the dedupe key of one already queued is that job: no error, which
+/// on PostgreSQL would end the transaction).
+const INSERT: &str = "INSERT INTO jobs (kind, payload, dedupe_key, priority, state, attempts, max_attempts, run_at, workspace_id, created_at, updated_at)
+     VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?7, ?8, ?8) ON CONFLICT (dedupe_key) DO NOTHING";
+
+/// The values of [`INSERT`]'s placeholders.
+fn insert_values(now: i64, default_max: u32, job: &NewJob) -> [SqlValue; 8] {
+    [
+        job.kind.clone().into(),
+        job.payload.to_string().into(),
+        job.dedupe_key.clone().into(),
+        job.priority.into(),
+        job.max_attempts.unwrap_or(default_max).into(),
+        job.run_at.unwrap_or(now).into(),
+        job.workspace_id.clone().into(),
+        now.into(),
+    ]
+}
+
 pub fn insert(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<Enqueued> {
-    // a job with the dedupe key of one already queued is that job (no error: on PostgreSQL an
-    // error would end the transaction)
-    let id: Option<i64> = tx
-        .query_row(
-            "INSERT INTO jobs (kind, payload, dedupe_key, priority, state, attempts, max_attempts, run_at, workspace_id, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?7, ?8, ?8) ON CONFLICT (dedupe_key) DO NOTHING RETURNING id",
-            params![
-                job.kind,
-                job.payload.to_string(),
-                job.dedupe_key,
-                job.priority,
-                job.max_attempts.unwrap_or(default_max),
-                job.run_at.unwrap_or(now),
-                job.workspace_id,
-                now
-            ],
-            |r| r.get(0),
-        )
-        .optional()?;
+    let values = params_from_iter(insert_values(now, default_max, job));
+    let id: Option<i64> = tx.query_row(&format!("{INSERT} RETURNING id"), values, |r| r.get(0)).optional()?;
     match id {
         Some(id) => Ok(Enqueued { id, created: true }),
         None => {
@@ -83,20 +85,7 @@ pub fn insert(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<Enque
 /// [`insert`] for a caller that does not need the job's id: deferred with the transaction's next
 /// statement (`Tx::execute_deferred`); a job with the same dedupe key already queued is kept.
 pub fn insert_deferred(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Result<()> {
-    tx.execute_deferred(
-        "INSERT INTO jobs (kind, payload, dedupe_key, priority, state, attempts, max_attempts, run_at, workspace_id, created_at, updated_at)
-         VALUES (?1, ?2, ?3, ?4, 'queued', 0, ?5, ?6, ?7, ?8, ?8) ON CONFLICT (dedupe_key) DO NOTHING",
-        params![
-            job.kind,
-            job.payload.to_string(),
-            job.dedupe_key,
-            job.priority,
-            job.max_attempts.unwrap_or(default_max),
-            job.run_at.unwrap_or(now),
-            job.workspace_id,
-            now
-        ],
-    )?;
+    tx.execute_deferred(INSERT, params_from_iter(insert_values(now, default_max, job)))?;
     Ok(())
 }
 
