@@ -181,6 +181,8 @@ impl App {
             registry.insert(kind, h);
         }
         let jobs = Jobs::new(registry, config.job_lease, config.job_max_attempts).announcing(announce.clone());
+        // a write that queues a job wakes the workers when it commits
+        db.on_jobs_queued(jobs.waker());
         let auth = AuthState::new(&config);
         let search = match &lock {
             Some(_) => Some(SearchIndex::open(&config.data_dir.join("index"), &db)?),

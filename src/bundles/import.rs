@@ -101,9 +101,6 @@ fn begin(app: &App, p: &Principal, plan: &Plan) -> Result<Begin> {
         crate::jobs::enqueue_tx(tx, now_ms, app.jobs.default_max_attempts(), &sweep)?;
         Ok(Begin::Started(job.id))
     })?;
-    if matches!(begun, Begin::Started(_)) {
-        app.jobs.wake();
-    }
     Ok(begun)
 }
 

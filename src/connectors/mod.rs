@@ -387,7 +387,6 @@ pub fn save(app: &App, p: &Principal, actor: &Actor, id: &str, cmd: Save) -> Res
         }
         Ok(())
     })?;
-    app.jobs.wake();
     Ok(Saved { detail: detail(app, load(app, &ws, id)?)?, generated })
 }
 
@@ -412,7 +411,6 @@ pub fn enable(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<Detai
         }
         audit::record(tx, &now, actor, Event::new("connector.enabled").workspace(&ws).target("connector", id.as_str()))
     })?;
-    app.jobs.wake();
     detail(app, load(app, &ws, id)?)
 }
 
@@ -457,7 +455,6 @@ pub fn sync(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
             Event::new("connector.sync_requested").workspace(&ws).target("connector", id.as_str()),
         )
     })?;
-    app.jobs.wake();
     Ok(())
 }
 

@@ -178,8 +178,6 @@ pub fn reply(
         audit(app, tx, p, conv, "replied", v, json!({"claimed": claims}))
     })?;
     app.bus.publish(&ws, Some(id), BusKind::MessageCreated);
-    // a reply in a relayed conversation (WhatsApp) queued its relay
-    app.jobs.wake();
     let m = saved.ok_or_else(|| Error::internal_msg("reply saved no message"))?;
     Ok((m, conv))
 }

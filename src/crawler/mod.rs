@@ -276,7 +276,6 @@ pub fn start(app: &App, p: &Principal, actor: &Actor, r: CrawlRequest) -> Result
         )?;
         Ok((job, source))
     })?;
-    app.jobs.wake();
     Ok((job, source))
 }
 
@@ -356,7 +355,6 @@ pub fn recrawl(app: &App, p: &Principal, actor: &Actor, source: &str) -> Result<
         )?;
         Ok(job)
     })?;
-    app.jobs.wake();
     Ok(job)
 }
 
@@ -404,7 +402,6 @@ pub fn resume(app: &App, p: &Principal, actor: &Actor, source: &str) -> Result<C
         )?;
         Ok(j.id)
     })?;
-    app.jobs.wake();
     get_job_in(app, &ws, &id)
 }
 
@@ -437,7 +434,6 @@ pub fn set_interval(app: &App, p: &Principal, actor: &Actor, source: &str, hours
         )?;
         Ok(site)
     })?;
-    app.jobs.wake();
     Ok(site)
 }
 

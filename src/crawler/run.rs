@@ -479,89 +479,77 @@ impl Crawl<'_> {
         let (job, ws, source) = (&self.job.id, &self.job.workspace_id, &self.job.source_id);
         let now = self.now();
         let actor = Actor::system();
-        app.db
-            .write(|tx| {
-                if !store::owns(tx, job, &self.run_id)? {
-                    return Ok(None);
+        app.db.write(|tx| {
+            if !store::owns(tx, job, &self.run_id)? {
+                return Ok(None);
+            }
+            store::mark_done(tx, job, &r.entry.key)?;
+            let added = store::add_frontier(tx, job, &r.links)?;
+            if r.dropped {
+                store::mark_truncated(tx, job)?;
+            }
+            let mut d =
+                Counters { discovered: added.len() as i64, fetched: i64::from(r.fetched), ..Counters::default() };
+            let (mut failures, mut skips) = (vec![], vec![]);
+            let known = store::page(tx, source, &r.entry.key)?;
+            let had_doc = known.as_ref().and_then(|k| k.document_id.clone());
+            let mut skipped = |tx: &Tx,
+                               d: &mut Counters,
+                               code: &str,
+                               reason: String,
+                               record: Option<PageRecord>|
+             -> Result<()> {
+                if let Some(doc) = &had_doc
+                    && website::remove_page(tx, ws, doc)?
+                {
+                    d.removed += 1;
                 }
-                store::mark_done(tx, job, &r.entry.key)?;
-                let added = store::add_frontier(tx, job, &r.links)?;
-                if r.dropped {
-                    store::mark_truncated(tx, job)?;
+                if let Some(rec) = record {
+                    store::put_page(tx, source, &PageRecord { document_id: None, content_hash: None, ..rec }, &now)?;
+                } else if known.is_some() {
+                    store::delete_page(tx, source, &r.entry.key)?;
                 }
-                let mut d =
-                    Counters { discovered: added.len() as i64, fetched: i64::from(r.fetched), ..Counters::default() };
-                let (mut failures, mut skips) = (vec![], vec![]);
-                let known = store::page(tx, source, &r.entry.key)?;
-                let had_doc = known.as_ref().and_then(|k| k.document_id.clone());
-                let mut skipped =
-                    |tx: &Tx, d: &mut Counters, code: &str, reason: String, record: Option<PageRecord>| -> Result<()> {
+                d.skipped += 1;
+                skips.push(PageNote { url: clip(&r.entry.url), reason: clip(&reason), code: Some(code.to_string()) });
+                Ok(())
+            };
+            match r.verdict {
+                Verdict::Indexed { mut record, doc } => {
+                    let hash = record.content_hash.clone().unwrap_or_default();
+                    if let Some(other) = store::indexed_with_hash(tx, source, &hash, &r.entry.key)? {
+                        let reason = format!("The same content as another page: {}", other.url);
+                        skipped(tx, &mut d, "duplicate_content", reason, Some(record))?;
+                    } else {
+                        record.document_id = Some(website::write_page(tx, app, &actor, ws, source, doc, &now)?);
+                        store::put_page(tx, source, &record, &now)?;
+                        d.indexed += 1;
+                    }
+                }
+                Verdict::Unchanged { record } => {
+                    store::put_page(tx, source, &record, &now)?;
+                    d.unchanged += 1;
+                }
+                Verdict::Skipped { code, reason, record } => skipped(tx, &mut d, code, reason, record)?,
+                Verdict::Failed { reason, gone } => {
+                    if gone {
                         if let Some(doc) = &had_doc
                             && website::remove_page(tx, ws, doc)?
                         {
                             d.removed += 1;
                         }
-                        if let Some(rec) = record {
-                            store::put_page(
-                                tx,
-                                source,
-                                &PageRecord { document_id: None, content_hash: None, ..rec },
-                                &now,
-                            )?;
-                        } else if known.is_some() {
-                            store::delete_page(tx, source, &r.entry.key)?;
-                        }
-                        d.skipped += 1;
-                        skips.push(PageNote {
-                            url: clip(&r.entry.url),
-                            reason: clip(&reason),
-                            code: Some(code.to_string()),
-                        });
-                        Ok(())
-                    };
-                match r.verdict {
-                    Verdict::Indexed { mut record, doc } => {
-                        let hash = record.content_hash.clone().unwrap_or_default();
-                        if let Some(other) = store::indexed_with_hash(tx, source, &hash, &r.entry.key)? {
-                            let reason = format!("The same content as another page: {}", other.url);
-                            skipped(tx, &mut d, "duplicate_content", reason, Some(record))?;
-                        } else {
-                            record.document_id = Some(website::write_page(tx, app, &actor, ws, source, doc, &now)?);
-                            store::put_page(tx, source, &record, &now)?;
-                            d.indexed += 1;
-                        }
+                        store::delete_page(tx, source, &r.entry.key)?;
+                    } else if let Some(k) = &known {
+                        // still known: the page stays as it was, seen by this run
+                        store::put_page(tx, source, &PageRecord { last_job_id: job.clone(), ..k.clone() }, &now)?;
                     }
-                    Verdict::Unchanged { record } => {
-                        store::put_page(tx, source, &record, &now)?;
-                        d.unchanged += 1;
-                    }
-                    Verdict::Skipped { code, reason, record } => skipped(tx, &mut d, code, reason, record)?,
-                    Verdict::Failed { reason, gone } => {
-                        if gone {
-                            if let Some(doc) = &had_doc
-                                && website::remove_page(tx, ws, doc)?
-                            {
-                                d.removed += 1;
-                            }
-                            store::delete_page(tx, source, &r.entry.key)?;
-                        } else if let Some(k) = &known {
-                            // still known: the page stays as it was, seen by this run
-                            store::put_page(tx, source, &PageRecord { last_job_id: job.clone(), ..k.clone() }, &now)?;
-                        }
-                        d.failed += 1;
-                        d.uncertain += i64::from(!gone);
-                        failures.push(PageNote { url: clip(&r.entry.url), reason: clip(&reason), code: None });
-                    }
+                    d.failed += 1;
+                    d.uncertain += i64::from(!gone);
+                    failures.push(PageNote { url: clip(&r.entry.url), reason: clip(&reason), code: None });
                 }
-                store::add_progress(tx, job, &d, &failures, &skips, &now)?;
-                Ok(Some(added))
-            })
-            // a written page queued its processing
-            .inspect(|added| {
-                if added.is_some() {
-                    app.jobs.wake();
-                }
-            })
+            }
+            store::add_progress(tx, job, &d, &failures, &skips, &now)?;
+            Ok(Some(added))
+        })
     }
 
     /// The frontier ran out or the limit was reached: removes what a fresh, complete and
@@ -664,11 +652,7 @@ pub fn scheduled(app: &App, _ctx: &JobCtx, payload: &JobPayload) -> Outcome {
         Ok(true)
     });
     match r {
-        Ok(true) => {
-            app.jobs.wake();
-            Outcome::Done
-        }
-        Ok(false) => Outcome::Done,
+        Ok(_) => Outcome::Done,
         Err(e) => Outcome::retry(e.to_string()),
     }
 }

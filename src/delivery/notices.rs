@@ -238,7 +238,6 @@ fn queue(app: &App, o: &Outgoing) -> Result<usize> {
         }
         Ok(n)
     })?;
-    app.jobs.wake();
     Ok(n)
 }
 

@@ -47,18 +47,18 @@ pub fn mark_pending(tx: &Tx, id: &str, rev: i64, enrich: bool) -> Result<()> {
 }
 
 /// Queues the enrichment of a revision that just went live, if it asked for one.
-pub fn enqueue_if_pending(tx: &Tx, app: &App, id: &str, rev: i64) -> Result<bool> {
+pub fn enqueue_if_pending(tx: &Tx, app: &App, id: &str, rev: i64) -> Result<()> {
     let raw = store::enrichment(tx, id)?;
     let pending = raw.and_then(|s| serde_json::from_str::<Value>(&s).ok()).and_then(|v| v["pendingRevision"].as_i64());
     if pending != Some(rev) {
-        return Ok(false);
+        return Ok(());
     }
     let job = NewJob::new(JOB, json!({"documentId": id, "revision": rev}))
         .dedupe(format!("enrich:{id}:{rev}"))
         .priority(-10)
         .max_attempts(MAX_ATTEMPTS);
     crate::jobs::enqueue_tx(tx, app.clock.now_ms(), app.config.job_max_attempts, &job)?;
-    Ok(true)
+    Ok(())
 }
 
 pub fn run(app: &App, ctx: &JobCtx, payload: &crate::jobs::JobPayload) -> Outcome {

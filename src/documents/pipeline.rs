@@ -213,7 +213,6 @@ pub fn finalize(app: &App) -> Result<usize> {
         }
         let now = rfc3339(app.clock.now());
         let mut live: Vec<(String, i64)> = stuck;
-        let mut enqueued_enrichment = false;
         app.db.write(|tx| {
             for (id, rev) in &docs {
                 let Some(info) = store::finalize_info(tx, id, *rev)? else { continue };
@@ -227,7 +226,7 @@ pub fn finalize(app: &App) -> Result<usize> {
                     info.source_size_bytes.unwrap_or(0)
                 };
                 store::go_live(tx, id, *rev, info.chunk_count, metered)?;
-                enqueued_enrichment |= super::enrich::enqueue_if_pending(tx, app, id, *rev)?;
+                super::enrich::enqueue_if_pending(tx, app, id, *rev)?;
                 usage::add_meter(
                     tx,
                     &info.organization_id,
@@ -260,9 +259,6 @@ pub fn finalize(app: &App) -> Result<usize> {
         let now = rfc3339(app.clock.now());
         let n = app.db.write(|tx| store::mark_ready(tx, &live, &now))?;
         app.documents_changed();
-        if enqueued_enrichment {
-            app.jobs.wake();
-        }
         total += n;
         if n == 0 && docs.is_empty() {
             return Ok(total);

@@ -160,7 +160,7 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
     let ws = p.workspace_id.clone();
     let now = rfc3339(app.clock.now());
     // the record is read back inside the transaction: its writes go with that read
-    let (doc, queued) = app.db.write(|tx| {
+    app.db.write(|tx| {
         let source_id = match &d.source_id {
             Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?.id,
             None => ensure_builtin_source(tx, &ws, API_SOURCE, &now)?,
@@ -169,18 +169,14 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
             && let Some(existing) = store::by_external_id(tx, &ws, &source_id, ext)?
         {
             if d.same_as(&existing) {
-                return Ok((existing, false));
+                return Ok(existing);
             }
             update_inline(tx, app, actor, &ws, &existing, &d, &now)?;
-            return Ok((load_in(tx, &ws, &existing.id)?, true));
+            return load_in(tx, &ws, &existing.id);
         }
         let id = insert_inline(tx, app, actor, &ws, &source_id, &d, &now)?;
-        Ok((load_in(tx, &ws, &id)?, true))
-    })?;
-    if queued {
-        app.jobs.wake();
-    }
-    Ok(doc)
+        load_in(tx, &ws, &id)
+    })
 }
 
 /// An inline document's input, checked and cleaned.
@@ -421,7 +417,6 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
         )?;
         Ok(id)
     })?;
-    app.jobs.wake();
     load(app, &ws, &id)
 }
 
@@ -490,7 +485,6 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, id: &str, u: DocumentUpda
             Event::new("document.updated").workspace(&ws).target("document", id).meta(json!({"revision": rev})),
         )
     })?;
-    app.jobs.wake();
     if let Some(sha) = old_blob {
         release_blob(app, &sha)?;
     }
@@ -520,7 +514,6 @@ pub fn reprocess(
             Event::new("document.reprocessed").workspace(&ws).target("document", id).meta(json!({"revision": rev})),
         )
     })?;
-    app.jobs.wake();
     load(app, &ws, id)
 }
 
@@ -714,9 +707,6 @@ pub(super) fn reprocess_scope(
             status: if queued > 0 { "queued" } else { "noop" },
         })
     })?;
-    if out.queued_document_count > 0 {
-        app.jobs.wake();
-    }
     Ok(out)
 }
 

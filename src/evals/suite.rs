@@ -176,9 +176,6 @@ pub fn start(app: &App, p: &Principal, actor: &Actor, b: SuiteBodyIn) -> Result<
         )?;
         Ok((true, store::suite(tx, &ws.0, &s.id)?.unwrap_or(s)))
     })?;
-    if out.0 {
-        app.jobs.wake();
-    }
     Ok(out)
 }
 
@@ -314,9 +311,6 @@ pub fn start_comparison(
         audit::record(tx, &now, actor, ev.meta(meta))?;
         Ok((true, Comparison { id: cid, agent_id: agent_id.to_string(), sides }))
     })?;
-    if out.0 {
-        app.jobs.wake();
-    }
     Ok(out)
 }
 

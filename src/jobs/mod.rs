@@ -112,14 +112,17 @@ pub struct Enqueued {
     pub created: bool,
 }
 
-/// Enqueues `job` inside the caller's transaction. Call [`Jobs::wake`] after the commit.
+/// Enqueues `job` inside the caller's transaction; its commit wakes the workers (here and on the
+/// other nodes: [`Jobs::wake`], set up by [`Jobs::waker`]).
 pub fn enqueue_tx(tx: &Tx, now_ms: i64, default_max_attempts: u32, job: &NewJob) -> Result<Enqueued> {
+    tx.note_job_queued();
     store::insert(tx, now_ms, default_max_attempts, job)
 }
 
 /// [`enqueue_tx`] when the caller needs neither the job's id nor whether it was new: on
 /// PostgreSQL the insert goes with the transaction's next statement or its commit.
 pub fn enqueue_tx_deferred(tx: &Tx, now_ms: i64, default_max_attempts: u32, job: &NewJob) -> Result<()> {
+    tx.note_job_queued();
     store::insert_deferred(tx, now_ms, default_max_attempts, job)
 }
 
@@ -128,10 +131,7 @@ pub fn enqueue_tx_deferred(tx: &Tx, now_ms: i64, default_max_attempts: u32, job:
 /// passed).
 pub fn schedule_once(app: &App, kind: &str, key: &str, run_at_ms: i64) -> Result<()> {
     let job = NewJob::new(kind, serde_json::json!({})).dedupe(key).run_at(run_at_ms).priority(-2);
-    let e = app.db.write(|tx| enqueue_tx(tx, app.clock.now_ms(), app.jobs.default_max_attempts(), &job))?;
-    if e.created {
-        app.jobs.wake();
-    }
+    app.db.write(|tx| enqueue_tx(tx, app.clock.now_ms(), app.jobs.default_max_attempts(), &job))?;
     Ok(())
 }
 
@@ -175,7 +175,7 @@ pub struct Jobs {
     /// The registered kinds as a JSON array: only these are claimed. A job of a kind this build
     /// has no handler for (yet) stays queued instead of failing.
     kinds: String,
-    signal: Signal,
+    signal: Arc<Signal>,
     done_signal: Signal,
     stop: AtomicBool,
     busy: AtomicUsize,
@@ -185,6 +185,16 @@ pub struct Jobs {
     max_attempts: u32,
     /// On PostgreSQL: tells the other nodes' workers when jobs are queued.
     announce: Option<crate::cluster::Announce>,
+}
+
+/// Wakes the workers waiting on `signal`, and with `announce` the other nodes'.
+fn wake(signal: &Signal, announce: Option<&crate::cluster::Announce>) {
+    if let Some(a) = announce {
+        a.send(&crate::cluster::Wake::Jobs);
+    }
+    let mut g = signal.generation.lock();
+    *g += 1;
+    signal.cv.notify_all();
 }
 
 /// Backoff before attempt `attempt + 1`: 2 s doubling to at most 15 minutes, ±25 % jitter.
@@ -208,7 +218,7 @@ impl Jobs {
         Jobs {
             kinds: serde_json::to_string(&kinds).unwrap_or_else(|_| "[]".into()),
             handlers,
-            signal: Signal { generation: Mutex::new(0), cv: Condvar::new() },
+            signal: Arc::new(Signal { generation: Mutex::new(0), cv: Condvar::new() }),
             done_signal: Signal { generation: Mutex::new(0), cv: Condvar::new() },
             stop: AtomicBool::new(false),
             busy: AtomicUsize::new(0),
@@ -235,19 +245,21 @@ impl Jobs {
         self.max_attempts
     }
 
-    /// Wakes idle workers, here and on the other nodes (call after committing an enqueue).
+    /// Wakes idle workers, here and on the other nodes. A write that queues a job does it when it
+    /// commits ([`Jobs::waker`]); nothing else needs to.
     pub fn wake(&self) {
-        if let Some(a) = &self.announce {
-            a.send(&crate::cluster::Wake::Jobs);
-        }
-        self.wake_local();
+        wake(&self.signal, self.announce.as_ref());
+    }
+
+    /// What wakes the workers after a commit that queued a job ([`crate::storage::Db::on_jobs_queued`]).
+    pub fn waker(&self) -> impl Fn() + Send + Sync + 'static {
+        let (signal, announce) = (self.signal.clone(), self.announce.clone());
+        move || wake(&signal, announce.as_ref())
     }
 
     /// Wakes this node's idle workers.
     pub fn wake_local(&self) {
-        let mut g = self.signal.generation.lock();
-        *g += 1;
-        self.signal.cv.notify_all();
+        wake(&self.signal, None);
     }
 
     /// Workers currently running a job.
@@ -359,7 +371,6 @@ pub fn enqueue(app: &App, job: NewJob) -> Result<Enqueued> {
     let now = app.clock.now_ms();
     let max = app.jobs.max_attempts;
     let r = app.db.write(|tx| enqueue_tx(tx, now, max, &job))?;
-    app.jobs.wake();
     Ok(r)
 }
 
@@ -499,5 +510,32 @@ mod tests {
             assert!(b >= Duration::from_millis((2_000u64 << (attempt - 1).min(20)).min(900_000) * 3 / 4 - 1));
         }
         assert!(max_backoff(40) <= Duration::from_secs(15 * 60 * 5 / 4 + 1));
+    }
+
+    #[test]
+    fn a_commit_wakes_the_workers_only_when_it_queued_a_job() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("steward.db"), 1).unwrap();
+        let jobs = Jobs::new(HashMap::new(), Duration::from_secs(30), 3);
+        db.on_jobs_queued(jobs.waker());
+        let woken = || *jobs.signal.generation.lock();
+        let job = |key: &str| NewJob::new("test.kind", serde_json::json!({})).dedupe(key);
+        // a write that queues nothing wakes nobody
+        db.write(|tx| Ok(tx.query_row("SELECT count(*) FROM jobs", [], |r| r.get::<_, i64>(0))?)).unwrap();
+        assert_eq!(woken(), 0);
+        // a queued job wakes them once its transaction commits, without being asked to
+        db.write(|tx| enqueue_tx(tx, 0, 3, &job("a"))).unwrap();
+        assert_eq!(woken(), 1);
+        db.write(|tx| enqueue_tx_deferred(tx, 0, 3, &job("b"))).unwrap();
+        assert_eq!(woken(), 2);
+        // one rolled back did not queue it: nobody is woken
+        let failed = db.write(|tx| {
+            enqueue_tx(tx, 0, 3, &job("c"))?;
+            Err::<(), _>(crate::error::Error::invalid("changed its mind"))
+        });
+        assert!(failed.is_err());
+        assert_eq!(woken(), 2);
+        let queued = db.read(|c| Ok(c.query_row("SELECT count(*) FROM jobs", [], |r| r.get::<_, i64>(0))?)).unwrap();
+        assert_eq!(queued, 2);
     }
 }

@@ -214,7 +214,6 @@ fn commit(
         )?;
         Ok(mid)
     })?;
-    app.jobs.wake();
     app.bus.publish(&ws.0, Some(&conv.id), BusKind::MessageCreated);
     app.bus.publish(&ws.0, Some(&conv.id), BusKind::InboxChanged);
     Ok(Resolved { decision: d, option_id: r.option_id, resumed: true, message_id: mid })

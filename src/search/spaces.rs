@@ -236,7 +236,6 @@ pub fn update(app: &App, p: &Principal, actor: &Actor, patch: KnowledgePatch) ->
         )?;
         Ok((store::space_row_of(tx, &ws)?.ok_or_else(|| Error::not_found("workspace"))?, reanalyze))
     })?;
-    app.jobs.wake();
     if let Ok(index) = app.search() {
         index.set_conf(&ws, lang_of(&row), &row.space);
     }
@@ -303,9 +302,6 @@ pub fn reconcile_all(app: &App) -> Result<usize> {
             let target = row.target_space.clone().unwrap_or_default();
             app.db.write(|tx| enqueue_reembed(app, tx, &row.workspace_id, &target, &started))?;
         }
-    }
-    if queued > 0 {
-        app.jobs.wake();
     }
     Ok(queued)
 }

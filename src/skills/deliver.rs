@@ -68,7 +68,6 @@ pub(super) fn invoke(
                 },
             )
         })?;
-        app.jobs.wake();
         Ok(SkillResult { delivery_ids: vec![id], ..SkillResult::of(outcome) })
     };
     match skill.capability.as_str() {
@@ -153,7 +152,6 @@ pub(super) fn invoke(
                 };
                 crate::delivery::enqueue_email(app, tx, &now, &m)
             })?;
-            app.jobs.wake();
             Ok(SkillResult { delivery_ids: vec![id], ..SkillResult::of("sent") })
         }
         "notify" => {
@@ -190,7 +188,6 @@ pub(super) fn invoke(
                     };
                     crate::delivery::enqueue_email(app, tx, &now, &m)
                 })?;
-                app.jobs.wake();
                 ids.push(id);
             }
             Ok(SkillResult { delivery_ids: ids, ..SkillResult::of("delivered") })

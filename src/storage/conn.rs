@@ -194,15 +194,27 @@ impl<'c> Conn<'c> {
 /// knowledge that it writes.
 pub struct Tx<'c> {
     conn: Conn<'c>,
+    /// A job was queued in it: its commit wakes the workers ([`super::Db::on_jobs_queued`]).
+    queued_jobs: std::cell::Cell<bool>,
 }
 
 impl<'c> Tx<'c> {
     pub(super) fn sqlite(tx: &'c rusqlite::Transaction<'_>) -> Tx<'c> {
-        Tx { conn: Conn::sqlite(tx) }
+        Tx { conn: Conn::sqlite(tx), queued_jobs: Default::default() }
     }
 
     pub(super) fn pg(s: &'c dyn PgExec) -> Tx<'c> {
-        Tx { conn: Conn::pg(s) }
+        Tx { conn: Conn::pg(s), queued_jobs: Default::default() }
+    }
+
+    /// Notes that this transaction queued a job (the job queue calls it): once it commits, the
+    /// workers are woken, here and on the other nodes.
+    pub fn note_job_queued(&self) {
+        self.queued_jobs.set(true);
+    }
+
+    pub(super) fn queued_jobs(&self) -> bool {
+        self.queued_jobs.get()
     }
 
     /// [`Conn::execute`] for a write whose result the caller does not read (an insert of a record,

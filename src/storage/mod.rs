@@ -47,6 +47,8 @@ pub struct Db {
     /// Calls and the wall time spent in them (`steward_db_*` metrics; the scale-out benchmark
     /// reads the database time per request from them).
     busy: Busy,
+    /// Called after the commit of a write that queued a job (the job queue's wake-up).
+    jobs_queued: std::sync::OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 #[derive(Default)]
@@ -161,6 +163,7 @@ impl Db {
             backend: Backend::Sqlite { path: path.to_path_buf(), writer: Mutex::new(writer), readers },
             identity,
             busy: Busy::default(),
+            jobs_queued: Default::default(),
         })
     }
 
@@ -181,6 +184,7 @@ impl Db {
             backend: Backend::Postgres { pool, url: url.to_string() },
             identity: Arc::new(IdentityWatch { origin: crate::ids::new_id(), ..IdentityWatch::default() }),
             busy: Busy::default(),
+            jobs_queued: Default::default(),
         })
     }
 
@@ -242,15 +246,23 @@ impl Db {
         out
     }
 
+    /// Sets what runs after the commit of every write that queued a job
+    /// ([`Tx::note_job_queued`]): the job queue's wake-up, set once when the app starts.
+    pub fn on_jobs_queued(&self, wake: impl Fn() + Send + Sync + 'static) {
+        let _ = self.jobs_queued.set(Box::new(wake));
+    }
+
     fn write_inner<T>(&self, f: impl FnOnce(&Tx) -> Result<T>) -> Result<T> {
-        match &self.backend {
+        let (out, queued) = match &self.backend {
             Backend::Sqlite { writer, .. } => {
                 let mut conn = writer.lock();
                 let result = (|| {
                     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                    let out = f(&Tx::sqlite(&tx))?;
+                    let t = Tx::sqlite(&tx);
+                    let out = f(&t)?;
+                    let queued = t.queued_jobs();
                     tx.commit()?;
-                    Ok(out)
+                    Ok((out, queued))
                 })();
                 self.end_of_write();
                 result
@@ -258,20 +270,27 @@ impl Db {
             Backend::Postgres { pool, .. } => {
                 let pooled = pool.get()?;
                 let tx = postgres::session::Transaction::begin(&pooled, WRITE_LOCK);
-                let out = f(&Tx::pg(tx.session()));
+                let t = Tx::pg(tx.session());
+                let out = f(&t);
+                let queued = t.queued_jobs();
                 let touched = tx.session().wrote_identity();
                 // the other nodes drop their cached authentications when this commits
                 let result = out.and_then(|v| {
                     let announce = touched.then(|| nodes::identity_changed(&self.identity.origin));
                     tx.commit(announce.as_deref().map(|a| (postgres::listen::CHANNEL, a)))?;
-                    Ok(v)
+                    Ok((v, queued))
                 });
                 if touched {
                     self.identity.generation.fetch_add(1, Ordering::SeqCst);
                 }
                 result
             }
+        }?;
+        // committed, the lock released: the workers find the job when they look
+        if queued && let Some(wake) = self.jobs_queued.get() {
+            wake();
         }
+        Ok(out)
     }
 
     /// Bumps the identity generation if the write that just ended (committed or rolled back)

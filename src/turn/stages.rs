@@ -382,7 +382,6 @@ impl Turn<'_> {
             Ok((m.id, if handed_off { OwnershipState::HumanOwned } else { OwnershipState::AiOwned }))
         })?;
         self.hold.committed();
-        app.jobs.wake();
         Ok(Reply {
             message_id: Some(saved.0),
             text: a.text,
@@ -630,7 +629,6 @@ impl Turn<'_> {
             Ok((m.id, state))
         })?;
         self.hold.committed();
-        app.jobs.wake(); // a handoff or usage notice may be queued
         // the whole turn on the server, persisting included
         diagnostics["durationMs"] = json!((self.tr.elapsed_ms() * 1000.0).round() / 1000.0);
         Ok(Reply {

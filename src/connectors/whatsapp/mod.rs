@@ -200,9 +200,6 @@ pub fn receive(app: &App, ws: &str, signature: Option<&str>, body: &[u8]) -> Res
         }
         Ok(stored)
     })?;
-    if stored > 0 {
-        app.jobs.wake();
-    }
     Ok(stored)
 }
 

@@ -86,7 +86,6 @@ fn relay(app: &App, ws: &str, cid: &str, mid: &str) -> Result<()> {
             Ok(())
         }
     })?;
-    app.jobs.wake();
     Ok(())
 }
 

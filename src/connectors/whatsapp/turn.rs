@@ -203,7 +203,6 @@ fn answer(app: &App, ctx: &JobCtx, c: &Connector, b: &Batch) -> Outcome {
         Ok(reply) => {
             // the reply and its relay are saved; the batch is not closed yet
             jobs::crash_point("whatsapp.turn.replied");
-            app.jobs.wake();
             app.bus.publish(&ws.0, Some(&cid), BusKind::MessageCreated);
             if reply.ownership_state == OwnershipState::HumanOwned {
                 app.bus.publish(&ws.0, Some(&cid), BusKind::OwnershipChanged);
@@ -244,8 +243,8 @@ fn give_up_or_retry(app: &App, ctx: &JobCtx, b: &Batch, error: String) -> Outcom
 /// running and left them to it).
 fn follow_up(app: &App, ws: &str, wa_id: &str, batch: &str) -> Result<()> {
     let due = app.clock.now_ms();
-    let queued = app.db.write(|tx| {
-        let Some(row) = store::oldest_pending(tx, ws, wa_id)? else { return Ok(false) };
+    app.db.write(|tx| {
+        let Some(row) = store::oldest_pending(tx, ws, wa_id)? else { return Ok(()) };
         let job = NewJob::new(TURN_JOB, json!({"workspaceId": ws, "waId": wa_id, "rowId": row}))
             .dedupe(format!("wa-turn:{row}:after:{batch}"))
             .workspace(ws)
@@ -253,10 +252,6 @@ fn follow_up(app: &App, ws: &str, wa_id: &str, batch: &str) -> Result<()> {
             .priority(5)
             .max_attempts(8);
         jobs::enqueue_tx(tx, due, app.jobs.default_max_attempts(), &job)?;
-        Ok(true)
-    })?;
-    if queued {
-        app.jobs.wake();
-    }
-    Ok(())
+        Ok(())
+    })
 }

@@ -172,7 +172,6 @@ pub fn push(app: &App, ws: &str, secret: Option<&str>) -> Result<()> {
     }
     let now = crate::clock::rfc3339(app.clock.now());
     app.db.write(|tx| request_run(app, tx, &wsid, &now))?;
-    app.jobs.wake();
     Ok(())
 }
 
@@ -195,10 +194,7 @@ fn poll(app: &App, _ctx: &JobCtx, payload: &JobPayload) -> Outcome {
         schedule_poll(app, tx, &c, token)
     });
     match r {
-        Ok(()) => {
-            app.jobs.wake();
-            Outcome::Done
-        }
+        Ok(()) => Outcome::Done,
         Err(e) => Outcome::retry(e.to_string()),
     }
 }

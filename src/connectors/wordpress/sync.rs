@@ -106,7 +106,6 @@ fn execute(app: &App, ctx: &JobCtx, ws: &WorkspaceId, run: &str) -> Result<Outco
             if again == Some(true) {
                 let now = rfc3339(app.clock.now());
                 app.db.write(|tx| super::request_run(app, tx, ws, &now))?;
-                app.jobs.wake();
             }
             Ok(Outcome::Done)
         }
@@ -258,7 +257,6 @@ impl Run<'_> {
             Some(_) => {
                 self.progress.indexed += 1;
                 self.ingested += 1;
-                app.jobs.wake();
             }
         }
         Ok(())
