@@ -140,13 +140,35 @@ impl AgentConfig {
 
 /// The published revision of an agent (what a new conversation starts on).
 pub fn published(c: &Connection, ws: &WorkspaceId, agent_id: &str) -> Result<AgentConfig> {
-    published_of(c, &agents::get_in(c, ws, agent_id)?)
+    let (agent, published) =
+        agents::store::with_published(c, ws, Some(agent_id))?.ok_or_else(|| Error::not_found("agent"))?;
+    of_published(&agent, published)
 }
 
-/// [`published`] of an agent the caller has already read in its workspace.
-pub fn published_of(c: &Connection, agent: &agents::Agent) -> Result<AgentConfig> {
-    let (rid, version, snap) = revisions::published(c, &agent.id)?
-        .ok_or_else(|| Error::internal_msg("the agent has no published revision"))?;
+/// An agent of the workspace (by id; `None`: its default agent, created when it has none) with its
+/// published configuration, read in one statement when the agent exists (a turn that starts a
+/// conversation).
+pub fn agent_published(
+    tx: &crate::storage::Tx,
+    ws: &WorkspaceId,
+    agent_id: Option<&str>,
+    now: &str,
+) -> Result<(agents::Agent, AgentConfig)> {
+    let (agent, published) = match agents::store::with_published(tx, ws, agent_id)? {
+        Some(found) => found,
+        None if agent_id.is_some() => return Err(Error::not_found("agent")),
+        None => {
+            let agent = agents::ensure_default_agent(tx, ws, now)?;
+            let published = revisions::published(tx, &agent.id)?;
+            (agent, published)
+        }
+    };
+    let config = of_published(&agent, published)?;
+    Ok((agent, config))
+}
+
+fn of_published(agent: &agents::Agent, published: Option<agents::store::Published>) -> Result<AgentConfig> {
+    let (rid, version, snap) = published.ok_or_else(|| Error::internal_msg("the agent has no published revision"))?;
     AgentConfig::from_snapshot(&agent.id, Some(rid), Some(version), &snap)
 }
 

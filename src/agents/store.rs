@@ -544,16 +544,45 @@ pub(super) fn published_by_key(c: &Conn, agent_id: &str, key: &str) -> Result<Op
 }
 
 /// The agent's published revision: `(id, version, snapshot)`.
-pub(super) fn published(c: &Conn, agent_id: &str) -> Result<Option<(String, i64, Snapshot)>> {
+/// A published revision: `(id, version number, snapshot)`.
+pub(super) type Published = (String, i64, Snapshot);
+
+/// A published revision's columns from `at` on (the revision's id null: none).
+fn published_cols(r: &Row, at: usize) -> rusqlite::Result<Option<Published>> {
+    let Some(id) = r.get::<_, Option<String>>(at)? else { return Ok(None) };
+    let version = r.get::<_, Option<i64>>(at + 1)?.unwrap_or(0);
+    let snap =
+        r.get::<_, Option<String>>(at + 2)?.and_then(|s| serde_json::from_str(&s).ok()).unwrap_or(Snapshot::Null);
+    Ok(Some((id, version, snap)))
+}
+
+pub(super) fn published(c: &Conn, agent_id: &str) -> Result<Option<Published>> {
     Ok(c.query_row(
         "SELECT r.id, r.version_number, r.snapshot FROM agents a JOIN agent_revisions r ON r.id = a.published_revision_id WHERE a.id = ?1",
         [agent_id],
-        |r| {
-            let snap = serde_json::from_str(&r.get::<_, String>(2)?).unwrap_or(Snapshot::Null);
-            Ok((r.get(0)?, r.get::<_, Option<i64>>(1)?.unwrap_or(0), snap))
-        },
+        |r| published_cols(r, 0),
     )
-    .optional()?)
+    .optional()?
+    .flatten())
+}
+
+/// An agent of the workspace (by id; `None`: its default agent) with its published revision, in
+/// one statement.
+pub(super) fn with_published(
+    c: &Conn,
+    ws: &WorkspaceId,
+    id: Option<&str>,
+) -> Result<Option<(Agent, Option<Published>)>> {
+    const JOINED: &str =
+        "SELECT a.id, a.workspace_id, a.name, a.is_default, a.settings, a.draft_generation, a.draft_updated_at,
+        a.published_revision_id, a.created_at, a.updated_at, r.id, r.version_number, r.snapshot
+        FROM agents a LEFT JOIN agent_revisions r ON r.id = a.published_revision_id";
+    let map = |r: &Row| Ok((row(r)?, published_cols(r, 10)?));
+    let found = match id {
+        Some(id) => c.query_row(&format!("{JOINED} WHERE a.id = ?1 AND a.workspace_id = ?2"), params![id, ws.0], map),
+        None => c.query_row(&format!("{JOINED} WHERE a.workspace_id = ?1 AND a.is_default = 1"), [&ws.0], map),
+    };
+    Ok(found.optional()?)
 }
 
 pub(super) fn snapshot_of(c: &Conn, revision_id: &str) -> Result<Option<Snapshot>> {

@@ -188,12 +188,16 @@ impl Channel {
 /// Appends a message at the end of the conversation; a reply in a relayed conversation queues
 /// its relay in the same transaction.
 pub fn append_message(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Message> {
-    // the conversation's counter moves and its channel comes back in one statement
-    let (msg, channel) = store::append(tx, ws, m, now)?;
-    if m.role == Role::Assistant
-        && let Some(ch) = Channel::parse(&channel)
-        && ch.relayed()
-    {
+    Ok(append_and_read(tx, ws, m, now)?.0)
+}
+
+/// [`append_message`], with the conversation as the message leaves it (read by the statement
+/// that appends, so a turn that opens with its visitor's message reads the conversation in the
+/// same round trip); 404 when the conversation is not in the workspace (test conversations
+/// included).
+pub fn append_and_read(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<(Message, Conversation)> {
+    let (msg, conv) = store::append(tx, ws, m, now)?.ok_or_else(|| Error::not_found("conversation"))?;
+    if m.role == Role::Assistant && conv.channel.relayed() {
         let job = crate::jobs::NewJob::new(
             RELAY_JOB,
             serde_json::json!({"workspaceId": ws, "conversationId": m.conversation_id, "messageId": msg.id}),
@@ -205,7 +209,7 @@ pub fn append_message(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Me
         let now_ms = crate::clock::parse_rfc3339(now).map(|t| t.timestamp_millis()).unwrap_or_default();
         crate::jobs::enqueue_tx_deferred(tx, now_ms, 10, &job)?;
     }
-    Ok(msg)
+    Ok((msg, conv))
 }
 
 /// Whether the turn `turn_id` saved its user message in the conversation, and the reply it

@@ -180,13 +180,22 @@ fn msg_row(r: &Row) -> rusqlite::Result<Message> {
     })
 }
 
-/// Appends a message at the end of the conversation; returns it with the conversation's channel.
-pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<(Message, String)> {
-    let (seq, channel): (i64, String) = tx.query_row(
-        "UPDATE conversations SET message_count = message_count + 1, last_message_at = ?2, updated_at = ?2 WHERE id = ?1 RETURNING message_count, channel",
-        params![m.conversation_id, now],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )?;
+/// Appends a message at the end of the conversation (of the workspace `ws`; none when it is not
+/// there); returns it with the conversation as the message leaves it, in the statement that
+/// moves its counter.
+pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<Option<(Message, Conversation)>> {
+    let conv = tx
+        .query_row(
+            &format!(
+                "UPDATE conversations SET message_count = message_count + 1, last_message_at = ?2, updated_at = ?2
+                 WHERE id = ?1 AND workspace_id = ?3 RETURNING {CONV_COLS}"
+            ),
+            params![m.conversation_id, now, ws],
+            conv_row,
+        )
+        .optional()?;
+    let Some(conv) = conv else { return Ok(None) };
+    let seq = conv.message_count;
     let id = crate::ids::new_id();
     tx.execute_deferred(
         &format!(
@@ -220,7 +229,7 @@ pub fn append(tx: &Tx, ws: &str, m: &NewMessage, now: &str) -> Result<(Message, 
         request_id: m.request_id.map(str::to_string),
         created_at: now.to_string(),
     };
-    Ok((message, channel))
+    Ok(Some((message, conv)))
 }
 
 /// Merges `patch` into the metadata of the user message a turn saved (found by its `turnId`).

@@ -254,12 +254,12 @@ pub fn prepare_chat(app: &App, p: &Principal, agent_id: Option<&str>, body: Chat
     let started_by = p.user_id.as_ref().map(|u| u.0.clone()).or_else(|| p.credential_id.clone());
     let (cid, agent) = app.db.write(|tx| {
         let now = rfc3339(app.clock.now());
-        let agent_row = match agent_id {
-            Some(id) => crate::agents::get_in(tx, &ws, id)?,
-            None => crate::agents::ensure_default_agent(tx, &ws, &now)?,
-        };
         match &body.conversation_id {
             Some(cid) => {
+                let agent_row = match agent_id {
+                    Some(id) => crate::agents::get_in(tx, &ws, id)?,
+                    None => crate::agents::ensure_default_agent(tx, &ws, &now)?,
+                };
                 let conv = conversations::find_in(tx, &ws.0, cid, false)?;
                 if conv.agent_id != agent_row.id {
                     return Err(Error::not_found("conversation"));
@@ -271,7 +271,8 @@ pub fn prepare_chat(app: &App, p: &Principal, agent_id: Option<&str>, body: Chat
                 Ok((conv.id, agent))
             }
             None => {
-                let agent = agent::published_of(tx, &agent_row)?;
+                // the agent and its published revision in one statement
+                let (agent_row, agent) = agent::agent_published(tx, &ws, agent_id, &now)?;
                 let cid = conversations::start(
                     tx,
                     &NewConversation {

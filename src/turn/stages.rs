@@ -236,11 +236,12 @@ impl Turn<'_> {
         let ws = &input.workspace;
         let cid = &input.conversation_id;
         let source = if input.surface == Surface::Test { Source::Tester } else { Source::Visitor };
+        // the history first (it goes with the transaction's start), then the message, which
+        // reads the conversation back in the statement that appends it
         let (conv, user_msg, history) = app.db.write(|tx| {
             let now = rfc3339(app.clock.now());
-            let conv = conversations::find_in(tx, &ws.0, cid, true)?;
             let history = conversations::last_messages(tx, cid, HISTORY)?;
-            let m = conversations::append_message(
+            let (m, conv) = conversations::append_and_read(
                 tx,
                 &ws.0,
                 &NewMessage {
