@@ -859,6 +859,57 @@ fn deferred_writes_go_with_the_next_statement_or_the_commit() {
     assert_eq!(z, 0, "nothing of the failed transaction stays");
 }
 
+/// A statement seen for the first time inside a write transaction is prepared under a savepoint
+/// (sent with the savepoint and its release in one round trip): one PostgreSQL refuses fails
+/// alone and the transaction goes on with what came before it, deferred writes included; a
+/// deferred write that fails ahead of such a preparation fails it, naming the write, and nothing
+/// of the transaction stays.
+#[test]
+fn a_statement_refused_at_its_preparation_leaves_the_transaction_going() {
+    use steward::storage::Db;
+    let url = PgServer::get().fresh_db();
+    let db = Db::open_postgres(&url, 2).unwrap();
+    let bad = format!("SELECT count(*) FROM {}", crate::pg_server::EXPECTED_FAULT);
+    let names = |db: &Db| -> Vec<String> {
+        db.read(|c| {
+            let mut st = c.prepare("SELECT name FROM organizations ORDER BY name")?;
+            Ok(st.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<Vec<String>>>()?)
+        })
+        .unwrap()
+    };
+    let fresh = db
+        .write(|tx| {
+            tx.execute_deferred("INSERT INTO organizations (id, name, created_at) VALUES ('o1', 'Acme', 't0')", [])?;
+            let refused = tx.query_row(&bad, [], |r| r.get::<_, i64>(0)).unwrap_err();
+            assert!(format!("{refused}").contains(crate::pg_server::EXPECTED_FAULT), "{refused}");
+            // a text never prepared on this connection, after the refusal: prepared and run
+            tx.execute("INSERT INTO organizations (id, name, created_at) VALUES ('o2', 'After refusal', 't0')", [])?;
+            Ok(tx.query_row(
+                "SELECT count(*) FROM organizations WHERE created_at = 't0' AND id <> 'none'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )?)
+        })
+        .unwrap();
+    assert_eq!(fresh, 2);
+    assert_eq!(names(&db), ["Acme", "After refusal"]);
+    // the deferred write fails first: the preparation fails with its error, the transaction ends
+    let mut why = String::new();
+    let r: steward::Result<()> = db.write(|tx| {
+        tx.execute_deferred("INSERT INTO organizations (id, name, created_at) VALUES ('o3', 'Gamma', 't1')", [])?;
+        tx.execute_deferred("INSERT INTO organizations (id, name, created_at) VALUES ('o1', 'Dup', 't1')", [])?;
+        let e = tx.query_row("SELECT count(*) FROM organizations WHERE created_at = 't1' AND id <> 'x'", [], |r| {
+            r.get::<_, i64>(0)
+        });
+        why = format!("{:?}", e.as_ref().err());
+        e?;
+        Ok(())
+    });
+    assert!(r.is_err());
+    assert!(why.contains("duplicate key") && why.contains("INSERT INTO organizations"), "{why}");
+    assert_eq!(names(&db), ["Acme", "After refusal"], "nothing of the failed transaction stays");
+}
+
 /// TLS to PostgreSQL as the URL's `sslmode` and `sslrootcert` say, on the test server's TCP
 /// listener (TLS on, a certificate for 127.0.0.1 and localhost from a test CA): every kind of
 /// connection Steward makes (the migrating client, the pool, the listening line) is encrypted and

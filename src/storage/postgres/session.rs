@@ -310,14 +310,26 @@ impl PgExec for Session<'_> {
             return Ok(st.clone());
         }
         // in a transaction, a statement PostgreSQL refuses to prepare would end it: the first
-        // preparation (then kept) happens under a savepoint
+        // preparation (then kept) happens under a savepoint, all three in one round trip
         let st = if self.in_transaction {
-            self.batch_execute("SAVEPOINT steward_prepare")?;
-            match self.send(self.client.client.prepare_typed(sql, types)) {
-                Ok(st) => {
-                    self.batch_execute("RELEASE SAVEPOINT steward_prepare")?;
-                    st
-                }
+            let pg = &self.client.client;
+            let savepoint = std::cell::Cell::new(false);
+            let under_savepoint = async {
+                let (set, st, released) = futures::future::join3(
+                    pg.batch_execute("SAVEPOINT steward_prepare"),
+                    pg.prepare_typed(sql, types),
+                    pg.batch_execute("RELEASE SAVEPOINT steward_prepare"),
+                )
+                .await;
+                set?;
+                savepoint.set(true);
+                let st = st?;
+                released.map(|()| st)
+            };
+            match self.send(under_savepoint) {
+                Ok(st) => st,
+                // the transaction was aborted before (a deferred statement, the start): as it is
+                Err(e) if !savepoint.get() => return Err(e),
                 Err(e) => {
                     self.batch_execute("ROLLBACK TO SAVEPOINT steward_prepare")?;
                     // undone: the transaction goes on (it was not aborted before, or the
