@@ -18,7 +18,7 @@ use crate::auth::{Perm, Principal};
 use crate::documents::{decode_cursor, encode_cursor};
 use crate::error::{Error, Result};
 use crate::names::names;
-use crate::storage::{Conn, Tx};
+use crate::storage::{Conn, Later, Tx};
 
 /// A conversation's free-form state (routines keep their progress here). Stored as JSON.
 pub type ConversationState = Value;
@@ -236,6 +236,12 @@ pub fn message_position(c: &Conn, ws: &str, message_id: &str) -> Result<Option<(
 /// The last `limit` messages, oldest first.
 pub fn last_messages(c: &Conn, conversation: &str, limit: usize) -> Result<Vec<Message>> {
     store::last_messages(c, conversation, limit)
+}
+
+/// [`last_messages`] as the transaction stands, read with its next statement or its commit
+/// ([`crate::storage::Tx::query_later`]).
+pub fn last_messages_later(tx: &Tx, conversation: &str, limit: usize) -> Result<Later<Vec<Message>>> {
+    store::last_messages_later(tx, conversation, limit)
 }
 
 /// Replaces the conversation's state.

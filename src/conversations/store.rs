@@ -10,7 +10,7 @@ use super::{
     Source, Visibility,
 };
 use crate::error::Result;
-use crate::storage::{Conn, Row, Tx};
+use crate::storage::{Conn, Later, Row, Tx};
 
 /// Reads a stored name into its enum (an unknown name is a conversion error, never a guess).
 macro_rules! from_sql_names {
@@ -260,13 +260,24 @@ pub fn message_position(c: &Conn, ws: &str, message_id: &str) -> Result<Option<(
 }
 
 /// The last `limit` messages, oldest first.
+const LAST_MESSAGES: &str = "FROM messages WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT ?2";
+
 pub fn last_messages(c: &Conn, conversation: &str, limit: usize) -> Result<Vec<Message>> {
-    let mut st =
-        c.prepare(&format!("SELECT {MSG_COLS} FROM messages WHERE conversation_id = ?1 ORDER BY seq DESC LIMIT ?2"))?;
+    let mut st = c.prepare(&format!("SELECT {MSG_COLS} {LAST_MESSAGES}"))?;
     let mut v: Vec<Message> =
         st.query_map(params![conversation, limit as i64], msg_row)?.collect::<rusqlite::Result<_>>()?;
     v.reverse();
     Ok(v)
+}
+
+/// [`last_messages`], read with the transaction's next request ([`Tx::query_later`]).
+pub fn last_messages_later(tx: &Tx, conversation: &str, limit: usize) -> Result<Later<Vec<Message>>> {
+    let later =
+        tx.query_later(&format!("SELECT {MSG_COLS} {LAST_MESSAGES}"), params![conversation, limit as i64], msg_row)?;
+    Ok(later.map(|mut v| {
+        v.reverse();
+        v
+    }))
 }
 
 /// Assistant-role messages (the agent's and operators' replies) after `after_seq` (none: the

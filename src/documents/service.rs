@@ -16,7 +16,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::ids::{WorkspaceId, new_id};
 use crate::jobs::{self, NewJob};
 use crate::settings::{self, ingestion::IngestionPatch, ingestion::IngestionSettings};
-use crate::storage::{Conn, Tx};
+use crate::storage::{Conn, Later, Tx};
 use crate::usage;
 
 pub const MAX_TITLE_CHARS: usize = 500;
@@ -159,8 +159,8 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
     let d = CleanDoc::of(input)?;
     let ws = p.workspace_id.clone();
     let now = rfc3339(app.clock.now());
-    // the record is read back inside the transaction: its writes go with that read
-    app.db.write(|tx| {
+    // the record is read back with the commit, which its writes go with too
+    let saved = app.db.write(|tx| {
         let source_id = match &d.source_id {
             Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?.id,
             None => ensure_builtin_source(tx, &ws, API_SOURCE, &now)?,
@@ -169,14 +169,15 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
             && let Some(existing) = store::by_external_id(tx, &ws, &source_id, ext)?
         {
             if d.same_as(&existing) {
-                return Ok(existing);
+                return Ok(Later::ready(Some(existing)));
             }
             update_inline(tx, app, actor, &ws, &existing, &d, &now)?;
-            return load_in(tx, &ws, &existing.id);
+            return store::document_later(tx, &ws, &existing.id);
         }
         let id = insert_inline(tx, app, actor, &ws, &source_id, &d, &now)?;
-        load_in(tx, &ws, &id)
-    })
+        store::document_later(tx, &ws, &id)
+    })?;
+    saved.get()?.ok_or_else(|| Error::not_found("document"))
 }
 
 /// An inline document's input, checked and cleaned.
@@ -345,7 +346,7 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
     let size = up.bytes.len() as i64;
     let ws = p.workspace_id.clone();
     let fname = if filename.is_empty() { None } else { Some(filename.chars().take(255).collect::<String>()) };
-    let id = app.db.write(|tx| {
+    let saved = app.db.write(|tx| {
         let source_id = match &up.source_id {
             Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?.id,
             None => ensure_builtin_source(tx, &ws, UPLOAD_SOURCE, &now)?,
@@ -374,7 +375,7 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
             enqueue_process(tx, app, &ws, &existing.id, rev, over.as_deref())?;
             let ev = Event::new("document.updated").workspace(&ws).target("document", &existing.id);
             audit::record(tx, &now, actor, ev.meta(json!({"revision": rev, "format": format.name()})))?;
-            return Ok(existing.id);
+            return store::document_later(tx, &ws, &existing.id);
         }
         let work = usage::limits::DocumentWork {
             workspace: &ws.0,
@@ -415,9 +416,9 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
                 .target("document", &id)
                 .meta(json!({"format": format.name(), "bytes": size})),
         )?;
-        Ok(id)
+        store::document_later(tx, &ws, &id)
     })?;
-    load(app, &ws, &id)
+    saved.get()?.ok_or_else(|| Error::not_found("document"))
 }
 
 /// An upload's title: the one given, else the file name without its extension.
@@ -552,7 +553,7 @@ pub fn delete(app: &App, p: &Principal, actor: &Actor, id: &str) -> Result<()> {
 
 /// Deletes the row (chunks go by cascade, their index entries by trigger) and its meter share.
 pub(super) fn delete_in_tx(tx: &Tx, doc: &Document) -> Result<()> {
-    let org = store::organization_of(tx, &doc.workspace_id)?;
+    let org = usage::limits::account_of_workspace(tx, &doc.workspace_id.0)?.organization_id;
     store::delete_document(tx, &doc.id)?;
     usage::add_meter(tx, &org, usage::STORED_INDEXED_BYTES, "", -doc.metered_bytes)?;
     Ok(())

@@ -7,7 +7,7 @@ use super::enrich::EnrichDoc;
 use super::{ChunkFacts, ChunkSummary, Document, DocumentMeta, Source};
 use crate::error::Result;
 use crate::ids::WorkspaceId;
-use crate::storage::{Conn, Row, SqlValue, Tx};
+use crate::storage::{Conn, Later, Row, SqlValue, Tx};
 
 // -- sources
 
@@ -139,14 +139,21 @@ pub fn doc_row(r: &Row) -> rusqlite::Result<Document> {
     })
 }
 
+const DOC_FROM: &str = "FROM documents d JOIN sources s ON s.id = d.source_id";
+
 /// The one document matching `cond` (over `d`), if any.
 fn one_document(c: &Conn, cond: &str, p: impl rusqlite::Params) -> Result<Option<Document>> {
-    let sql = format!("SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE {cond}");
-    Ok(c.query_row(&sql, p, doc_row).optional()?)
+    Ok(c.query_row(&format!("SELECT {DOC_COLS} {DOC_FROM} WHERE {cond}"), p, doc_row).optional()?)
 }
 
 pub fn document(c: &Conn, ws: &WorkspaceId, id: &str) -> Result<Option<Document>> {
     one_document(c, "d.workspace_id = ?1 AND d.id = ?2", params![ws, id])
+}
+
+/// [`document`], read with the transaction's next request or commit ([`Tx::query_later`]).
+pub fn document_later(tx: &Tx, ws: &WorkspaceId, id: &str) -> Result<Later<Option<Document>>> {
+    let sql = format!("SELECT {DOC_COLS} {DOC_FROM} WHERE d.workspace_id = ?1 AND d.id = ?2");
+    Ok(tx.query_later(&sql, params![ws, id], doc_row)?.map(|rows| rows.into_iter().next()))
 }
 
 /// Any workspace's document (for jobs, which carry the id).
@@ -334,11 +341,8 @@ pub fn list_documents(c: &Conn, ws: &WorkspaceId, f: &ListFilter) -> Result<(Vec
         args.push(SqlValue::Text(t.clone()));
         args.push(SqlValue::Text(id.clone()));
     }
-    let sql = format!(
-        "SELECT {DOC_COLS} FROM documents d JOIN sources s ON s.id = d.source_id WHERE {cond} ORDER BY d.created_at DESC, d.id DESC LIMIT {}",
-        f.limit + 1
-    );
-    let mut stmt = c.prepare(&sql)?;
+    let order = "ORDER BY d.created_at DESC, d.id DESC";
+    let mut stmt = c.prepare(&format!("SELECT {DOC_COLS} {DOC_FROM} WHERE {cond} {order} LIMIT {}", f.limit + 1))?;
     let rows = stmt.query_map(params_from_iter(args.iter()), doc_row)?;
     let mut docs: Vec<Document> = rows.collect::<rusqlite::Result<_>>()?;
     let more = docs.len() > f.limit;
@@ -703,11 +707,6 @@ pub fn live_chunks(c: &Conn, ws: &WorkspaceId) -> Result<i64> {
 /// The document's current revision (an error when there is no such document).
 pub fn current_revision(c: &Conn, id: &str) -> Result<i64> {
     Ok(c.query_row("SELECT revision FROM documents WHERE id = ?1", [id], |r| r.get(0))?)
-}
-
-/// The organization of workspace `ws`.
-pub fn organization_of(c: &Conn, ws: &WorkspaceId) -> Result<String> {
-    Ok(c.query_row("SELECT organization_id FROM workspaces WHERE id = ?1", [ws], |r| r.get(0))?)
 }
 
 /// A source's enrichment override.

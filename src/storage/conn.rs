@@ -228,9 +228,68 @@ impl<'c> Tx<'c> {
             Inner::Pg(pg) => {
                 let (st, args) = pg_prepare(pg, sql, params)?;
                 session::convertible(&st, &args).map_err(conversion)?;
-                pg.defer(st, args, sql).map_err(pg_failure(pg, sql))
+                pg.defer(st, args, sql, None).map_err(pg_failure(pg, sql))
             }
         }
+    }
+
+    /// A query whose rows are read after the transaction's next request: on PostgreSQL it is
+    /// written with that request (a statement, or the `COMMIT`), a round trip fewer, as
+    /// [`execute_deferred`](Self::execute_deferred); on SQLite it runs at once. It reads the
+    /// database as it stands at that point of the transaction (not what later statements
+    /// write). [`Later::get`] has the rows once that request has run (after the commit, for one
+    /// returned out of `Db::write`); before, or after a rollback, it fails.
+    pub fn query_later<T, P, F>(&self, sql: &str, params: P, mut f: F) -> rusqlite::Result<Later<Vec<T>>>
+    where
+        T: 'static,
+        P: Params,
+        F: FnMut(&Row<'_>) -> rusqlite::Result<T> + 'static,
+    {
+        match self.conn.inner {
+            Inner::Lite(c) => {
+                let mut st = c.prepare_cached(sql)?;
+                let rows = st.query_map(params, |r| f(&Row::lite(r)))?.collect::<rusqlite::Result<Vec<T>>>();
+                Ok(Later { get: Box::new(move || rows) })
+            }
+            Inner::Pg(pg) => {
+                let (st, args) = pg_prepare(pg, sql, params)?;
+                session::convertible(&st, &args).map_err(conversion)?;
+                let names: Arc<[String]> = st.columns().iter().map(|c| c.name().to_string()).collect();
+                let slot = session::RowsSlot::default();
+                pg.defer(st, args, sql, Some(slot.clone())).map_err(pg_failure(pg, sql))?;
+                Ok(Later {
+                    get: Box::new(move || {
+                        let rows = slot.borrow_mut().take().ok_or_else(|| {
+                            conversion("a later query was read before its transaction sent it".into())
+                        })?;
+                        let mut rows = PgRows { rows: rows.into_iter(), names };
+                        std::iter::from_fn(|| rows.next_row()).map(|row| f(&Row::pg(&row?))).collect()
+                    }),
+                })
+            }
+        }
+    }
+}
+
+/// What [`Tx::query_later`] reads, there once the transaction's next request has run.
+pub struct Later<T> {
+    get: Box<dyn FnOnce() -> rusqlite::Result<T>>,
+}
+
+impl<T: 'static> Later<T> {
+    /// A value known already (a path of the caller's that read nothing later).
+    pub fn ready(value: T) -> Later<T> {
+        Later { get: Box::new(move || Ok(value)) }
+    }
+
+    /// The rows (or what [`map`](Self::map) made of them).
+    pub fn get(self) -> crate::error::Result<T> {
+        Ok((self.get)()?)
+    }
+
+    /// `f` applied to the rows once they are there.
+    pub fn map<U: 'static>(self, f: impl FnOnce(T) -> U + 'static) -> Later<U> {
+        Later { get: Box::new(move || (self.get)().map(f)) }
     }
 }
 

@@ -37,7 +37,7 @@ impl From<r2d2::Error> for Error {
     }
 }
 
-pub use conn::{Conn, MappedRows, Row, Rows, Statement, Tx};
+pub use conn::{Conn, Later, MappedRows, Row, Rows, Statement, Tx};
 pub use nodes::{Notifier, keys as lock_keys};
 pub type SqlValue = rusqlite::types::Value;
 

@@ -236,11 +236,11 @@ impl Turn<'_> {
         let ws = &input.workspace;
         let cid = &input.conversation_id;
         let source = if input.surface == Surface::Test { Source::Tester } else { Source::Visitor };
-        // the history first (it goes with the transaction's start), then the message, which
-        // reads the conversation back in the statement that appends it
+        // the history as it was before this message (read with the statement that appends it,
+        // which reads the conversation back)
         let (conv, user_msg, history) = app.db.write(|tx| {
             let now = rfc3339(app.clock.now());
-            let history = conversations::last_messages(tx, cid, HISTORY)?;
+            let history = conversations::last_messages_later(tx, cid, HISTORY)?;
             let (m, conv) = conversations::append_and_read(
                 tx,
                 &ws.0,
@@ -258,7 +258,7 @@ impl Turn<'_> {
             )?;
             Ok((conv, m, history))
         })?;
-        let history = history_pairs(&history);
+        let history = history_pairs(&history.get()?);
         let chars = input.message.chars().count();
         let msg = json!({"messageId": user_msg.id, "seq": user_msg.seq, "contentLength": chars});
         self.stage(TraceStage::Message, StageStatus::Applied, msg);

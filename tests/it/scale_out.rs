@@ -859,6 +859,59 @@ fn deferred_writes_go_with_the_next_statement_or_the_commit() {
     assert_eq!(z, 0, "nothing of the failed transaction stays");
 }
 
+/// A later read (`Tx::query_later`) reads the transaction as it stands where it is asked for: the
+/// writes before it, not those after; returned out of the transaction, its rows are there after
+/// the commit it went with. On PostgreSQL it is sent with the next statement or the commit (asked
+/// for before that, it says so); on SQLite it runs at once.
+#[test]
+fn later_reads_see_the_transaction_where_they_are_asked_for_on_both_backends() {
+    use rusqlite::params;
+    use steward::storage::Db;
+    let dir = tempfile::tempdir().unwrap();
+    let sqlite = Db::open(&dir.path().join("steward.db"), 1).unwrap();
+    let postgres = Db::open_postgres(&PgServer::get().fresh_db(), 2).unwrap();
+    for db in [&sqlite, &postgres] {
+        let org = "INSERT INTO organizations (id, name, created_at) VALUES (?1, ?2, 't0')";
+        let names = "SELECT name FROM organizations WHERE name LIKE 'L%' ORDER BY name";
+        let (before, last) = db
+            .write(|tx| {
+                tx.execute_deferred(org, params!["l1", "L one"])?;
+                let before = tx.query_later(names, [], |r| r.get::<_, String>(0))?;
+                tx.execute(org, params!["l2", "L two"])?;
+                // a later read with nothing after it goes with the commit
+                let last = tx.query_later(names, [], |r| r.get::<_, String>(0))?.map(|v| v.len());
+                Ok((before.get()?, last))
+            })
+            .unwrap();
+        assert_eq!(before, ["L one"], "the write after it is not seen ({})", db.round_trips().is_some());
+        assert_eq!(last.get().unwrap(), 2);
+    }
+    // on PostgreSQL, asked for before anything carried it: an error that says so
+    let e = postgres
+        .write(|tx| {
+            let early = tx.query_later("SELECT count(*) FROM organizations", [], |r| r.get::<_, i64>(0))?;
+            early.get()
+        })
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("before its transaction sent it"), "{e:?}");
+    // one that fails at the server fails the commit it went with, naming it; nothing stays
+    let e = postgres
+        .write(|tx| {
+            tx.execute("INSERT INTO organizations (id, name, created_at) VALUES ('l3', 'L three', 't0')", [])?;
+            let bad = tx.query_later("SELECT CAST(name AS INTEGER) FROM organizations WHERE id = 'l3'", [], |r| {
+                r.get::<_, i64>(0)
+            })?;
+            Ok(bad)
+        })
+        .map(|_| ())
+        .unwrap_err();
+    assert!(format!("{e:?}").contains("CAST(name AS INTEGER)"), "{e:?}");
+    let n: i64 = postgres
+        .read(|c| Ok(c.query_row("SELECT count(*) FROM organizations WHERE id = 'l3'", [], |r| r.get(0))?))
+        .unwrap();
+    assert_eq!(n, 0);
+}
+
 /// A statement seen for the first time inside a write transaction is prepared under a savepoint
 /// (sent with the savepoint and its release in one round trip): one PostgreSQL refuses fails
 /// alone and the transaction goes on with what came before it, deferred writes included; a

@@ -160,7 +160,9 @@ pub trait PgExec {
     /// result the caller does not read, whose arguments were checked ([`convertible`]); should
     /// one fail, that next request fails with its error (the transaction is then aborted, and
     /// rolled back).
-    fn defer(&self, st: Statement, args: Vec<Arg>, sql: &str) -> Result<(), postgres::Error>;
+    ///
+    /// With `rows`, a query: its rows are put there once it has run.
+    fn defer(&self, st: Statement, args: Vec<Arg>, sql: &str, rows: Option<RowsSlot>) -> Result<(), postgres::Error>;
     /// The text of the deferred statement whose failure the last request returned, if that is
     /// what failed (taken: asked once).
     fn deferred_failure(&self) -> Option<String>;
@@ -171,7 +173,11 @@ struct Deferred {
     st: Statement,
     args: Vec<Arg>,
     sql: String,
+    rows: Option<RowsSlot>,
 }
+
+/// Where a deferred query's rows are put when it has run.
+pub type RowsSlot = std::rc::Rc<RefCell<Option<Vec<postgres::Row>>>>;
 
 /// Deferred statements are written with the next request; past this many they go at once (one
 /// round trip for all of them).
@@ -283,7 +289,12 @@ impl<'a> Session<'a> {
         }
         let starts = ahead.len();
         for (d, p) in deferred.iter().zip(&params) {
-            ahead.push(Box::pin(pg.execute(&d.st, p).map(|r| r.map(drop))));
+            match &d.rows {
+                None => ahead.push(Box::pin(pg.execute(&d.st, p).map(|r| r.map(drop)))),
+                Some(slot) => {
+                    ahead.push(Box::pin(pg.query(&d.st, p).map(|r| r.map(|rows| *slot.borrow_mut() = Some(rows)))))
+                }
+            }
         }
         // joined in order: each is written when first polled, so they go out as listed
         let (sent, out) = self.client.trip(futures::future::join(futures::future::join_all(ahead), f));
@@ -384,10 +395,10 @@ impl PgExec for Session<'_> {
         self.wrote_identity.set(true);
     }
 
-    fn defer(&self, st: Statement, args: Vec<Arg>, sql: &str) -> Result<(), postgres::Error> {
+    fn defer(&self, st: Statement, args: Vec<Arg>, sql: &str, rows: Option<RowsSlot>) -> Result<(), postgres::Error> {
         let full = {
             let mut deferred = self.deferred.borrow_mut();
-            deferred.push(Deferred { st, args, sql: sql.to_string() });
+            deferred.push(Deferred { st, args, sql: sql.to_string(), rows });
             deferred.len() >= MAX_DEFERRED
         };
         if full {
