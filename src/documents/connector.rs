@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use super::service::{CleanDoc, NewDocument, insert_inline, update_inline};
+use super::service::{CleanDoc, DocWrite, NewDocument, insert_inline, update_inline};
 use super::{Source, store};
 use crate::app::App;
 use crate::audit::Actor;
@@ -81,15 +81,16 @@ pub fn upsert(
     now: &str,
 ) -> Result<Upserted> {
     let d = CleanDoc::of(item)?;
+    let w = DocWrite { app, actor, ws, now, account: None };
     let external = d.external.clone().ok_or_else(|| Error::internal_msg("a connector item needs its external id"))?;
     if let Some(existing) = store::by_external_id(tx, ws, source_id, &external)? {
         if d.same_as(&existing) {
             return Ok(Upserted::Unchanged(existing.id));
         }
-        update_inline(tx, app, actor, ws, &existing, &d, now)?;
+        update_inline(tx, &w, &existing, &d)?;
         return Ok(Upserted::Updated(existing.id));
     }
-    Ok(Upserted::Created(insert_inline(tx, app, actor, ws, source_id, &d, now)?))
+    Ok(Upserted::Created(insert_inline(tx, &w, source_id, &d)?))
 }
 
 /// Deletes an item's document (gone upstream); one already gone is not an error. Call

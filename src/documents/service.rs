@@ -159,22 +159,25 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
     let d = CleanDoc::of(input)?;
     let ws = p.workspace_id.clone();
     let now = rfc3339(app.clock.now());
-    // the record is read back with the commit, which its writes go with too
+    // two round trips on PostgreSQL: the account (for the usage check) with the source's lookup,
+    // then the writes with the commit, which reads the record back
     let saved = app.db.write(|tx| {
+        let account = usage::limits::account_later(tx, &ws.0)?;
         let source_id = match &d.source_id {
             Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?.id,
             None => ensure_builtin_source(tx, &ws, API_SOURCE, &now)?,
         };
+        let w = DocWrite { app, actor, ws: &ws, now: &now, account: Some(account.get()?) };
         if let Some(ext) = &d.external
             && let Some(existing) = store::by_external_id(tx, &ws, &source_id, ext)?
         {
             if d.same_as(&existing) {
                 return Ok(Later::ready(Some(existing)));
             }
-            update_inline(tx, app, actor, &ws, &existing, &d, &now)?;
+            update_inline(tx, &w, &existing, &d)?;
             return store::document_later(tx, &ws, &existing.id);
         }
-        let id = insert_inline(tx, app, actor, &ws, &source_id, &d, &now)?;
+        let id = insert_inline(tx, &w, &source_id, &d)?;
         store::document_later(tx, &ws, &id)
     })?;
     saved.get()?.ok_or_else(|| Error::not_found("document"))
@@ -214,20 +217,25 @@ impl CleanDoc {
     }
 }
 
+/// Who writes documents in a transaction, where and when: what its document writes share.
+pub(super) struct DocWrite<'a> {
+    pub(super) app: &'a App,
+    pub(super) actor: &'a Actor,
+    pub(super) ws: &'a WorkspaceId,
+    pub(super) now: &'a str,
+    /// The workspace's usage account, when the caller read it already (with its first
+    /// statement: [`usage::limits::account_later`]); read by the usage check otherwise.
+    pub(super) account: Option<usage::limits::Account>,
+}
+
 /// A new revision of the document `existing` (found by its external id), queued for processing.
-pub(super) fn update_inline(
-    tx: &Tx,
-    app: &App,
-    actor: &Actor,
-    ws: &WorkspaceId,
-    existing: &Document,
-    d: &CleanDoc,
-    now: &str,
-) -> Result<()> {
+pub(super) fn update_inline(tx: &Tx, w: &DocWrite, existing: &Document, d: &CleanDoc) -> Result<()> {
+    let (app, actor, ws, now) = (w.app, w.actor, w.ws, w.now);
     // a new revision reserves only its growth (a shrinking page is accepted even at the cap)
     let growth = (d.size - existing.metered_bytes).max(0);
     let work = usage::limits::DocumentWork {
         workspace: &ws.0,
+        account: w.account.as_ref(),
         stored_delta: growth,
         indexed_bytes: growth,
         new_document: false,
@@ -256,17 +264,11 @@ pub(super) fn update_inline(
 }
 
 /// A new inline document, queued for processing; its id.
-pub(super) fn insert_inline(
-    tx: &Tx,
-    app: &App,
-    actor: &Actor,
-    ws: &WorkspaceId,
-    source_id: &str,
-    d: &CleanDoc,
-    now: &str,
-) -> Result<String> {
+pub(super) fn insert_inline(tx: &Tx, w: &DocWrite, source_id: &str, d: &CleanDoc) -> Result<String> {
+    let (app, actor, ws, now) = (w.app, w.actor, w.ws, w.now);
     let work = usage::limits::DocumentWork {
         workspace: &ws.0,
+        account: w.account.as_ref(),
         stored_delta: d.size,
         indexed_bytes: d.size,
         new_document: true,
@@ -347,16 +349,20 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
     let ws = p.workspace_id.clone();
     let fname = if filename.is_empty() { None } else { Some(filename.chars().take(255).collect::<String>()) };
     let saved = app.db.write(|tx| {
+        // read with the source's lookup
+        let account = usage::limits::account_later(tx, &ws.0)?;
         let source_id = match &up.source_id {
             Some(sid) => store::source(tx, &ws, sid)?.ok_or_else(|| Error::not_found("source"))?.id,
             None => ensure_builtin_source(tx, &ws, UPLOAD_SOURCE, &now)?,
         };
+        let account = account.get()?;
         if let Some(ext) = &external
             && let Some(existing) = store::by_external_id(tx, &ws, &source_id, ext)?
         {
             let growth = (size - existing.metered_bytes).max(0);
             let work = usage::limits::DocumentWork {
                 workspace: &ws.0,
+                account: Some(&account),
                 stored_delta: growth,
                 indexed_bytes: growth,
                 new_document: false,
@@ -379,6 +385,7 @@ pub fn import(app: &App, p: &Principal, actor: &Actor, up: Upload, _permit: Uplo
         }
         let work = usage::limits::DocumentWork {
             workspace: &ws.0,
+            account: Some(&account),
             stored_delta: size,
             indexed_bytes: size,
             new_document: true,

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::service::{CleanDoc, NewDocument, delete_in_tx, insert_inline, update_inline};
+use super::service::{CleanDoc, DocWrite, NewDocument, delete_in_tx, insert_inline, update_inline};
 use super::{Source, store};
 use crate::app::App;
 use crate::audit::Actor;
@@ -68,12 +68,13 @@ pub fn write_page(
     now: &str,
 ) -> Result<String> {
     let d = CleanDoc::of(page)?;
+    let w = DocWrite { app, actor, ws, now, account: None };
     let external = d.external.clone().ok_or_else(|| Error::internal_msg("a page needs its URL"))?;
     if let Some(existing) = store::by_external_id(tx, ws, source_id, &external)? {
-        update_inline(tx, app, actor, ws, &existing, &d, now)?;
+        update_inline(tx, &w, &existing, &d)?;
         return Ok(existing.id);
     }
-    insert_inline(tx, app, actor, ws, source_id, &d, now)
+    insert_inline(tx, &w, source_id, &d)
 }
 
 /// Deletes a page's document (gone from the site, or no longer indexable); a document already

@@ -249,7 +249,7 @@ impl<'c> Tx<'c> {
             Inner::Lite(c) => {
                 let mut st = c.prepare_cached(sql)?;
                 let rows = st.query_map(params, |r| f(&Row::lite(r)))?.collect::<rusqlite::Result<Vec<T>>>();
-                Ok(Later { get: Box::new(move || rows) })
+                Ok(Later { get: Box::new(move || Ok(rows?)) })
             }
             Inner::Pg(pg) => {
                 let (st, args) = pg_prepare(pg, sql, params)?;
@@ -260,10 +260,11 @@ impl<'c> Tx<'c> {
                 Ok(Later {
                     get: Box::new(move || {
                         let rows = slot.borrow_mut().take().ok_or_else(|| {
-                            conversion("a later query was read before its transaction sent it".into())
+                            crate::error::Error::internal_msg("a later query was read before its transaction sent it")
                         })?;
                         let mut rows = PgRows { rows: rows.into_iter(), names };
-                        std::iter::from_fn(|| rows.next_row()).map(|row| f(&Row::pg(&row?))).collect()
+                        let mapped = std::iter::from_fn(|| rows.next_row()).map(|row| f(&Row::pg(&row?)));
+                        Ok(mapped.collect::<rusqlite::Result<Vec<T>>>()?)
                     }),
                 })
             }
@@ -273,7 +274,7 @@ impl<'c> Tx<'c> {
 
 /// What [`Tx::query_later`] reads, there once the transaction's next request has run.
 pub struct Later<T> {
-    get: Box<dyn FnOnce() -> rusqlite::Result<T>>,
+    get: Box<dyn FnOnce() -> crate::error::Result<T>>,
 }
 
 impl<T: 'static> Later<T> {
@@ -284,12 +285,17 @@ impl<T: 'static> Later<T> {
 
     /// The rows (or what [`map`](Self::map) made of them).
     pub fn get(self) -> crate::error::Result<T> {
-        Ok((self.get)()?)
+        (self.get)()
     }
 
     /// `f` applied to the rows once they are there.
     pub fn map<U: 'static>(self, f: impl FnOnce(T) -> U + 'static) -> Later<U> {
         Later { get: Box::new(move || (self.get)().map(f)) }
+    }
+
+    /// [`map`](Self::map) with a step that may fail (a row that had to be there).
+    pub fn and_then<U: 'static>(self, f: impl FnOnce(T) -> crate::error::Result<U> + 'static) -> Later<U> {
+        Later { get: Box::new(move || (self.get)().and_then(f)) }
     }
 }
 

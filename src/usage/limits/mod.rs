@@ -29,7 +29,7 @@ use super::{MONTHLY_ANSWERS, MONTHLY_INDEXED_BYTES, STORED_INDEXED_BYTES};
 use crate::app::App;
 use crate::clock::rfc3339;
 use crate::error::{Error, ErrorCode, Result};
-use crate::storage::{Conn, Db, Tx};
+use crate::storage::{Conn, Db, Later, Tx};
 
 pub use ledger::Ledger;
 pub use profiles::{Plan, catalog};
@@ -142,6 +142,14 @@ pub struct Account {
 
 pub fn account_of_workspace(c: &Conn, ws: &str) -> Result<Account> {
     Ok(answer_account(c, ws, None)?.0)
+}
+
+/// [`account_of_workspace`], read with the transaction's next statement ([`Tx::query_later`]): a
+/// document write asks for it before its first read, which carries it (404 when the workspace
+/// does not exist).
+pub fn account_later(tx: &Tx, ws: &str) -> Result<Later<Account>> {
+    let later = store::workspace_account_later(tx, ws)?;
+    Ok(later.and_then(|found| found.ok_or_else(|| Error::not_found("workspace"))))
 }
 
 /// The account of a workspace and the agent replies already in `conversation`.
@@ -419,6 +427,8 @@ fn notify_if_crossed(app: &App, tx: &Tx, h: &NoticeContext, c: &Crossing) -> Res
 /// whether it is a new document.
 pub struct DocumentWork<'a> {
     pub workspace: &'a str,
+    /// The workspace's account, when the caller read it already ([`account_later`]).
+    pub account: Option<&'a Account>,
     /// Bytes the stored-bytes meter grows by (a new document's size, a new revision's growth;
     /// zero for a shrinking page, which is accepted even at the cap).
     pub stored_delta: i64,
@@ -431,8 +441,15 @@ pub struct DocumentWork<'a> {
 /// transaction that writes the document (so the check and its consumption commit together):
 /// 429 `usage_limit_exceeded` when it would pass one.
 pub fn check_document(app: &App, tx: &Tx, w: &DocumentWork) -> Result<()> {
-    let acct = account_of_workspace(tx, w.workspace)?;
-    let Some(p) = acct.profile else { return Ok(()) };
+    let read;
+    let acct = match w.account {
+        Some(a) => a,
+        None => {
+            read = account_of_workspace(tx, w.workspace)?;
+            &read
+        }
+    };
+    let Some(p) = &acct.profile else { return Ok(()) };
     if p.stored_document_limit.is_none()
         && p.stored_indexed_byte_limit.is_none()
         && p.monthly_indexed_byte_limit.is_none()

@@ -5,23 +5,28 @@ use rusqlite::{OptionalExtension, params};
 
 use super::Profile;
 use crate::error::Result;
-use crate::storage::{Conn, Row, Tx};
+use crate::storage::{Conn, Later, Row, Tx};
 
 const PROFILE_COLS: &str = "key, display_name, monthly_answer_limit, stored_document_limit, stored_indexed_byte_limit,
     monthly_indexed_byte_limit, monthly_conversation_limit, replies_per_conversation, created_at, updated_at";
 
 fn profile_row(r: &Row) -> rusqlite::Result<Profile> {
+    profile_row_at(r, 0)
+}
+
+/// A profile from its [`PROFILE_COLS`] at `at` on.
+fn profile_row_at(r: &Row, at: usize) -> rusqlite::Result<Profile> {
     Ok(Profile {
-        key: r.get(0)?,
-        display_name: r.get(1)?,
-        monthly_answer_limit: r.get(2)?,
-        stored_document_limit: r.get(3)?,
-        stored_indexed_byte_limit: r.get(4)?,
-        monthly_indexed_byte_limit: r.get(5)?,
-        monthly_conversation_limit: r.get(6)?,
-        replies_per_conversation: r.get(7)?,
-        created_at: r.get(8)?,
-        updated_at: r.get(9)?,
+        key: r.get(at)?,
+        display_name: r.get(at + 1)?,
+        monthly_answer_limit: r.get(at + 2)?,
+        stored_document_limit: r.get(at + 3)?,
+        stored_indexed_byte_limit: r.get(at + 4)?,
+        monthly_indexed_byte_limit: r.get(at + 5)?,
+        monthly_conversation_limit: r.get(at + 6)?,
+        replies_per_conversation: r.get(at + 7)?,
+        created_at: r.get(at + 8)?,
+        updated_at: r.get(at + 9)?,
     })
 }
 
@@ -88,6 +93,24 @@ pub(super) fn organization_exists(c: &Conn, org: &str) -> Result<bool> {
     Ok(c.query_row("SELECT 1 FROM organizations WHERE id = ?1", [org], |_| Ok(())).optional()?.is_some())
 }
 
+/// The account of a workspace and the agent replies in a conversation (`?2`, none: 0), with the
+/// account's profile joined.
+const WORKSPACE_ACCOUNT: &str = "SELECT w.organization_id, coalesce(a.credits, 0),
+        (SELECT count(*) FROM messages m WHERE m.conversation_id = ?2 AND m.role = 'assistant' AND m.source = 'agent'),
+        p.key, p.display_name, p.monthly_answer_limit, p.stored_document_limit, p.stored_indexed_byte_limit,
+        p.monthly_indexed_byte_limit, p.monthly_conversation_limit, p.replies_per_conversation, p.created_at, p.updated_at
+     FROM workspaces w LEFT JOIN usage_accounts a ON a.organization_id = w.organization_id
+        LEFT JOIN usage_profiles p ON p.key = a.profile_key
+     WHERE w.id = ?1";
+
+fn account_row(r: &Row) -> rusqlite::Result<(super::Account, i64)> {
+    let profile = match r.get::<_, Option<String>>(3)? {
+        Some(_) => Some(profile_row_at(r, 3)?),
+        None => None,
+    };
+    Ok((super::Account { organization_id: r.get(0)?, profile, credits: r.get(1)? }, r.get(2)?))
+}
+
 /// The account of a workspace in one statement: its organization, profile (if any) and credit
 /// balance, and the agent replies already in `conversation` (0 without one); `None` when the
 /// workspace does not exist.
@@ -96,18 +119,13 @@ pub(super) fn workspace_account(
     ws: &str,
     conversation: Option<&str>,
 ) -> Result<Option<(super::Account, i64)>> {
-    let row: Option<(String, Option<String>, i64, i64)> = c
-        .query_row(
-            "SELECT w.organization_id, a.profile_key, coalesce(a.credits, 0),
-                (SELECT count(*) FROM messages m WHERE m.conversation_id = ?2 AND m.role = 'assistant' AND m.source = 'agent')
-             FROM workspaces w LEFT JOIN usage_accounts a ON a.organization_id = w.organization_id WHERE w.id = ?1",
-            params![ws, conversation],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
-        )
-        .optional()?;
-    let Some((org, key, credits, replies)) = row else { return Ok(None) };
-    let profile = key.map(|k| profile(c, &k)).transpose()?.flatten();
-    Ok(Some((super::Account { organization_id: org, profile, credits }, replies)))
+    Ok(c.query_row(WORKSPACE_ACCOUNT, params![ws, conversation], account_row).optional()?)
+}
+
+/// [`workspace_account`] (without a conversation), read with the transaction's next statement.
+pub(super) fn workspace_account_later(tx: &Tx, ws: &str) -> Result<Later<Option<super::Account>>> {
+    let later = tx.query_later(WORKSPACE_ACCOUNT, params![ws, None::<&str>], account_row)?;
+    Ok(later.map(|rows| rows.into_iter().next().map(|(account, _)| account)))
 }
 
 /// The account's profile (if any) and credit balance.
