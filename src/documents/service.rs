@@ -159,8 +159,8 @@ pub fn create(app: &App, p: &Principal, actor: &Actor, input: NewDocument) -> Re
     let d = CleanDoc::of(input)?;
     let ws = p.workspace_id.clone();
     let now = rfc3339(app.clock.now());
-    // two round trips on PostgreSQL: the account (for the usage check) with the source's lookup,
-    // then the writes with the commit, which reads the record back
+    // on PostgreSQL the account (for the usage check) goes with the source's lookup, and the
+    // writes and the record's read-back with the commit: two round trips for a new document
     let saved = app.db.write(|tx| {
         let account = usage::limits::account_later(tx, &ws.0)?;
         let source_id = match &d.source_id {

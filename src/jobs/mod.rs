@@ -3,7 +3,8 @@
 //! - A job is enqueued with a kind, a JSON payload, an optional dedupe key (a second enqueue with
 //!   the same key returns the first job), a priority and an earliest run time. [`enqueue_tx`]
 //!   writes it inside the caller's transaction, so a state change and the work it needs commit
-//!   together; [`Jobs::wake`] after the commit wakes an idle worker at once.
+//!   together; the transaction notes it, and its commit wakes the idle workers at once
+//!   ([`Jobs::waker`]).
 //! - A worker claims the highest-priority due job and holds a lease on it. A job whose lease
 //!   expires (the process was killed) is claimed again, after a restart or by another worker.
 //! - A handler returns [`Outcome`]: done, retry (exponential backoff with jitter), fail (dead,
@@ -115,8 +116,12 @@ pub struct Enqueued {
 /// Enqueues `job` inside the caller's transaction; its commit wakes the workers (here and on the
 /// other nodes: [`Jobs::wake`], set up by [`Jobs::waker`]).
 pub fn enqueue_tx(tx: &Tx, now_ms: i64, default_max_attempts: u32, job: &NewJob) -> Result<Enqueued> {
-    tx.note_job_queued();
-    store::insert(tx, now_ms, default_max_attempts, job)
+    let e = store::insert(tx, now_ms, default_max_attempts, job)?;
+    // one already queued under its dedupe key woke them when it was
+    if e.created {
+        tx.note_job_queued();
+    }
+    Ok(e)
 }
 
 /// [`enqueue_tx`] when the caller needs neither the job's id nor whether it was new: on
@@ -520,8 +525,9 @@ mod tests {
         db.on_jobs_queued(jobs.waker());
         let woken = || *jobs.signal.generation.lock();
         let job = |key: &str| NewJob::new("test.kind", serde_json::json!({})).dedupe(key);
+        let kinds = r#"["test.kind"]"#;
         // a write that queues nothing wakes nobody
-        db.write(|tx| Ok(tx.query_row("SELECT count(*) FROM jobs", [], |r| r.get::<_, i64>(0))?)).unwrap();
+        assert_eq!(db.write(|tx| store::pending_count(tx, i64::MAX, kinds)).unwrap(), 0);
         assert_eq!(woken(), 0);
         // a queued job wakes them once its transaction commits, without being asked to
         db.write(|tx| enqueue_tx(tx, 0, 3, &job("a"))).unwrap();
@@ -535,7 +541,6 @@ mod tests {
         });
         assert!(failed.is_err());
         assert_eq!(woken(), 2);
-        let queued = db.read(|c| Ok(c.query_row("SELECT count(*) FROM jobs", [], |r| r.get::<_, i64>(0))?)).unwrap();
-        assert_eq!(queued, 2);
+        assert_eq!(db.read(|c| store::pending_count(c, i64::MAX, kinds)).unwrap(), 2);
     }
 }

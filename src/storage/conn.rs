@@ -237,8 +237,11 @@ impl<'c> Tx<'c> {
     /// written with that request (a statement, or the `COMMIT`), a round trip fewer, as
     /// [`execute_deferred`](Self::execute_deferred); on SQLite it runs at once. It reads the
     /// database as it stands at that point of the transaction (not what later statements
-    /// write). [`Later::get`] has the rows once that request has run (after the commit, for one
-    /// returned out of `Db::write`); before, or after a rollback, it fails.
+    /// write). A read the server refuses fails that request, and the transaction, on both engines.
+    /// [`Later::get`] has the rows once that request has run (after the commit, for one returned
+    /// out of `Db::write`); on PostgreSQL it fails before that (on SQLite the rows are there at
+    /// once: the PostgreSQL tests are the check that a caller asks late enough), and it converts
+    /// the rows then (with `f`): a row that does not convert fails `get`, after the commit.
     pub fn query_later<T, P, F>(&self, sql: &str, params: P, mut f: F) -> rusqlite::Result<Later<Vec<T>>>
     where
         T: 'static,
@@ -247,9 +250,10 @@ impl<'c> Tx<'c> {
     {
         match self.conn.inner {
             Inner::Lite(c) => {
+                // a failing read fails here, in its transaction, as it does on PostgreSQL
                 let mut st = c.prepare_cached(sql)?;
-                let rows = st.query_map(params, |r| f(&Row::lite(r)))?.collect::<rusqlite::Result<Vec<T>>>();
-                Ok(Later { get: Box::new(move || Ok(rows?)) })
+                let rows = st.query_map(params, |r| f(&Row::lite(r)))?.collect::<rusqlite::Result<Vec<T>>>()?;
+                Ok(Later { get: Box::new(move || Ok(rows)) })
             }
             Inner::Pg(pg) => {
                 let (st, args) = pg_prepare(pg, sql, params)?;

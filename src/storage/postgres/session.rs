@@ -57,7 +57,12 @@ pub struct PgClient {
     wire: RefCell<Wire>,
     pub(crate) statements: RefCell<HashMap<String, Statement>>,
     lock: RefCell<Option<Statement>>,
+    /// [`RELEASE_PREPARE`], prepared with the first statement prepared in a transaction.
+    release: RefCell<Option<Statement>>,
 }
+
+/// Ends the savepoint a statement's first preparation in a transaction is made under.
+const RELEASE_PREPARE: &str = "RELEASE SAVEPOINT steward_prepare";
 
 impl PgClient {
     /// Runs `f`, one round trip on this connection, on the calling thread (counted).
@@ -124,6 +129,7 @@ impl r2d2::ManageConnection for Manager {
             wire: RefCell::new(wire),
             statements: RefCell::new(HashMap::new()),
             lock: RefCell::new(None),
+            release: RefCell::new(None),
         })
     }
 
@@ -321,24 +327,36 @@ impl PgExec for Session<'_> {
             return Ok(st.clone());
         }
         // in a transaction, a statement PostgreSQL refuses to prepare would end it: the first
-        // preparation (then kept) happens under a savepoint, all three in one round trip
+        // preparation (then kept) happens under a savepoint, set in the same round trip; its
+        // release goes with the next request (sent now, it would fail, and be logged as an error,
+        // each time a preparation fails)
         let st = if self.in_transaction {
             let pg = &self.client.client;
             let savepoint = std::cell::Cell::new(false);
+            let kept = self.client.release.borrow().clone();
             let under_savepoint = async {
-                let (set, st, released) = futures::future::join3(
+                let release = async {
+                    match kept {
+                        Some(st) => Ok(st),
+                        None => pg.prepare(RELEASE_PREPARE).await,
+                    }
+                };
+                let (release, set, st) = futures::future::join3(
+                    release,
                     pg.batch_execute("SAVEPOINT steward_prepare"),
                     pg.prepare_typed(sql, types),
-                    pg.batch_execute("RELEASE SAVEPOINT steward_prepare"),
                 )
                 .await;
                 set?;
                 savepoint.set(true);
-                let st = st?;
-                released.map(|()| st)
+                Ok((st?, release?))
             };
             match self.send(under_savepoint) {
-                Ok(st) => st,
+                Ok((st, release)) => {
+                    *self.client.release.borrow_mut() = Some(release.clone());
+                    self.defer(release, Vec::new(), RELEASE_PREPARE, None)?;
+                    st
+                }
                 // the transaction was aborted before (a deferred statement, the start): as it is
                 Err(e) if !savepoint.get() => return Err(e),
                 Err(e) => {
