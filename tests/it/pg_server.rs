@@ -318,6 +318,18 @@ impl PgServer {
         format!("postgres://steward:{}@{host}:{}/{name}?{query}", self.password, self.port)
     }
 
+    /// The server's Unix socket (`<dir>/.s.PGSQL.<port>`).
+    pub fn socket(&self) -> PathBuf {
+        self.socket_dir.join(format!(".s.PGSQL.{}", self.port))
+    }
+
+    /// The URL's host and port of the server's Unix socket (`%2Fdir:port`), to list after
+    /// another host.
+    pub fn socket_host_port(&self) -> String {
+        let host: String = url::form_urlencoded::byte_serialize(self.socket_dir.to_string_lossy().as_bytes()).collect();
+        format!("{host}:{}", self.port)
+    }
+
     /// The PEM file of the certificate authority that signed the server's certificate.
     pub fn ca_file(&self) -> &Path {
         &self.ca

@@ -963,6 +963,85 @@ fn a_statement_refused_at_its_preparation_leaves_the_transaction_going() {
     assert_eq!(names(&db), ["Acme", "After refusal"], "nothing of the failed transaction stays");
 }
 
+/// A TCP front for the test server's Unix socket whose sessions take no writes (it adds
+/// `-c default_transaction_read_only=on` to each startup message; it offers no TLS): what a
+/// standby looks like to a client. Returns its port and how many connections it has taken.
+fn read_only_front(server: &PgServer) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let taken = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (socket, counted) = (server.socket(), taken.clone());
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(mut client) = client else { break };
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let socket = socket.clone();
+            std::thread::spawn(move || -> std::io::Result<()> {
+                loop {
+                    // a message with no type byte: its length (itself included), a protocol code
+                    let mut len = [0u8; 4];
+                    client.read_exact(&mut len)?;
+                    let mut body = vec![0u8; (u32::from_be_bytes(len) as usize).saturating_sub(4)];
+                    client.read_exact(&mut body)?;
+                    // a request for TLS or GSS encryption: refused, the client goes on in plain
+                    if body.len() == 4 {
+                        client.write_all(b"N")?;
+                        continue;
+                    }
+                    // the startup message: `name\0value\0` pairs, then `\0`
+                    body.pop();
+                    body.extend_from_slice(b"options\0-c default_transaction_read_only=on\0\0");
+                    let mut server = std::os::unix::net::UnixStream::connect(&socket)?;
+                    server.write_all(&(body.len() as u32 + 4).to_be_bytes())?;
+                    server.write_all(&body)?;
+                    let (mut up_from, mut up_to) = (client.try_clone()?, server.try_clone()?);
+                    std::thread::spawn(move || std::io::copy(&mut up_from, &mut up_to));
+                    std::io::copy(&mut server, &mut client)?;
+                    return Ok(());
+                }
+            });
+        }
+    });
+    (port, taken)
+}
+
+/// `target_session_attrs=read-write` with two hosts, the first of which takes no writes (a
+/// standby, say): every connection a node makes, its pooled ones included, passes over it for the
+/// second; asked of it alone, the node does not start (its sessions do refuse writes).
+#[test]
+fn a_node_asking_for_read_write_passes_over_a_server_that_takes_no_writes() {
+    use std::sync::atomic::Ordering;
+    use steward::storage::Db;
+    let server = PgServer::get();
+    let url = server.fresh_db();
+    let name = PgServer::db_name(&url);
+    let (front, taken) = read_only_front(server);
+    let insert = |db: &Db, id: &str| {
+        db.write(|tx| {
+            tx.execute("INSERT INTO organizations (id, name, created_at) VALUES (?1, 'Writes', 't0')", [id])?;
+            Ok(())
+        })
+    };
+    let both = format!(
+        "postgres://steward@127.0.0.1:{front},{}/{name}?target_session_attrs=read-write",
+        server.socket_host_port()
+    );
+    let db = Db::open_postgres(&both, 2).unwrap();
+    for i in 0..4 {
+        insert(&db, &format!("rw{i}")).unwrap();
+    }
+    assert!(taken.load(Ordering::SeqCst) >= 2, "the first host was asked first (the migrating client, the pool)");
+    drop(db);
+    // the first host alone: nothing that takes writes, the node does not start
+    let alone = format!("postgres://steward@127.0.0.1:{front}/{name}?target_session_attrs=read-write");
+    assert!(Db::open_postgres(&alone, 2).is_err());
+    // its sessions take no writes indeed
+    let mut direct = pg(&format!("postgres://steward@127.0.0.1:{front}/{name}"));
+    let e = direct.execute("INSERT INTO organizations (id, name, created_at) VALUES ('ro', 'No', 't0')", &[]);
+    assert!(format!("{e:?}").contains("read-only"), "{e:?}");
+}
+
 /// TLS to PostgreSQL as the URL's `sslmode` and `sslrootcert` say, on the test server's TCP
 /// listener (TLS on, a certificate for 127.0.0.1 and localhost from a test CA): every kind of
 /// connection Steward makes (the migrating client, the pool, the listening line) is encrypted and

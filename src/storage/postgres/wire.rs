@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 
 use super::tls::{Tls, TlsStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio_postgres::config::Host;
+use tokio_postgres::config::{Host, TargetSessionAttrs};
 
 /// A connected socket in non-blocking mode.
 pub struct Socket {
@@ -218,6 +218,20 @@ pub fn connect(config: &tokio_postgres::Config, tls: &Tls) -> Result<(tokio_post
         };
         match open(host, port(i), config.get_connect_timeout().copied()) {
             Ok(stream) => match handshake(config, stream, tls, name) {
+                // `target_session_attrs=read-write`: a server that takes no writes (a standby, or
+                // one set read-only) is passed over for the next host, as libpq does
+                Ok((client, mut wire)) if config.get_target_session_attrs() == TargetSessionAttrs::ReadWrite => {
+                    match wire.run(client.simple_query("SHOW transaction_read_only")) {
+                        Ok(rows) if !read_only(&rows) => return Ok((client, wire)),
+                        Ok(_) => {
+                            last = format!(
+                                "PostgreSQL at {} takes no writes (target_session_attrs=read-write asks for one that does)",
+                                shown(host, port(i))
+                            )
+                        }
+                        Err(e) => last = super::plain(&e),
+                    }
+                }
                 Ok(connected) => return Ok(connected),
                 Err(e) => last = e,
             },
@@ -225,6 +239,14 @@ pub fn connect(config: &tokio_postgres::Config, tls: &Tls) -> Result<(tokio_post
         }
     }
     Err(last)
+}
+
+/// Whether `SHOW transaction_read_only` answered `on`.
+fn read_only(rows: &[tokio_postgres::SimpleQueryMessage]) -> bool {
+    rows.iter().any(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0) == Some("on"),
+        _ => false,
+    })
 }
 
 fn shown(host: &Host, port: u16) -> String {
