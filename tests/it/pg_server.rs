@@ -22,7 +22,8 @@ pub struct PgServer {
     /// The port of its socket, and of its TCP listener on 127.0.0.1 (TLS on, for the tests of
     /// encrypted connections).
     port: u16,
-    /// The PEM file of the certificate authority that signed its certificate.
+    /// The PEM file of the certificate authority that signed its certificate (and the client
+    /// certificates it takes).
     ca: PathBuf,
     /// The password of its `steward` user over TCP (its Unix socket trusts).
     password: String,
@@ -169,7 +170,15 @@ fn start() -> Result<PgServer, String> {
     let pki = crate::receiver::test_pki(&[]);
     let password = steward::ids::new_id();
     let (ca, cert, key, pwfile) = (dir.join("ca.pem"), dir.join("server.crt"), dir.join("server.key"), dir.join("pw"));
-    for (path, text) in [(&ca, &pki.ca_pem), (&cert, &pki.cert_pem), (&key, &pki.key_pem), (&pwfile, &password)] {
+    let (client_cert, client_key) = (dir.join("client.crt"), dir.join("client.key"));
+    for (path, text) in [
+        (&ca, &pki.ca_pem),
+        (&cert, &pki.cert_pem),
+        (&key, &pki.key_pem),
+        (&pwfile, &password),
+        (&client_cert, &pki.client_cert_pem),
+        (&client_key, &pki.client_key_pem),
+    ] {
         std::fs::write(path, text).map_err(|e| e.to_string())?;
     }
     std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
@@ -195,6 +204,11 @@ fn start() -> Result<PgServer, String> {
         return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
     let _ = std::fs::remove_file(&pwfile);
+    // the role named by the test client certificate signs in over TCP with it alone
+    let hba = data.join("pg_hba.conf");
+    let rules = std::fs::read_to_string(&hba).map_err(|e| format!("pg_hba.conf: {e}"))?;
+    let cert_rule = format!("hostssl all {} 127.0.0.1/32 cert\n", crate::receiver::CLIENT_NAME);
+    std::fs::write(&hba, cert_rule + &rules).map_err(|e| format!("pg_hba.conf: {e}"))?;
     let (read_tx, read_rx) = std::sync::mpsc::channel();
     let _ = LOG_READ.set(std::sync::Mutex::new(read_tx));
     let _ = LOG_READ_WAIT.set(std::sync::Mutex::new(read_rx));
@@ -206,7 +220,7 @@ fn start() -> Result<PgServer, String> {
             .and_then(|l| l.local_addr())
             .map_err(|e| format!("no free port: {e}"))?
             .port();
-        match launch(&bin, &data, &dir, port, [&cert, &key]) {
+        match launch(&bin, &data, &dir, port, [&cert, &key, &ca]) {
             Ok(pid) => {
                 if RUNNING.set((pid, dir.clone())).is_ok() {
                     // SAFETY: registers a function with no preconditions, run once at exit.
@@ -220,9 +234,10 @@ fn start() -> Result<PgServer, String> {
     Err(last)
 }
 
-/// Starts the server on `port` (its socket in `dir`, TLS with `cert_key`); returns its process
+/// Starts the server on `port` (its socket in `dir`, TLS with `cert_key`: its certificate, its
+/// key and the authority of the client certificates it takes); returns its process
 /// id once it is ready to accept connections. A thread reads its log for as long as it runs.
-fn launch(bin: &Path, data: &Path, dir: &Path, port: u16, cert_key: [&PathBuf; 2]) -> Result<i32, String> {
+fn launch(bin: &Path, data: &Path, dir: &Path, port: u16, cert_key: [&PathBuf; 3]) -> Result<i32, String> {
     let (tx, rx) = std::sync::mpsc::channel::<Result<i32, String>>();
     let (bin2, data2, sock) = (bin.to_path_buf(), data.to_path_buf(), dir.to_path_buf());
     let tls_args = [
@@ -236,6 +251,8 @@ fn launch(bin: &Path, data: &Path, dir: &Path, port: u16, cert_key: [&PathBuf; 2
         format!("ssl_cert_file={}", cert_key[0].display()),
         "-c".into(),
         format!("ssl_key_file={}", cert_key[1].display()),
+        "-c".into(),
+        format!("ssl_ca_file={}", cert_key[2].display()),
     ];
     std::thread::spawn(move || {
         let child = as_server_user(&bin2.join("postgres"))
@@ -328,6 +345,17 @@ impl PgServer {
     pub fn socket_host_port(&self) -> String {
         let host: String = url::form_urlencoded::byte_serialize(self.socket_dir.to_string_lossy().as_bytes()).collect();
         format!("{host}:{}", self.port)
+    }
+
+    /// The server's TCP port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The test client certificate and its key (PEM files), for the role
+    /// [`crate::receiver::CLIENT_NAME`], which signs in over TCP with it alone.
+    pub fn client_cert(&self) -> (PathBuf, PathBuf) {
+        (self.socket_dir.join("client.crt"), self.socket_dir.join("client.key"))
     }
 
     /// The PEM file of the certificate authority that signed the server's certificate.

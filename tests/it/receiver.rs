@@ -77,14 +77,19 @@ impl Drop for Receiver {
 }
 
 /// A test certificate authority and a server certificate it signed for 127.0.0.1, localhost and
-/// `names`, in PEM and DER.
+/// `names`, in PEM and DER; and a client certificate it signed for [`CLIENT_NAME`], in PEM.
 pub struct TestPki {
     pub ca_pem: String,
     pub cert_pem: String,
     pub key_pem: String,
     pub cert_der: rustls::pki_types::CertificateDer<'static>,
     pub key_der: rustls::pki_types::PrivateKeyDer<'static>,
+    pub client_cert_pem: String,
+    pub client_key_pem: String,
 }
+
+/// The common name of [`TestPki`]'s client certificate (a PostgreSQL role's name).
+pub const CLIENT_NAME: &str = "steward_cert";
 
 pub fn test_pki(names: &[String]) -> TestPki {
     let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
@@ -101,7 +106,14 @@ pub fn test_pki(names: &[String]) -> TestPki {
     leaf.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
     let leaf_key = KeyPair::generate().unwrap();
     let leaf_cert = leaf.signed_by(&leaf_key, &issuer).unwrap();
+    let mut client = CertificateParams::new(Vec::<String>::new()).unwrap();
+    client.distinguished_name.push(rcgen::DnType::CommonName, CLIENT_NAME);
+    client.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let client_key = KeyPair::generate().unwrap();
+    let client_cert = client.signed_by(&client_key, &issuer).unwrap();
     TestPki {
+        client_cert_pem: client_cert.pem(),
+        client_key_pem: client_key.serialize_pem(),
         ca_pem: ca_cert.pem(),
         cert_pem: leaf_cert.pem(),
         key_pem: leaf_key.serialize_pem(),

@@ -1042,6 +1042,56 @@ fn a_node_asking_for_read_write_passes_over_a_server_that_takes_no_writes() {
     assert!(format!("{e:?}").contains("read-only"), "{e:?}");
 }
 
+/// A client certificate (`sslcert`, `sslkey`) signs a node in where the server asks for one
+/// (`pg_hba.conf`'s `cert` for the test certificate's role): every connection a node makes, the
+/// migrating client, the pool and the listening line; without it the server refuses, and a key
+/// that is not the certificate's is refused before any connection.
+#[test]
+fn a_client_certificate_signs_a_node_in_where_the_server_asks_for_one() {
+    use steward::storage::Db;
+    let server = PgServer::get();
+    let url = server.fresh_db();
+    let name = PgServer::db_name(&url);
+    let role = crate::receiver::CLIENT_NAME;
+    pg(&url)
+        .batch_execute(&format!(
+            "DO $$ BEGIN CREATE ROLE {role} LOGIN SUPERUSER; EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+        ))
+        .unwrap();
+    let enc = |p: &Path| -> String { url::form_urlencoded::byte_serialize(p.to_string_lossy().as_bytes()).collect() };
+    let (cert, key) = server.client_cert();
+    let base = format!(
+        "postgres://{role}@127.0.0.1:{}/{name}?sslmode=verify-full&sslrootcert={}",
+        server.port(),
+        enc(server.ca_file())
+    );
+    let signed = format!("{base}&sslcert={}&sslkey={}", enc(&cert), enc(&key));
+    let db = Db::open_postgres(&signed, 2).unwrap();
+    db.write(|tx| {
+        tx.execute("INSERT INTO organizations (id, name, created_at) VALUES ('cert', 'Signed in', 't0')", [])?;
+        Ok(())
+    })
+    .unwrap();
+    let who: String = db.read(|c| Ok(c.query_row("SELECT current_user", [], |r| r.get(0))?)).unwrap();
+    assert_eq!(who, role);
+    // the listening line signs in with it too
+    let (up, heard) = std::sync::mpsc::channel();
+    let line = db.listen(move |payload| {
+        if payload.is_none() {
+            let _ = up.send(());
+        }
+    });
+    heard.recv_timeout(std::time::Duration::from_secs(20)).expect("the listening line came up with the certificate");
+    drop(line);
+    // no certificate: refused by the server
+    let e = Db::open_postgres(&base, 2).err().expect("no certificate, no entry");
+    assert!(format!("{e:?}").contains("certificate"), "{e:?}");
+    // a key that is not the certificate's: refused at once
+    let server_key = server.ca_file().with_file_name("server.key");
+    let wrong = format!("{base}&sslcert={}&sslkey={}", enc(&cert), enc(&server_key));
+    assert!(Db::open_postgres(&wrong, 2).is_err());
+}
+
 /// TLS to PostgreSQL as the URL's `sslmode` and `sslrootcert` say, on the test server's TCP
 /// listener (TLS on, a certificate for 127.0.0.1 and localhost from a test CA): every kind of
 /// connection Steward makes (the migrating client, the pool, the listening line) is encrypted and

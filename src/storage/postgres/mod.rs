@@ -51,7 +51,7 @@ pub fn redacted(url: &str) -> String {
     if unescaped_at(url) {
         return "(a PostgreSQL URL with an unescaped @)".into();
     }
-    let Ok(config) = tls::strip(url).0.parse::<postgres::Config>() else {
+    let Ok(config) = tls::strip(url).bare.parse::<postgres::Config>() else {
         return "(an unreadable PostgreSQL URL)".into();
     };
     let hosts: Vec<String> = config

@@ -4,7 +4,8 @@
 //! checked unless `sslrootcert` is given, then as `verify-ca`), `verify-ca` (the server's
 //! certificate must chain to the root `sslrootcert` names, which it needs) and `verify-full` (and
 //! name the host connected to; trusted roots: the PEM file `sslrootcert` names, else the public
-//! web roots built in).
+//! web roots built in). `sslcert` and `sslkey` (PEM files, the key unencrypted) are this node's
+//! client certificate, for a server that signs clients in by certificate.
 //! Over a Unix socket there is no TLS (PostgreSQL offers none there; libpq ignores `sslmode`).
 //!
 //! One connector serves every connection Steward makes: the pooled ones (`wire.rs`), the
@@ -18,7 +19,7 @@ use std::task::{Context, Poll};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::WebPkiSupportedAlgorithms;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio_postgres::config::SslMode;
@@ -47,11 +48,24 @@ impl std::fmt::Debug for Tls {
     }
 }
 
-/// Reads `sslmode` and `sslrootcert` out of `url`: the URL without them (for tokio-postgres,
-/// which reads neither `verify-*` nor `sslrootcert`), the mode to give tokio-postgres, and the
-/// connector.
+/// The TLS parameters of a database URL, taken out of it.
+#[derive(Debug, Default)]
+pub struct Stripped {
+    /// The URL without them (for tokio-postgres, which reads none of them but `sslmode`, and not
+    /// its `verify-*` values).
+    pub bare: String,
+    pub mode: Option<String>,
+    /// `sslrootcert`: the PEM file of the roots the server's certificate must chain to.
+    pub root: Option<String>,
+    /// `sslcert` and `sslkey`: this node's client certificate (its chain) and key, PEM files.
+    pub cert: Option<String>,
+    pub key: Option<String>,
+}
+
+/// Reads `sslmode`, `sslrootcert`, `sslcert` and `sslkey` out of `url`: the URL without them,
+/// the mode to give tokio-postgres, and the connector.
 pub fn settings(url: &str) -> Result<(String, SslMode, Tls)> {
-    let (bare, mode, root) = strip(url);
+    let Stripped { bare, mode, root, cert, key } = strip(url);
     let (ssl, check) = match mode.as_deref().unwrap_or("prefer") {
         "disable" => return Ok((bare, SslMode::Disable, Tls(None))),
         "allow" | "prefer" => (SslMode::Prefer, None),
@@ -81,25 +95,48 @@ pub fn settings(url: &str) -> Result<(String, SslMode, Tls)> {
         }
         (None, Check::ChainAndName) => Some(RootCertStore { roots: webpki_roots::TLS_SERVER_ROOTS.to_vec() }),
     };
-    Ok((bare, ssl, Tls(Some(client_config(check, roots)?))))
+    let identity = match (cert, key) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some(identity_from(&cert, &key)?),
+        _ => return Err(Error::invalid("sslcert and sslkey go together: the client certificate and its key")),
+    };
+    Ok((bare, ssl, Tls(Some(client_config(check, roots, identity)?))))
 }
 
-/// `url` without its `sslmode` and `sslrootcert` parameters, and their values.
-pub fn strip(url: &str) -> (String, Option<String>, Option<String>) {
+/// A client certificate (with its chain) and its key, from PEM files (the key unencrypted:
+/// PKCS#8, PKCS#1 or SEC1, as PostgreSQL's own tools write them).
+fn identity_from(cert: &str, key: &str) -> Result<Identity> {
+    use rustls::pki_types::pem::PemObject;
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<std::result::Result<Vec<_>, _>>())
+        .map_err(|e| Error::invalid(format!("sslcert {cert}: {e}")))?;
+    if chain.is_empty() {
+        return Err(Error::invalid(format!("sslcert {cert}: no certificate in the file")));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| Error::invalid(format!("sslkey {key}: {e} (an unencrypted PEM key is needed)")))?;
+    Ok((chain, key))
+}
+
+/// `url` without its TLS parameters (`sslmode`, `sslrootcert`, `sslcert`, `sslkey`), and their
+/// values.
+pub fn strip(url: &str) -> Stripped {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let (mut mode, mut root) = (None, None);
+    let mut out = Stripped::default();
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         // keys are compared decoded, as tokio-postgres reads them (`ssl%6Dode` is `sslmode`)
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
         match decode(key).as_str() {
-            "sslmode" => mode = Some(decode(value)),
-            "sslrootcert" => root = Some(decode(value)),
+            "sslmode" => out.mode = Some(decode(value)),
+            "sslrootcert" => out.root = Some(decode(value)),
+            "sslcert" => out.cert = Some(decode(value)),
+            "sslkey" => out.key = Some(decode(value)),
             _ => kept.push(pair),
         }
     }
-    let bare = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
-    (bare, mode, root)
+    out.bare = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+    out
 }
 
 /// A URL query value, percent-decoded (a path may hold `%2F`).
@@ -139,7 +176,14 @@ fn roots_from(path: &str) -> Result<RootCertStore> {
     Ok(roots)
 }
 
-fn client_config(check: Check, roots: Option<RootCertStore>) -> Result<Arc<rustls::ClientConfig>> {
+/// A client certificate chain and its key.
+type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
+
+fn client_config(
+    check: Check,
+    roots: Option<RootCertStore>,
+    identity: Option<Identity>,
+) -> Result<Arc<rustls::ClientConfig>> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let algorithms = provider.signature_verification_algorithms;
     let chain = match roots {
@@ -151,12 +195,17 @@ fn client_config(check: Check, roots: Option<RootCertStore>) -> Result<Arc<rustl
         None => None,
     };
     let verifier = Arc::new(Verifier { check, chain, algorithms });
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| Error::internal_msg(format!("TLS: {e}")))?
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(verifier);
+    let mut config = match identity {
+        None => builder.with_no_client_auth(),
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| Error::invalid(format!("the client certificate (sslcert, sslkey) cannot be used: {e}")))?,
+    };
     // PostgreSQL's protocol name (17 and later check it when given; earlier ones ignore it)
     config.alpn_protocols = vec![b"postgresql".to_vec()];
     Ok(Arc::new(config))
@@ -312,6 +361,16 @@ mod tests {
         // a chain to any public root proves nothing without the name
         let e = settings("postgres://u@h/d?sslmode=verify-ca").unwrap_err();
         assert!(e.message.contains("sslrootcert"), "{}", e.message);
+        // a client certificate: both files, taken out of the URL, read when the URL is
+        let e = settings("postgres://u@h/d?sslcert=%2Fa.crt").unwrap_err();
+        assert!(e.message.contains("sslkey"), "{}", e.message);
+        let e = settings("postgres://u@h/d?sslcert=%2Fnowhere%2Fc.crt&sslkey=%2Fnowhere%2Fc.key").unwrap_err();
+        assert!(e.message.contains("/nowhere/c.crt"), "{}", e.message);
+        let s = strip("postgres://u@h/d?sslcert=c.crt&application_name=x&sslkey=c.key");
+        assert_eq!(
+            (s.bare.as_str(), s.cert.as_deref(), s.key.as_deref()),
+            ("postgres://u@h/d?application_name=x", Some("c.crt"), Some("c.key"))
+        );
     }
 
     #[test]
@@ -327,7 +386,7 @@ mod tests {
             let encoded: String = s.bytes().map(|b| format!("%{b:02X}")).collect();
             proptest::prop_assert_eq!(decode(&encoded), s);
             let _ = decode(&junk);
-            let (bare, _, _) = strip(&format!("postgres://u@h/d?{junk}"));
+            let bare = strip(&format!("postgres://u@h/d?{junk}")).bare;
             proptest::prop_assert!(bare.starts_with("postgres://u@h/d"));
         }
     }
