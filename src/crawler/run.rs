@@ -633,26 +633,26 @@ pub fn scheduled(app: &App, _ctx: &JobCtx, payload: &JobPayload) -> Outcome {
     };
     let ws = WorkspaceId(ws.to_string());
     let r = app.db.write(|tx| {
-        let Some(s) = website::source(tx, &ws, source)? else { return Ok(false) };
+        let Some(s) = website::source(tx, &ws, source)? else { return Ok(()) };
         let Some(site) = super::api::site_config(&s.config).filter(|c| c.interval_hours == Some(hours)) else {
-            return Ok(false);
+            return Ok(());
         };
         if store::active_job(tx, source)?.is_some() {
-            return Ok(false);
+            return Ok(());
         }
         let recent = app.clock.now_ms() - hours * 3_600_000 + 60_000;
         let latest = store::latest_jobs(tx, &ws)?.remove(source);
         let started_recently =
             |j: &CrawlJob| crate::clock::parse_rfc3339(&j.created_at).is_some_and(|t| t.timestamp_millis() > recent);
         if latest.is_some_and(|j| started_recently(&j)) {
-            return Ok(false);
+            return Ok(());
         }
         let now = rfc3339(app.clock.now());
         super::queue_job(app, tx, &ws, source, "recrawl", &site, &now)?;
-        Ok(true)
+        Ok(())
     });
     match r {
-        Ok(_) => Outcome::Done,
+        Ok(()) => Outcome::Done,
         Err(e) => Outcome::retry(e.to_string()),
     }
 }

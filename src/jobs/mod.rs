@@ -113,8 +113,8 @@ pub struct Enqueued {
     pub created: bool,
 }
 
-/// Enqueues `job` inside the caller's transaction; its commit wakes the workers (here and on the
-/// other nodes: [`Jobs::wake`], set up by [`Jobs::waker`]).
+/// Enqueues `job` inside the caller's transaction; its commit wakes the workers, here and on the
+/// other nodes ([`Jobs::waker`]).
 pub fn enqueue_tx(tx: &Tx, now_ms: i64, default_max_attempts: u32, job: &NewJob) -> Result<Enqueued> {
     let e = store::insert(tx, now_ms, default_max_attempts, job)?;
     // one already queued under its dedupe key woke them when it was
@@ -235,7 +235,7 @@ impl Jobs {
         }
     }
 
-    /// Makes [`Jobs::wake`] wake the other nodes' workers too (PostgreSQL), and names this
+    /// Makes [`Jobs::waker`] wake the other nodes' workers too (PostgreSQL), and names this
     /// process's leases after its node (`<node>/<process>:<worker>`), so the node's next start
     /// knows which running jobs were its own.
     pub fn announcing(mut self, announce: Option<crate::cluster::Announce>) -> Jobs {
@@ -248,12 +248,6 @@ impl Jobs {
 
     pub fn default_max_attempts(&self) -> u32 {
         self.max_attempts
-    }
-
-    /// Wakes idle workers, here and on the other nodes. A write that queues a job does it when it
-    /// commits ([`Jobs::waker`]); nothing else needs to.
-    pub fn wake(&self) {
-        wake(&self.signal, self.announce.as_ref());
     }
 
     /// What wakes the workers after a commit that queued a job ([`crate::storage::Db::on_jobs_queued`]).

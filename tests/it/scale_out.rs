@@ -963,6 +963,20 @@ fn a_statement_refused_at_its_preparation_leaves_the_transaction_going() {
     assert_eq!(names(&db), ["Acme", "After refusal"], "nothing of the failed transaction stays");
 }
 
+/// Waits for `db`'s listening line to come up (`how` says what it came up with).
+fn listening_line_comes_up(db: &steward::storage::Db, how: &str) {
+    let (up, heard) = std::sync::mpsc::channel();
+    let line = db.listen(move |payload| {
+        if payload.is_none() {
+            let _ = up.send(());
+        }
+    });
+    heard
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("the listening line came up {how}"));
+    drop(line);
+}
+
 /// A TCP front for the test server's Unix socket whose sessions take no writes (it adds
 /// `-c default_transaction_read_only=on` to each startup message; it offers no TLS): what a
 /// standby looks like to a client. Returns its port and how many connections it has taken.
@@ -1075,14 +1089,7 @@ fn a_client_certificate_signs_a_node_in_where_the_server_asks_for_one() {
     let who: String = db.read(|c| Ok(c.query_row("SELECT current_user", [], |r| r.get(0))?)).unwrap();
     assert_eq!(who, role);
     // the listening line signs in with it too
-    let (up, heard) = std::sync::mpsc::channel();
-    let line = db.listen(move |payload| {
-        if payload.is_none() {
-            let _ = up.send(());
-        }
-    });
-    heard.recv_timeout(std::time::Duration::from_secs(20)).expect("the listening line came up with the certificate");
-    drop(line);
+    listening_line_comes_up(&db, "with the certificate");
     // no certificate: refused by the server
     let e = Db::open_postgres(&base, 2).err().expect("no certificate, no entry");
     assert!(format!("{e:?}").contains("certificate"), "{e:?}");
@@ -1111,14 +1118,7 @@ fn connections_are_encrypted_and_the_server_checked_as_the_url_says() {
     // verified, in full: migrations, the pool and the listening line all connect
     let db = Db::open_postgres(&server.tcp_url(&name, &format!("sslmode=verify-full&sslrootcert={ca}")), 2).unwrap();
     assert!(encrypted(&db), "verify-full");
-    let (up, heard) = std::sync::mpsc::channel();
-    let line = db.listen(move |payload| {
-        if payload.is_none() {
-            let _ = up.send(());
-        }
-    });
-    heard.recv_timeout(std::time::Duration::from_secs(20)).expect("the listening line came up over TLS");
-    drop(line);
+    listening_line_comes_up(&db, "over TLS");
     // encrypted without checking the server (libpq's `require` and the default `prefer`)
     for query in ["sslmode=require", "application_name=t"] {
         let db = Db::open_postgres(&server.tcp_url(&name, query), 2).unwrap();

@@ -107,12 +107,7 @@ pub fn settings(url: &str) -> Result<(String, SslMode, Tls)> {
 /// PKCS#8, PKCS#1 or SEC1, as PostgreSQL's own tools write them).
 fn identity_from(cert: &str, key: &str) -> Result<Identity> {
     use rustls::pki_types::pem::PemObject;
-    let chain = CertificateDer::pem_file_iter(cert)
-        .and_then(|certs| certs.collect::<std::result::Result<Vec<_>, _>>())
-        .map_err(|e| Error::invalid(format!("sslcert {cert}: {e}")))?;
-    if chain.is_empty() {
-        return Err(Error::invalid(format!("sslcert {cert}: no certificate in the file")));
-    }
+    let chain = certs_from("sslcert", cert)?;
     let key = PrivateKeyDer::from_pem_file(key)
         .map_err(|e| Error::invalid(format!("sslkey {key}: {e} (an unencrypted PEM key is needed)")))?;
     Ok((chain, key))
@@ -139,39 +134,28 @@ pub fn strip(url: &str) -> Stripped {
     out
 }
 
-/// A URL query value, percent-decoded (a path may hold `%2F`).
+/// A URL query value, percent-decoded (a path may hold `%2F`) as tokio-postgres decodes the
+/// rest: an escape that is not one stays as written, `+` is a plus.
 fn decode(v: &str) -> String {
-    let bytes = v.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = bytes
-            .get(i + 1..i + 3)
-            .filter(|h| h.iter().all(u8::is_ascii_hexdigit))
-            .and_then(|h| std::str::from_utf8(h).ok());
-        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
-            (b'%', Some(b)) => {
-                out.push(b);
-                i += 3;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
+    percent_encoding::percent_decode_str(v).decode_utf8_lossy().into_owned()
+}
+
+/// The certificates in the PEM file `path`, the URL's parameter `param` (at least one).
+fn certs_from(param: &str, path: &str) -> Result<Vec<CertificateDer<'static>>> {
+    use rustls::pki_types::pem::PemObject;
+    let certs = CertificateDer::pem_file_iter(path)
+        .and_then(|certs| certs.collect::<std::result::Result<Vec<_>, _>>())
+        .map_err(|e| Error::invalid(format!("{param} {path}: {e}")))?;
+    if certs.is_empty() {
+        return Err(Error::invalid(format!("{param} {path}: no certificate in the file")));
     }
-    String::from_utf8_lossy(&out).into_owned()
+    Ok(certs)
 }
 
 fn roots_from(path: &str) -> Result<RootCertStore> {
-    use rustls::pki_types::pem::PemObject;
-    let unreadable = |e: &dyn std::fmt::Display| Error::invalid(format!("sslrootcert {path}: {e}"));
     let mut roots = RootCertStore::empty();
-    for cert in CertificateDer::pem_file_iter(path).map_err(|e| unreadable(&e))? {
-        roots.add(cert.map_err(|e| unreadable(&e))?).map_err(|e| unreadable(&e))?;
-    }
-    if roots.is_empty() {
-        return Err(unreadable(&"no certificate in the file"));
+    for cert in certs_from("sslrootcert", path)? {
+        roots.add(cert).map_err(|e| Error::invalid(format!("sslrootcert {path}: {e}")))?;
     }
     Ok(roots)
 }
