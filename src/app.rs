@@ -31,7 +31,6 @@ pub struct App {
     pub public_by_session: RateLimiter,
     pub public_by_addr: RateLimiter,
     /// Public chat messages per visitor session per UTC day (a workspace's general settings).
-    pub public_daily: crate::ratelimit::DailyQuota,
     pub converse_asks: RateLimiter,
     pub converse_reads_by_session: RateLimiter,
     pub converse_reads_by_source: RateLimiter,
@@ -196,7 +195,6 @@ impl App {
             upload_limiter: RateLimiter::new(config.upload_limit),
             public_by_session: RateLimiter::new(config.public_chat_limit_per_session),
             public_by_addr: RateLimiter::new(config.public_chat_limit_per_ip),
-            public_daily: Default::default(),
             converse_asks: RateLimiter::new(config.converse_asks_per_session),
             converse_reads_by_session: RateLimiter::new(config.converse_reads_per_session),
             converse_reads_by_source: RateLimiter::new(config.converse_reads_per_source),

@@ -12,6 +12,7 @@ use crate::audit::{self, Actor, Event};
 use crate::clock::{parse_rfc3339, rfc3339};
 use crate::error::{Error, ErrorCode, Result};
 use crate::ids::{OrgId, UserId, WorkspaceId, new_id};
+use crate::ratelimit::shared::{self, Allowance, Scope};
 use crate::storage::{Conn, Tx};
 
 /// Where a request came from (for sessions and login limits).
@@ -140,7 +141,8 @@ fn admission(c: &Conn, now: chrono::DateTime<chrono::Utc>, email: &str, token: O
 /// password is hashed, so a flood of bogus registrations costs no hashing.
 pub fn register(app: &App, input: RegisterInput, client: &ClientInfo) -> Result<SignedIn> {
     let addr_key = client.addr.clone().unwrap_or_else(|| "unknown".into());
-    app.auth.register_by_addr.hit(&addr_key, app.clock.now_ms())?;
+    let (now_ms, allowance) = (app.clock.now_ms(), Allowance::Sliding(app.config.register_limit_per_ip));
+    app.db.write(|tx| shared::hit(tx, Scope::Registration, &addr_key, now_ms, allowance))?;
     register_unlimited(app, input, client)
 }
 
@@ -217,21 +219,31 @@ fn register_unlimited(app: &App, input: RegisterInput, client: &ClientInfo) -> R
 }
 
 /// Signs in with email and password. Attempts are limited per email and per client address
-/// (429 `rate_limit_exceeded`): each attempt is counted before the password is checked, so
-/// parallel attempts cannot all slip past the limit, and refunded when it succeeds (or when the
-/// server was too busy to check it).
+/// (429 `rate_limit_exceeded`), counted in the database so the limits hold across nodes and
+/// restarts: each attempt is counted before the password is checked, so parallel attempts cannot
+/// all slip past the limit, and refunded when it succeeds (or when the server was too busy to
+/// check it).
 pub fn login(app: &App, email: &str, pw: &str, client: &ClientInfo) -> Result<SignedIn> {
     let email_key = email.trim().to_lowercase();
     let addr_key = client.addr.clone().unwrap_or_else(|| "unknown".into());
     let now_ms = app.clock.now_ms();
-    app.auth.login_by_email.hit(&email_key, now_ms)?;
-    if let Err(e) = app.auth.login_by_addr.hit(&addr_key, now_ms) {
-        app.auth.login_by_email.refund(&email_key, now_ms);
-        return Err(e);
-    }
+    let (by_email, by_addr) =
+        (Allowance::Sliding(app.config.login_limit_per_email), Allowance::Sliding(app.config.login_limit_per_ip));
+    app.db.write(|tx| {
+        shared::hit(tx, Scope::SignInEmail, &email_key, now_ms, by_email)?;
+        shared::hit(tx, Scope::SignInAddress, &addr_key, now_ms, by_addr)
+    })?;
+    // a correct password takes its attempt back from the address and clears the email's failures
+    let forgive = |tx: &Tx| {
+        shared::refund(tx, Scope::SignInAddress, &addr_key, now_ms)?;
+        shared::reset(tx, Scope::SignInEmail, &email_key)
+    };
+    // an attempt the server could not check is given back (best effort: the database may be why)
     let refund = || {
-        app.auth.login_by_email.refund(&email_key, now_ms);
-        app.auth.login_by_addr.refund(&addr_key, now_ms);
+        let _ = app.db.write(|tx| {
+            shared::refund(tx, Scope::SignInEmail, &email_key, now_ms)?;
+            shared::refund(tx, Scope::SignInAddress, &addr_key, now_ms)
+        });
     };
     let found = app.db.read(|c| store::user_by_email(c, &email_key)).inspect_err(|_| refund())?;
     let ok = match &found {
@@ -243,18 +255,19 @@ pub fn login(app: &App, email: &str, pw: &str, client: &ClientInfo) -> Result<Si
     let Some((user, _)) = found.filter(|_| ok) else {
         return Err(Error::unauthorized("the email or password is not right"));
     };
-    app.auth.login_by_addr.refund(&addr_key, now_ms);
-    app.auth.login_by_email.reset(&email_key);
-    let (org, role) = app
-        .db
-        .read(|c| store::membership_of(c, &user.id))?
-        .ok_or_else(|| Error::unauthorized("this account has no access"))?;
-    let organization = app
-        .db
-        .read(|c| store::organization(c, &org))?
-        .ok_or_else(|| Error::unauthorized("this account has no access"))?;
+    let no_access = || {
+        app.db.write(|tx| forgive(tx))?;
+        Err(Error::unauthorized("this account has no access"))
+    };
+    let Some((org, role)) = app.db.read(|c| store::membership_of(c, &user.id))? else {
+        return no_access();
+    };
+    let Some(organization) = app.db.read(|c| store::organization(c, &org))? else {
+        return no_access();
+    };
     let now = rfc3339(app.clock.now());
     let (session_token, expires_at) = app.db.write(|tx| {
+        forgive(tx)?;
         let s = start_session(tx, app, &user.id, client)?;
         store::delete_expired_sessions(tx, &now)?;
         audit::record(

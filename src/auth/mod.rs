@@ -25,7 +25,6 @@ use crate::audit::Actor;
 use crate::clock::{parse_rfc3339, rfc3339};
 use crate::error::{Error, Result};
 use crate::ids::{OrgId, UserId, WorkspaceId};
-use crate::ratelimit::RateLimiter;
 
 #[derive(Debug, Clone, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -168,12 +167,9 @@ pub struct Credentials {
     pub session: Option<String>,
 }
 
-/// Per-process authentication state: login limits, the last-used bookkeeping of tokens and the
+/// Per-process authentication state: the password hashing gate, the last-used bookkeeping of tokens and the
 /// cache of recent authentications.
 pub struct AuthState {
-    pub login_by_email: RateLimiter,
-    pub login_by_addr: RateLimiter,
-    pub register_by_addr: RateLimiter,
     /// Bounds the password hashing of the whole process.
     pub hashing: password::HashGate,
     touched: Mutex<HashMap<String, i64>>,
@@ -183,9 +179,6 @@ pub struct AuthState {
 impl AuthState {
     pub fn new(config: &crate::config::Config) -> Self {
         AuthState {
-            login_by_email: RateLimiter::new(config.login_limit_per_email),
-            login_by_addr: RateLimiter::new(config.login_limit_per_ip),
-            register_by_addr: RateLimiter::new(config.register_limit_per_ip),
             hashing: password::HashGate::new(config.password_hashes_concurrent),
             touched: Mutex::new(HashMap::new()),
             cache: cache::AuthCache::default(),

@@ -7,6 +7,7 @@
 use super::token::{self, Claims, Kind, Secret};
 use crate::app::App;
 use crate::error::{Error, ErrorCode, Result};
+use crate::ratelimit::shared::{self, Allowance, Scope};
 use crate::settings::general::{self, Channel, General};
 
 /// A session request.
@@ -189,6 +190,31 @@ pub fn authenticate(
         channel: c.channel,
         origin: c.origin,
     })
+}
+
+impl Session {
+    /// Counts a message against the visitor's limits and the server's per-address limit (`0`
+    /// turns one off), or 429 `rate_limit_exceeded`. Per minute (the workspace's, else the
+    /// server's default) is a flood limit kept in each node's memory; per UTC day is the
+    /// workspace's allowance, counted in the database so it holds across nodes and restarts.
+    pub fn count_message(&self, app: &App, addr: Option<&str>) -> Result<()> {
+        let now = app.clock.now_ms();
+        let per_minute = match self.visitor_limits.0 {
+            Some(max) => crate::config::RateLimit { max, window: std::time::Duration::from_secs(60) },
+            None => app.config.public_chat_limit_per_session,
+        };
+        app.public_by_session.hit_as(&self.public_session_id, now, per_minute)?;
+        if let Some(max) = self.visitor_limits.1 {
+            let day = Allowance::PerUtcDay(max);
+            app.db.write(|tx| shared::hit(tx, Scope::VisitorDay, &self.public_session_id, now, day))?;
+        }
+        if app.config.public_chat_limit_per_ip.max > 0
+            && let Some(a) = addr
+        {
+            app.public_by_addr.hit(a, now)?;
+        }
+        Ok(())
+    }
 }
 
 /// What the widget is configured with.

@@ -41,6 +41,7 @@ pub const MIGRATIONS: &[Migration] = &[
     migration!(15, "0015_bundle_imports"),
     migration!(16, "0016_usage_limits"),
     migration!(17, "0017_connectors"),
+    migration!(18, "0018_shared_limits"),
 ];
 
 /// The checksum recorded beside an applied migration (its text's SHA-256).

@@ -221,6 +221,23 @@ async fn login_is_rate_limited_per_email_and_per_address() {
     t.post("/api/v1/auth/login", &Auth::None, json!({"email": "y@example.com", "password": "wrong-password"}))
         .await
         .assert_status(429);
+    // the attempts are counted in the database: a restart does not forget them
+    let t = t.restart(vec![]);
+    let r = t
+        .post("/api/v1/auth/login", &Auth::None, json!({"email": "owner@example.com", "password": "owner-password"}))
+        .await;
+    r.assert_status(429);
+    // and what is counted is a hash of the email or address, never the email or address
+    let stored: Vec<String> = t
+        .app
+        .db
+        .read(|c| {
+            let mut st = c.prepare("SELECT key FROM limit_hits")?;
+            Ok(st.query_map([], |r| r.get(0))?.collect::<rusqlite::Result<_>>()?)
+        })
+        .unwrap();
+    assert_eq!(stored.len(), 11, "the registration, five attempts per email, five per address: {stored:?}");
+    assert!(stored.iter().all(|k| k.len() == 64 && !k.contains('@') && !k.contains("127.")), "{stored:?}");
     // the window slides
     t.clock.advance_secs(16 * 60);
     t.post("/api/v1/auth/login", &Auth::None, json!({"email": "owner@example.com", "password": "owner-password"}))

@@ -208,6 +208,38 @@ async fn two_nodes_migrate_once_and_share_documents_search_and_streams() {
         .unwrap();
     assert!(history.to_string().contains("every forty minutes"), "{history}");
 
+    // a visitor's daily allowance holds across the nodes (counted in the database): two messages
+    // a day, sent through A, then B, then A
+    operator(Method::PUT, "/api/v1/settings/general".into(), json!({"publicChatVisitorMessagesPerDay": 2})).await;
+    let say = async |base: &str, text: &str| {
+        http.post(format!("{base}/api/v1/public/chat/{anon}"))
+            .header("x-service-public-session", &visitor)
+            .json(&json!({"message": text, "conversationId": cid}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    assert_eq!(say(&a.base, "one").await, 200);
+    assert_eq!(say(&b.base, "two").await, 200);
+    assert_eq!(say(&a.base, "three").await, 429, "A let a visitor past the day's allowance used on B");
+    // so do the sign-in limits (10 failures per email in 15 minutes): spread over both nodes
+    let sign_in = async |base: &str| {
+        http.post(format!("{base}/api/v1/auth/login"))
+            .json(&json!({"email": "guess@example.com", "password": "not-the-password"}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    };
+    for i in 0..10 {
+        assert_eq!(sign_in(if i % 2 == 0 { &a.base } else { &b.base }).await, 401);
+    }
+    assert_eq!(sign_in(&a.base).await, 429, "the eleventh guess, on A, after five on each node");
+    assert_eq!(sign_in(&b.base).await, 429);
+
     // authentications are cached on each node until an identity change is announced: a token
     // revoked on A is refused on A at once and on B once A's announcement arrives
     let made = operator(Method::POST, "/api/v1/account/tokens".into(), json!({"name": "nodes"})).await;

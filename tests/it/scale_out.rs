@@ -41,7 +41,7 @@ fn the_postgresql_schema_is_sqlites_table_by_table() {
     let (_dir, lite) = fresh_sqlite();
     let url = PgServer::get().fresh_db();
     let mut c = steward::storage::postgres::connect(&url).unwrap();
-    assert_eq!(steward::storage::postgres::migrate(&mut c).unwrap(), vec![17]);
+    assert_eq!(steward::storage::postgres::migrate(&mut c).unwrap(), vec![17, 18]);
     assert_eq!(steward::storage::postgres::schema_version(&mut c).unwrap(), steward::storage::migrations::latest());
 
     let tables: Vec<String> = lite
@@ -216,7 +216,7 @@ fn nodes_starting_together_migrate_once() {
     assert_eq!(applied.iter().filter(|a| !a.is_empty()).count(), 1, "{applied:?}");
     let mut c = pg(&url);
     let n: i64 = c.query_one("SELECT count(*) FROM schema_migrations", &[]).unwrap().get(0);
-    assert_eq!(n, 1);
+    assert_eq!(n, steward::storage::postgres::MIGRATIONS.len() as i64);
 }
 
 /// Every row of every table, rendered with its type, sorted: SQLite's side.
@@ -636,7 +636,7 @@ fn the_store_seam_runs_a_stores_sql_on_postgresql() {
     let url = PgServer::get().fresh_db();
     let db = Db::open_postgres(&url, 4).unwrap();
     assert!(db.is_postgres() && db.path().is_none());
-    assert_eq!(db.migration_status().unwrap().applied, vec![17]);
+    assert_eq!(db.migration_status().unwrap().applied, vec![17, 18]);
     db.write(|tx| {
         tx.execute("INSERT INTO organizations (id, name, created_at) VALUES (?1, ?2, ?3)", params!["o1", "Acme", "t0"])?;
         tx.execute(

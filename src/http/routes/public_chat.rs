@@ -322,26 +322,6 @@ impl MessageBody {
     }
 }
 
-/// Counts a message against the visitor's limits (the workspace's, else the server's per-minute
-/// default) and the server's per-address limit (`0` turns one off).
-fn limit(app: &App, s: &Session, addr: Option<&str>) -> Result<()> {
-    let now = app.clock.now().timestamp_millis();
-    let per_minute = match s.visitor_limits.0 {
-        Some(max) => crate::config::RateLimit { max, window: std::time::Duration::from_secs(60) },
-        None => app.config.public_chat_limit_per_session,
-    };
-    app.public_by_session.hit_as(&s.public_session_id, now, per_minute)?;
-    if let Some(max) = s.visitor_limits.1 {
-        app.public_daily.hit(&s.public_session_id, now, max)?;
-    }
-    if app.config.public_chat_limit_per_ip.max > 0
-        && let Some(a) = addr
-    {
-        app.public_by_addr.hit(a, now)?;
-    }
-    Ok(())
-}
-
 fn empty_response() -> Error {
     Error::new(ErrorCode::ServiceUnavailable, "the assistant could not produce a reply; try again")
         .with_details(json!({"code": "public_chat_empty_response"}))
@@ -365,7 +345,7 @@ async fn send(
     let addr = client.addr.clone();
     let prepared = app
         .blocking(move |app| {
-            limit(app, &s, addr.as_deref())?;
+            s.count_message(app, addr.as_deref())?;
             pchat::send(app, &s, cmd)
         })
         .await?;
@@ -571,7 +551,7 @@ async fn rate(
 ) -> Result<Response> {
     let s = authenticate(&app, token, &headers).await?;
     // each rating is a write and an inbox broadcast: it counts like a message
-    limit(&app, &s, client.addr.as_deref())?;
+    s.count_message(&app, client.addr.as_deref())?;
     let f = app.blocking(move |app| history::rate(app, &s, &mid, &b.rating, b.comment)).await?;
     Ok(axum::Json(json!({"feedback": {
         "messageId": f.message_id, "conversationId": f.conversation_id, "rating": f.rating.as_str(),
@@ -587,7 +567,7 @@ async fn clear_rating(
     headers: HeaderMap,
 ) -> Result<Response> {
     let s = authenticate(&app, token, &headers).await?;
-    limit(&app, &s, client.addr.as_deref())?;
+    s.count_message(&app, client.addr.as_deref())?;
     app.blocking(move |app| history::clear(app, &s, &mid)).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

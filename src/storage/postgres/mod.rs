@@ -29,7 +29,7 @@ macro_rules! migration {
 }
 
 /// Every PostgreSQL migration, in order. Append only, like SQLite's.
-pub const MIGRATIONS: &[Migration] = &[migration!(17, "0017_baseline")];
+pub const MIGRATIONS: &[Migration] = &[migration!(17, "0017_baseline"), migration!(18, "0018_shared_limits")];
 
 /// The advisory lock key migrations take (`pg_advisory_xact_lock`): "STEWMIGR" in ASCII.
 pub(crate) const MIGRATE_LOCK: i64 = 0x5354_4557_4d49_4752;

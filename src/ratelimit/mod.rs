@@ -1,6 +1,9 @@
-//! In-memory sliding-window rate limits (sign-in, registration, uploads), and [`Slots`]: caps on
-//! how many long-lived requests (event streams, long polls) one holder has open at once. Per
-//! process: a restart forgets them, which is acceptable for a single-binary appliance.
+//! Rate limits. [`RateLimiter`] is an in-memory sliding window for the per-minute flood limits
+//! (public chat, uploads, converse) and [`Slots`] caps how many long-lived requests (event streams,
+//! long polls) one holder has open at once: both per process, so behind a balancer a limit of N is
+//! N per node, and a restart forgets them. The limits that guard accounts or that an operator sets
+//! for a day (sign-in, registration, a visitor's daily messages) are [`shared`]: counted in the
+//! database, so they hold across nodes and restarts.
 //!
 //! Keys are bounded: a key longer than [`MAX_KEY_BYTES`] is replaced by its SHA-256, and the table
 //! holds at most [`MAX_KEYS`] keys (expired ones are pruned first, then the least recently hit are
@@ -13,6 +16,9 @@ use sha2::{Digest, Sha256};
 
 use crate::config::RateLimit;
 use crate::error::{Error, ErrorCode};
+
+pub mod shared;
+mod store;
 
 /// Longest key kept as given; longer ones are hashed.
 pub const MAX_KEY_BYTES: usize = 64;
@@ -102,7 +108,7 @@ impl RateLimiter {
 }
 
 /// The 429 of a limit, with when to try again (`Retry-After`).
-fn refusal(limit: RateLimit, retry_after_ms: i64) -> Error {
+pub(crate) fn refusal(limit: RateLimit, retry_after_ms: i64) -> Error {
     let secs = (retry_after_ms.max(0) + 999) / 1000;
     Error::new(ErrorCode::RateLimitExceeded, format!("too many attempts; try again in {secs} seconds")).with_details(
         serde_json::json!({
@@ -111,48 +117,6 @@ fn refusal(limit: RateLimit, retry_after_ms: i64) -> Error {
             "retryAfterSeconds": secs,
         }),
     )
-}
-
-/// A count per key and UTC day (`max` events a day; the count starts again at midnight UTC).
-/// One number per key, so a day-long allowance costs no more memory than a minute's.
-#[derive(Default)]
-pub struct DailyQuota {
-    counts: Mutex<HashMap<String, (i64, u32)>>,
-}
-
-const DAY_MS: i64 = 86_400_000;
-
-impl DailyQuota {
-    /// Counts one event for `key`, or 429 `rate_limit_exceeded` with the seconds to the next UTC
-    /// midnight when `key` used its `max` today. `0` counts nothing and refuses nothing.
-    pub fn hit(&self, key: &str, now_ms: i64, max: u32) -> Result<(), Error> {
-        if max == 0 {
-            return Ok(());
-        }
-        let day = now_ms.div_euclid(DAY_MS);
-        let key = bounded(key);
-        let mut counts = self.counts.lock();
-        if counts.len() >= MAX_KEYS && !counts.contains_key(key.as_ref()) {
-            counts.retain(|_, (d, _)| *d == day);
-            if counts.len() >= MAX_KEYS {
-                // keep the table bounded: forget an arbitrary eighth (they start the day afresh)
-                let drop: Vec<String> = counts.keys().take(MAX_KEYS / 8).cloned().collect();
-                for k in drop {
-                    counts.remove(&k);
-                }
-            }
-        }
-        let entry = counts.entry(key.into_owned()).or_insert((day, 0));
-        if entry.0 != day {
-            *entry = (day, 0);
-        }
-        if entry.1 >= max {
-            let limit = RateLimit { max, window: std::time::Duration::from_secs(86_400) };
-            return Err(refusal(limit, (day + 1) * DAY_MS - now_ms));
-        }
-        entry.1 += 1;
-        Ok(())
-    }
 }
 
 /// Makes room in a full table: drops keys with no event inside the window, then, if that freed
@@ -350,23 +314,5 @@ mod tests {
         // no limit at all: nothing counted
         rl.hit_as("w", 0, RateLimit { max: 0, window: Duration::from_secs(60) }).unwrap();
         assert_eq!(rl.len(), 1);
-    }
-
-    #[test]
-    fn the_daily_quota_refuses_until_midnight_utc_then_starts_again() {
-        let q = DailyQuota::default();
-        let noon = 20_000 * DAY_MS + DAY_MS / 2;
-        q.hit("v", noon, 2).unwrap();
-        q.hit("v", noon + 1, 2).unwrap();
-        let e = q.hit("v", noon + 2, 2).unwrap_err();
-        let d = e.details.unwrap();
-        assert_eq!((d["limit"].as_u64(), d["retryAfterSeconds"].as_i64()), (Some(2), Some(43_200)));
-        q.hit("other", noon + 3, 2).unwrap();
-        q.hit("v", 20_001 * DAY_MS, 2).unwrap();
-        q.hit("v", 20_001 * DAY_MS, 0).unwrap();
-        for i in 0..(MAX_KEYS * 2) {
-            q.hit(&format!("k{i}"), noon, 5).unwrap();
-        }
-        assert!(q.counts.lock().len() <= MAX_KEYS);
     }
 }
