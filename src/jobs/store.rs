@@ -96,13 +96,23 @@ pub fn insert_deferred(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Res
 pub fn claim(tx: &Tx, now: i64, lease_until: i64, owner: &str, kinds: &str) -> Result<Option<JobRow>> {
     let lock = if tx.is_postgres() { " FOR UPDATE SKIP LOCKED" } else { "" };
     loop {
+        // the best due job and the best lapsed lease, each found by walking its own index from
+        // the front (`jobs_ready`, `jobs_lease`), then the better of the two: one query with
+        // `OR` across both states would read and sort every queued job on each claim, which
+        // makes a long queue slow to drain
         let candidate: Option<(i64, u32, u32, String)> = tx
             .query_row(
                 &format!(
-                    "SELECT id, attempts, max_attempts, state FROM jobs
-                 WHERE ((state = 'queued' AND run_at <= ?1) OR (state = 'running' AND lease_until < ?1))
-                   AND kind IN (SELECT value FROM json_each(?2))
-                 ORDER BY priority DESC, run_at, id LIMIT 1{lock}"
+                    "WITH due AS (
+                        SELECT id, attempts, max_attempts, state, priority, run_at FROM jobs
+                        WHERE state = 'queued' AND run_at <= ?1 AND kind IN (SELECT value FROM json_each(?2))
+                        ORDER BY priority DESC, run_at, id LIMIT 1{lock}),
+                     lapsed AS (
+                        SELECT id, attempts, max_attempts, state, priority, run_at FROM jobs
+                        WHERE state = 'running' AND lease_until < ?1 AND kind IN (SELECT value FROM json_each(?2))
+                        ORDER BY priority DESC, run_at, id LIMIT 1{lock})
+                     SELECT id, attempts, max_attempts, state FROM (SELECT * FROM due UNION ALL SELECT * FROM lapsed) AS c
+                     ORDER BY priority DESC, run_at, id LIMIT 1"
                 ),
                 params![now, kinds],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
