@@ -20,7 +20,7 @@ use std::task::{Context, Poll};
 
 use super::tls::{Tls, TlsStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio_postgres::config::{Host, TargetSessionAttrs};
+use tokio_postgres::config::{Host, LoadBalanceHosts, TargetSessionAttrs};
 
 /// A connected socket in non-blocking mode.
 pub struct Socket {
@@ -209,14 +209,15 @@ pub fn connect(config: &tokio_postgres::Config, tls: &Tls) -> Result<(tokio_post
         return Err("the database URL names no host".into());
     }
     let mut last = String::new();
-    for (i, host) in hosts.iter().enumerate() {
+    for i in order(hosts.len(), config.get_load_balance_hosts()) {
+        let host = &hosts[i];
         // the name the server's certificate is checked against: the host's, even when it was
         // reached by `hostaddr`
         let name = match (config.get_hosts().get(i), host) {
             (Some(Host::Tcp(name)), _) | (_, Host::Tcp(name)) => Some(name.as_str()),
             _ => None,
         };
-        match open(host, port(i), config.get_connect_timeout().copied()) {
+        match open(host, port(i), config.get_connect_timeout().copied(), keepalive(config).as_ref()) {
             Ok(stream) => match handshake(config, stream, tls, name) {
                 // `target_session_attrs=read-write`: a server that takes no writes (a standby, or
                 // one set read-only) is passed over for the next host, as libpq does
@@ -241,6 +242,17 @@ pub fn connect(config: &tokio_postgres::Config, tls: &Tls) -> Result<(tokio_post
     Err(last)
 }
 
+/// The order the hosts are tried in: as listed, or with `load_balance_hosts=random` shuffled
+/// for each connection, as libpq does, so a pool's connections spread over the servers.
+fn order(n: usize, balance: LoadBalanceHosts) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    if balance == LoadBalanceHosts::Random {
+        use rand::seq::SliceRandom;
+        order.shuffle(&mut rand::rng());
+    }
+    order
+}
+
 /// Whether `SHOW transaction_read_only` answered `on`.
 fn read_only(rows: &[tokio_postgres::SimpleQueryMessage]) -> bool {
     rows.iter().any(|m| match m {
@@ -256,7 +268,30 @@ fn shown(host: &Host, port: u16) -> String {
     }
 }
 
-fn open(host: &Host, port: u16, timeout: Option<std::time::Duration>) -> io::Result<Stream> {
+/// The TCP keepalive `config` asks for, as libpq and tokio-postgres set it on their own
+/// connections (`keepalives`, on by default; `keepalives_idle`, 2 hours by default;
+/// `keepalives_interval`, `keepalives_retries`): a connection a firewall or balancer dropped while
+/// it sat idle in the pool is found dead by the kernel instead of hanging its next request.
+fn keepalive(config: &tokio_postgres::Config) -> Option<socket2::TcpKeepalive> {
+    if !config.get_keepalives() {
+        return None;
+    }
+    let mut k = socket2::TcpKeepalive::new().with_time(config.get_keepalives_idle());
+    if let Some(interval) = config.get_keepalives_interval() {
+        k = k.with_interval(interval);
+    }
+    if let Some(retries) = config.get_keepalives_retries() {
+        k = k.with_retries(retries);
+    }
+    Some(k)
+}
+
+fn open(
+    host: &Host,
+    port: u16,
+    timeout: Option<std::time::Duration>,
+    keepalive: Option<&socket2::TcpKeepalive>,
+) -> io::Result<Stream> {
     match host {
         Host::Unix(dir) => Ok(Stream::Unix(UnixStream::connect(dir.join(format!(".s.PGSQL.{port}")))?)),
         Host::Tcp(name) => {
@@ -270,6 +305,9 @@ fn open(host: &Host, port: u16, timeout: Option<std::time::Duration>) -> io::Res
                 match tried {
                     Ok(s) => {
                         s.set_nodelay(true)?;
+                        if let Some(k) = keepalive {
+                            socket2::SockRef::from(&s).set_tcp_keepalive(k)?;
+                        }
                         return Ok(Stream::Tcp(s));
                     }
                     Err(e) => last = e,
@@ -306,5 +344,60 @@ fn handshake(
             return Ok((client, Wire { connection: Some(connection), waiter }));
         }
         waiter.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn opened(url: &str, listener: &std::net::TcpListener) -> TcpStream {
+        let config: tokio_postgres::Config = url.parse().unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let Stream::Tcp(s) = open(&Host::Tcp("127.0.0.1".into()), port, None, keepalive(&config).as_ref()).unwrap()
+        else {
+            panic!("a TCP host opens a TCP stream")
+        };
+        s
+    }
+
+    #[test]
+    fn hosts_are_tried_in_order_unless_the_url_asks_for_random() {
+        assert_eq!(order(3, LoadBalanceHosts::Disable), vec![0, 1, 2]);
+        let mut firsts = std::collections::HashSet::new();
+        for _ in 0..200 {
+            let mut o = order(3, LoadBalanceHosts::Random);
+            firsts.insert(o[0]);
+            o.sort();
+            assert_eq!(o, vec![0, 1, 2], "every host, once");
+        }
+        assert_eq!(firsts.len(), 3, "each host comes first sometimes");
+        let config: tokio_postgres::Config = "postgres://u@a,b/db?load_balance_hosts=random".parse().unwrap();
+        assert_eq!(config.get_load_balance_hosts(), LoadBalanceHosts::Random);
+    }
+
+    #[test]
+    fn pooled_connections_keep_alive_as_the_url_says() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        // by default: on, after 2 hours idle (libpq's and tokio-postgres's default)
+        let stream = opened("postgres://u@127.0.0.1/db", &listener);
+        let s = socket2::SockRef::from(&stream);
+        assert!(s.keepalive().unwrap());
+        assert_eq!(s.tcp_keepalive_time().unwrap(), Duration::from_secs(7200));
+        // the URL's settings
+        let stream = opened(
+            "postgres://u@127.0.0.1/db?keepalives_idle=30&keepalives_interval=5&keepalives_retries=3",
+            &listener,
+        );
+        let s = socket2::SockRef::from(&stream);
+        assert!(s.keepalive().unwrap());
+        assert_eq!(s.tcp_keepalive_time().unwrap(), Duration::from_secs(30));
+        assert_eq!(s.tcp_keepalive_interval().unwrap(), Duration::from_secs(5));
+        assert_eq!(s.tcp_keepalive_retries().unwrap(), 3);
+        // turned off
+        let stream = opened("postgres://u@127.0.0.1/db?keepalives=0", &listener);
+        assert!(!socket2::SockRef::from(&stream).keepalive().unwrap());
     }
 }
