@@ -30,7 +30,6 @@ pub struct App {
     /// Public chat messages per visitor session and per client address.
     pub public_by_session: RateLimiter,
     pub public_by_addr: RateLimiter,
-    /// Public chat messages per visitor session per UTC day (a workspace's general settings).
     pub converse_asks: RateLimiter,
     pub converse_reads_by_session: RateLimiter,
     pub converse_reads_by_source: RateLimiter,

@@ -142,6 +142,7 @@ fn admission(c: &Conn, now: chrono::DateTime<chrono::Utc>, email: &str, token: O
 pub fn register(app: &App, input: RegisterInput, client: &ClientInfo) -> Result<SignedIn> {
     let addr_key = client.addr.clone().unwrap_or_else(|| "unknown".into());
     let (now_ms, allowance) = (app.clock.now_ms(), Allowance::Sliding(app.config.register_limit_per_ip));
+    app.db.read(|c| shared::check(c, Scope::Registration, &addr_key, now_ms, allowance))?;
     app.db.write(|tx| shared::hit(tx, Scope::Registration, &addr_key, now_ms, allowance))?;
     register_unlimited(app, input, client)
 }
@@ -221,18 +222,19 @@ fn register_unlimited(app: &App, input: RegisterInput, client: &ClientInfo) -> R
 /// Signs in with email and password. Attempts are limited per email and per client address
 /// (429 `rate_limit_exceeded`), counted in the database so the limits hold across nodes and
 /// restarts: each attempt is counted before the password is checked, so parallel attempts cannot
-/// all slip past the limit, and refunded when it succeeds (or when the server was too busy to
-/// check it).
+/// all slip past the limit; a flood past a limit is refused by a read, before the write lock.
+/// An attempt is given back when the password is right (whatever happens next) or when the server
+/// could not check it.
 pub fn login(app: &App, email: &str, pw: &str, client: &ClientInfo) -> Result<SignedIn> {
     let email_key = email.trim().to_lowercase();
     let addr_key = client.addr.clone().unwrap_or_else(|| "unknown".into());
     let now_ms = app.clock.now_ms();
-    let (by_email, by_addr) =
-        (Allowance::Sliding(app.config.login_limit_per_email), Allowance::Sliding(app.config.login_limit_per_ip));
-    app.db.write(|tx| {
-        shared::hit(tx, Scope::SignInEmail, &email_key, now_ms, by_email)?;
-        shared::hit(tx, Scope::SignInAddress, &addr_key, now_ms, by_addr)
-    })?;
+    let limits = [
+        (Scope::SignInEmail, email_key.as_str(), Allowance::Sliding(app.config.login_limit_per_email)),
+        (Scope::SignInAddress, addr_key.as_str(), Allowance::Sliding(app.config.login_limit_per_ip)),
+    ];
+    app.db.read(|c| limits.iter().try_for_each(|&(scope, key, a)| shared::check(c, scope, key, now_ms, a)))?;
+    app.db.write(|tx| limits.iter().try_for_each(|&(scope, key, a)| shared::hit(tx, scope, key, now_ms, a)))?;
     // a correct password takes its attempt back from the address and clears the email's failures
     let forgive = |tx: &Tx| {
         shared::refund(tx, Scope::SignInAddress, &addr_key, now_ms)?;
@@ -240,10 +242,8 @@ pub fn login(app: &App, email: &str, pw: &str, client: &ClientInfo) -> Result<Si
     };
     // an attempt the server could not check is given back (best effort: the database may be why)
     let refund = || {
-        let _ = app.db.write(|tx| {
-            shared::refund(tx, Scope::SignInEmail, &email_key, now_ms)?;
-            shared::refund(tx, Scope::SignInAddress, &addr_key, now_ms)
-        });
+        let _ =
+            app.db.write(|tx| limits.iter().try_for_each(|&(scope, key, _)| shared::refund(tx, scope, key, now_ms)));
     };
     let found = app.db.read(|c| store::user_by_email(c, &email_key)).inspect_err(|_| refund())?;
     let ok = match &found {
@@ -255,16 +255,23 @@ pub fn login(app: &App, email: &str, pw: &str, client: &ClientInfo) -> Result<Si
     let Some((user, _)) = found.filter(|_| ok) else {
         return Err(Error::unauthorized("the email or password is not right"));
     };
-    let no_access = || {
-        app.db.write(|tx| forgive(tx))?;
-        Err(Error::unauthorized("this account has no access"))
-    };
-    let Some((org, role)) = app.db.read(|c| store::membership_of(c, &user.id))? else {
-        return no_access();
-    };
-    let Some(organization) = app.db.read(|c| store::organization(c, &org))? else {
-        return no_access();
-    };
+    // forgiven with the session's write; if anything fails before or in it, on its own
+    start_signed_in(app, user, client, &forgive).inspect_err(|_| {
+        let _ = app.db.write(forgive);
+    })
+}
+
+/// The rest of a sign-in whose password was right: its organization and role, and the session,
+/// written with `forgive`.
+fn start_signed_in(
+    app: &App,
+    user: User,
+    client: &ClientInfo,
+    forgive: &dyn Fn(&Tx) -> Result<()>,
+) -> Result<SignedIn> {
+    let no_access = || Error::unauthorized("this account has no access");
+    let (org, role) = app.db.read(|c| store::membership_of(c, &user.id))?.ok_or_else(no_access)?;
+    let organization = app.db.read(|c| store::organization(c, &org))?.ok_or_else(no_access)?;
     let now = rfc3339(app.clock.now());
     let (session_token, expires_at) = app.db.write(|tx| {
         forgive(tx)?;

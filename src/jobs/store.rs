@@ -96,10 +96,11 @@ pub fn insert_deferred(tx: &Tx, now: i64, default_max: u32, job: &NewJob) -> Res
 pub fn claim(tx: &Tx, now: i64, lease_until: i64, owner: &str, kinds: &str) -> Result<Option<JobRow>> {
     let lock = if tx.is_postgres() { " FOR UPDATE SKIP LOCKED" } else { "" };
     loop {
-        // the best due job and the best lapsed lease, each found by walking its own index from
-        // the front (`jobs_ready`, `jobs_lease`), then the better of the two: one query with
-        // `OR` across both states would read and sort every queued job on each claim, which
-        // makes a long queue slow to drain
+        // the best due job (walking `jobs_ready` from the front, in the claim's order) and the
+        // best lapsed lease (the few running jobs past `lease_until`, found by `jobs_lease`), then
+        // the better of the two: one query with `OR` across both states read and sorted every
+        // queued job on each claim, which made a long queue slow to drain. On PostgreSQL each
+        // branch locks the row it found; the one not taken stays locked until the commit.
         let candidate: Option<(i64, u32, u32, String)> = tx
             .query_row(
                 &format!(
@@ -248,4 +249,44 @@ pub fn depth(c: &Conn) -> Result<Vec<QueueDepth>> {
 
 pub fn prune_done(tx: &Tx, cutoff: i64) -> Result<usize> {
     Ok(tx.execute("DELETE FROM jobs WHERE state = 'done' AND finished_at < ?1", [cutoff])?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobs::NewJob;
+    use crate::storage::Db;
+
+    fn job(priority: i32, max_attempts: Option<u32>) -> NewJob {
+        NewJob { priority, max_attempts, ..NewJob::new("k", serde_json::json!({})) }
+    }
+
+    /// The better of the best due job and the best lapsed lease, as one query over both did.
+    #[test]
+    fn a_claim_takes_the_best_of_the_due_jobs_and_the_lapsed_leases() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("steward.db"), 1).unwrap();
+        let kinds = r#"["k"]"#;
+        let claim_at = |now: i64| db.write(|tx| claim(tx, now, now + 10, "n", kinds)).unwrap().map(|j| j.id);
+        let low = db.write(|tx| insert(tx, 0, 3, &job(0, None))).unwrap().id;
+        let high = db.write(|tx| insert(tx, 0, 3, &job(5, None))).unwrap().id;
+        assert_eq!(claim_at(1), Some(high));
+        // high's lease lapses at 11: it outranks the due low
+        assert_eq!(claim_at(20), Some(high));
+        // a due job of higher priority outranks the lapsed lease
+        let top = db.write(|tx| insert(tx, 25, 3, &job(9, None))).unwrap().id;
+        assert_eq!(claim_at(40), Some(top));
+        // a lapsed lease on its last attempt goes dead, and the claim goes on to the next best
+        let once = db.write(|tx| insert(tx, 40, 3, &job(20, Some(1)))).unwrap().id;
+        assert_eq!(claim_at(41), Some(once));
+        // at 60 every lease has lapsed: `once` (on its last attempt) goes dead, then the order
+        // is top's, high's, low's
+        assert_eq!(claim_at(60), Some(top));
+        let state: String =
+            db.read(|c| Ok(c.query_row("SELECT state FROM jobs WHERE id = ?1", [once], |r| r.get(0))?)).unwrap();
+        assert_eq!(state, "dead");
+        assert_eq!(claim_at(61), Some(high));
+        assert_eq!(claim_at(62), Some(low));
+        assert_eq!(claim_at(63), None);
+    }
 }

@@ -195,25 +195,34 @@ pub fn authenticate(
 impl Session {
     /// Counts a message against the visitor's limits and the server's per-address limit (`0`
     /// turns one off), or 429 `rate_limit_exceeded`. Per minute (the workspace's, else the
-    /// server's default) is a flood limit kept in each node's memory; per UTC day is the
-    /// workspace's allowance, counted in the database so it holds across nodes and restarts.
+    /// server's default) and per address are flood limits kept in each node's memory; per UTC day
+    /// is the workspace's allowance, counted in the database so it holds across nodes and
+    /// restarts. The memory limits are checked first and given back when the day refuses, so a
+    /// refused message uses up nothing.
     pub fn count_message(&self, app: &App, addr: Option<&str>) -> Result<()> {
         let now = app.clock.now_ms();
         let per_minute = match self.visitor_limits.0 {
             Some(max) => crate::config::RateLimit { max, window: std::time::Duration::from_secs(60) },
             None => app.config.public_chat_limit_per_session,
         };
+        let addr = addr.filter(|_| app.config.public_chat_limit_per_ip.max > 0);
         app.public_by_session.hit_as(&self.public_session_id, now, per_minute)?;
-        if let Some(max) = self.visitor_limits.1 {
-            let day = Allowance::PerUtcDay(max);
-            app.db.write(|tx| shared::hit(tx, Scope::VisitorDay, &self.public_session_id, now, day))?;
-        }
-        if app.config.public_chat_limit_per_ip.max > 0
-            && let Some(a) = addr
+        if let Some(a) = addr
+            && let Err(e) = app.public_by_addr.hit(a, now)
         {
-            app.public_by_addr.hit(a, now)?;
+            app.public_by_session.refund(&self.public_session_id, now);
+            return Err(e);
         }
-        Ok(())
+        let Some(max) = self.visitor_limits.1 else {
+            return Ok(());
+        };
+        let day = Allowance::PerUtcDay(max);
+        app.db.write(|tx| shared::hit(tx, Scope::VisitorDay, &self.public_session_id, now, day)).inspect_err(|_| {
+            app.public_by_session.refund(&self.public_session_id, now);
+            if let Some(a) = addr {
+                app.public_by_addr.refund(a, now);
+            }
+        })
     }
 }
 

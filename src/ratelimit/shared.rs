@@ -5,18 +5,22 @@
 //! transaction: on SQLite the one writer, on PostgreSQL the write lock every node takes, so
 //! concurrent attempts on any node cannot all pass a check before one counts.
 //!
-//! Keys are stored as their SHA-256: the table says how often something was tried, not who.
-//! Each count forgets the events of its scope that no window can reach again, so the table holds
-//! at most a window's worth of events.
+//! Keys are stored as SHA-256 digests, so the table shows no email or address in clear (a digest
+//! of an address could be found by trying them all; the rows live about one window). Each count
+//! forgets a batch of its scope's events that are an hour past any window (the margin covers
+//! nodes whose clocks differ a little), so the table holds about a window's worth of events.
+//! Every node must run with the same limits (the same configuration), as for everything else.
 
 use sha2::{Digest, Sha256};
 
 use super::{refusal, store};
 use crate::config::RateLimit;
 use crate::error::{Error, Result};
-use crate::storage::Tx;
+use crate::storage::{Conn, Tx};
 
 const DAY_MS: i64 = 86_400_000;
+/// How long past its window an event is kept before it is forgotten.
+const FORGET_MARGIN_MS: i64 = 3_600_000;
 
 /// What is limited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,11 +96,25 @@ pub fn hit(tx: &Tx, scope: Scope, key: &str, now_ms: i64, allowance: Allowance) 
     }
     let key = hashed(key);
     let horizon = allowance.horizon(now_ms);
-    let (count, oldest) = store::window(tx, scope.as_str(), &key, horizon)?;
+    within(tx, scope, &key, now_ms, allowance)?;
+    store::insert(tx, scope.as_str(), &key, now_ms, horizon - FORGET_MARGIN_MS)
+}
+
+/// The 429 `key` would get now, read without counting anything: a caller refuses a flood past
+/// the limit with this read before it takes the write lock to [`hit`].
+pub fn check(c: &Conn, scope: Scope, key: &str, now_ms: i64, allowance: Allowance) -> Result<()> {
+    if allowance.max() == 0 {
+        return Ok(());
+    }
+    within(c, scope, &hashed(key), now_ms, allowance)
+}
+
+fn within(c: &Conn, scope: Scope, hashed_key: &str, now_ms: i64, allowance: Allowance) -> Result<()> {
+    let (count, oldest) = store::window(c, scope.as_str(), hashed_key, allowance.horizon(now_ms))?;
     if count >= i64::from(allowance.max()) {
         return Err(allowance.refused(now_ms, oldest.unwrap_or(now_ms)));
     }
-    store::insert(tx, scope.as_str(), &key, now_ms, horizon)
+    Ok(())
 }
 
 /// Takes back one event of `key` counted at `at_ms` (an attempt that succeeded, or that the server
@@ -141,10 +159,16 @@ mod tests {
         // another key, another scope: their own allowance
         db.write(|tx| hit(tx, Scope::SignInEmail, "b@x", 4_000, three)).unwrap();
         db.write(|tx| hit(tx, Scope::SignInAddress, "a@x", 4_000, three)).unwrap();
-        // the first event leaves the window at 61 s
+        // the first event leaves the window at 61 s; a check reads what a hit would say
+        db.read(|c| check(c, Scope::SignInEmail, "a@x", 61_001, three)).unwrap();
         db.write(|tx| hit(tx, Scope::SignInEmail, "a@x", 61_001, three)).unwrap();
-        // and, being out of every window of its scope, it is forgotten
-        assert_eq!(rows(&db), 5);
+        assert_eq!(rows(&db), 6);
+        let e = db.read(|c| check(c, Scope::SignInEmail, "a@x", 61_002, three)).unwrap_err();
+        assert_eq!(e.code, ErrorCode::RateLimitExceeded);
+        assert_eq!(rows(&db), 6, "a check counts nothing");
+        // an hour past the window, a count forgets the scope's old events (here all but its own)
+        db.write(|tx| hit(tx, Scope::SignInEmail, "b@x", 3_700_000, three)).unwrap();
+        assert_eq!(rows(&db), 3, "a@x's old three and b@x's old one are forgotten; the address's stays");
         // keys are kept hashed
         let keys = db.read(store::keys).unwrap();
         assert!(keys.iter().all(|k| k.len() == 64 && !k.contains('@')), "{keys:?}");
@@ -182,6 +206,20 @@ mod tests {
     }
 
     #[test]
+    fn a_count_forgets_a_bounded_batch_of_old_events() {
+        let (_d, db) = db();
+        let many = Allowance::Sliding(RateLimit { max: 1_000, window: Duration::from_secs(60) });
+        for t in 0..(store::FORGET_AT_ONCE + 10) {
+            db.write(|tx| hit(tx, Scope::Registration, "k", t, many)).unwrap();
+        }
+        let later = 60_000 + FORGET_MARGIN_MS + 100;
+        db.write(|tx| hit(tx, Scope::Registration, "k", later, many)).unwrap();
+        assert_eq!(rows(&db), 11, "one batch forgotten, the rest by the next counts");
+        db.write(|tx| hit(tx, Scope::Registration, "k", later + 1, many)).unwrap();
+        assert_eq!(rows(&db), 2);
+    }
+
+    #[test]
     fn a_daily_allowance_refuses_until_midnight_utc_then_starts_again() {
         let (_d, db) = db();
         let noon = 20_000 * DAY_MS + DAY_MS / 2;
@@ -192,9 +230,12 @@ mod tests {
         let d = e.details.unwrap();
         assert_eq!((d["limit"].as_u64(), d["retryAfterSeconds"].as_i64()), (Some(2), Some(43_200)));
         db.write(|tx| hit(tx, Scope::VisitorDay, "other", noon + 3, two)).unwrap();
-        // a new day: yesterday's events are forgotten with the first count
+        db.write(|tx| hit(tx, Scope::VisitorDay, "late", 20_001 * DAY_MS - 600_000, two)).unwrap();
+        // a new day starts afresh, and forgets yesterday's events but the last hour's
         db.write(|tx| hit(tx, Scope::VisitorDay, "v", 20_001 * DAY_MS, two)).unwrap();
-        assert_eq!(rows(&db), 1);
+        assert_eq!(rows(&db), 2, "23:50's event and today's");
+        db.write(|tx| hit(tx, Scope::VisitorDay, "v", 20_001 * DAY_MS + 1, two)).unwrap();
+        assert!(db.write(|tx| hit(tx, Scope::VisitorDay, "v", 20_001 * DAY_MS + 2, two)).is_err());
         db.write(|tx| hit(tx, Scope::VisitorDay, "v", 20_001 * DAY_MS, Allowance::PerUtcDay(0))).unwrap();
     }
 }

@@ -1,24 +1,27 @@
 //! SQL for the shared limits' counted events (`limit_hits`).
 
 use crate::error::Result;
-#[cfg(test)]
-use crate::storage::Conn;
-use crate::storage::Tx;
+use crate::storage::{Conn, Tx};
+
+/// Most events one count forgets.
+pub const FORGET_AT_ONCE: i64 = 64;
 
 /// Events of `key` in `scope` after `after_ms`, and the oldest of them.
-pub fn window(tx: &Tx, scope: &str, key: &str, after_ms: i64) -> Result<(i64, Option<i64>)> {
-    Ok(tx.query_row(
+pub fn window(c: &Conn, scope: &str, key: &str, after_ms: i64) -> Result<(i64, Option<i64>)> {
+    Ok(c.query_row(
         "SELECT count(*), min(at_ms) FROM limit_hits WHERE scope = ?1 AND key = ?2 AND at_ms > ?3",
         rusqlite::params![scope, key, after_ms],
         |r| Ok((r.get(0)?, r.get(1)?)),
     )?)
 }
 
-/// Counts one event, and forgets the events of the whole scope that no window can reach again.
+/// Counts one event, and forgets up to [`FORGET_AT_ONCE`] events of the scope at or before
+/// `forget_up_to_ms` (each count forgets more than it adds, so the table keeps up, and no request
+/// deletes a whole day's rows at once).
 pub fn insert(tx: &Tx, scope: &str, key: &str, at_ms: i64, forget_up_to_ms: i64) -> Result<()> {
     tx.execute_deferred(
-        "DELETE FROM limit_hits WHERE scope = ?1 AND at_ms <= ?2",
-        rusqlite::params![scope, forget_up_to_ms],
+        "DELETE FROM limit_hits WHERE id IN (SELECT id FROM limit_hits WHERE scope = ?1 AND at_ms <= ?2 LIMIT ?3)",
+        rusqlite::params![scope, forget_up_to_ms, FORGET_AT_ONCE],
     )?;
     tx.execute_deferred(
         "INSERT INTO limit_hits (scope, key, at_ms) VALUES (?1, ?2, ?3)",

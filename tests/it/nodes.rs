@@ -212,18 +212,20 @@ async fn two_nodes_migrate_once_and_share_documents_search_and_streams() {
     // a day, sent through A, then B, then A
     operator(Method::PUT, "/api/v1/settings/general".into(), json!({"publicChatVisitorMessagesPerDay": 2})).await;
     let say = async |base: &str, text: &str| {
-        http.post(format!("{base}/api/v1/public/chat/{anon}"))
+        let r = http
+            .post(format!("{base}/api/v1/public/chat/{anon}"))
             .header("x-service-public-session", &visitor)
             .json(&json!({"message": text, "conversationId": cid}))
             .send()
             .await
-            .unwrap()
-            .status()
-            .as_u16()
+            .unwrap();
+        (r.status().as_u16(), r.json::<Value>().await.unwrap())
     };
-    assert_eq!(say(&a.base, "one").await, 200);
-    assert_eq!(say(&b.base, "two").await, 200);
-    assert_eq!(say(&a.base, "three").await, 429, "A let a visitor past the day's allowance used on B");
+    assert_eq!(say(&a.base, "one").await.0, 200);
+    assert_eq!(say(&b.base, "two").await.0, 200);
+    let (status, refused) = say(&a.base, "three").await;
+    assert_eq!(status, 429, "A let a visitor past the day's allowance used on B: {refused}");
+    assert_eq!(refused["error"]["details"]["windowSeconds"], 86_400, "the day's allowance refused it: {refused}");
     // so do the sign-in limits (10 failures per email in 15 minutes): spread over both nodes
     let sign_in = async |base: &str| {
         http.post(format!("{base}/api/v1/auth/login"))

@@ -551,8 +551,12 @@ async fn rate(
 ) -> Result<Response> {
     let s = authenticate(&app, token, &headers).await?;
     // each rating is a write and an inbox broadcast: it counts like a message
-    s.count_message(&app, client.addr.as_deref())?;
-    let f = app.blocking(move |app| history::rate(app, &s, &mid, &b.rating, b.comment)).await?;
+    let f = app
+        .blocking(move |app| {
+            s.count_message(app, client.addr.as_deref())?;
+            history::rate(app, &s, &mid, &b.rating, b.comment)
+        })
+        .await?;
     Ok(axum::Json(json!({"feedback": {
         "messageId": f.message_id, "conversationId": f.conversation_id, "rating": f.rating.as_str(),
         "comment": f.comment, "updatedAt": f.updated_at,
@@ -567,8 +571,11 @@ async fn clear_rating(
     headers: HeaderMap,
 ) -> Result<Response> {
     let s = authenticate(&app, token, &headers).await?;
-    s.count_message(&app, client.addr.as_deref())?;
-    app.blocking(move |app| history::clear(app, &s, &mid)).await?;
+    app.blocking(move |app| {
+        s.count_message(app, client.addr.as_deref())?;
+        history::clear(app, &s, &mid)
+    })
+    .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

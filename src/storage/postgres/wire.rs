@@ -208,6 +208,7 @@ pub fn connect(config: &tokio_postgres::Config, tls: &Tls) -> Result<(tokio_post
     if hosts.is_empty() {
         return Err("the database URL names no host".into());
     }
+    let setup = TcpSetup::of(config);
     let mut last = String::new();
     for i in order(hosts.len(), config.get_load_balance_hosts()) {
         let host = &hosts[i];
@@ -217,7 +218,7 @@ pub fn connect(config: &tokio_postgres::Config, tls: &Tls) -> Result<(tokio_post
             (Some(Host::Tcp(name)), _) | (_, Host::Tcp(name)) => Some(name.as_str()),
             _ => None,
         };
-        match open(host, port(i), config.get_connect_timeout().copied(), keepalive(config).as_ref()) {
+        match open(host, port(i), &setup) {
             Ok(stream) => match handshake(config, stream, tls, name) {
                 // `target_session_attrs=read-write`: a server that takes no writes (a standby, or
                 // one set read-only) is passed over for the next host, as libpq does
@@ -268,48 +269,70 @@ fn shown(host: &Host, port: u16) -> String {
     }
 }
 
-/// The TCP keepalive `config` asks for, as libpq and tokio-postgres set it on their own
-/// connections (`keepalives`, on by default; `keepalives_idle`, 2 hours by default;
-/// `keepalives_interval`, `keepalives_retries`): a connection a firewall or balancer dropped while
-/// it sat idle in the pool is found dead by the kernel instead of hanging its next request.
-fn keepalive(config: &tokio_postgres::Config) -> Option<socket2::TcpKeepalive> {
-    if !config.get_keepalives() {
-        return None;
-    }
-    let mut k = socket2::TcpKeepalive::new().with_time(config.get_keepalives_idle());
-    if let Some(interval) = config.get_keepalives_interval() {
-        k = k.with_interval(interval);
-    }
-    if let Some(retries) = config.get_keepalives_retries() {
-        k = k.with_retries(retries);
-    }
-    Some(k)
+/// What a pooled TCP connection is set up with, from the URL, as libpq and tokio-postgres set
+/// up theirs: TCP keepalives (`keepalives`, on by default; `keepalives_idle`, 2 hours by default;
+/// `keepalives_interval`, `keepalives_retries`), so the kernel finds a connection dropped while it
+/// sat idle; `tcp_user_timeout`, so a request sent on a connection that died is failed after that
+/// long instead of waiting for TCP's own retries (Linux); `load_balance_hosts=random`, which also
+/// shuffles the addresses one host name resolves to.
+struct TcpSetup {
+    keepalive: Option<socket2::TcpKeepalive>,
+    user_timeout: Option<std::time::Duration>,
+    connect_timeout: Option<std::time::Duration>,
+    shuffle: bool,
 }
 
-fn open(
-    host: &Host,
-    port: u16,
-    timeout: Option<std::time::Duration>,
-    keepalive: Option<&socket2::TcpKeepalive>,
-) -> io::Result<Stream> {
+impl TcpSetup {
+    fn of(config: &tokio_postgres::Config) -> TcpSetup {
+        let keepalive = config.get_keepalives().then(|| {
+            let mut k = socket2::TcpKeepalive::new().with_time(config.get_keepalives_idle());
+            if let Some(interval) = config.get_keepalives_interval() {
+                k = k.with_interval(interval);
+            }
+            if let Some(retries) = config.get_keepalives_retries() {
+                k = k.with_retries(retries);
+            }
+            k
+        });
+        TcpSetup {
+            keepalive,
+            user_timeout: config.get_tcp_user_timeout().copied(),
+            connect_timeout: config.get_connect_timeout().copied(),
+            shuffle: config.get_load_balance_hosts() == LoadBalanceHosts::Random,
+        }
+    }
+
+    fn connect(&self, addr: &SocketAddr) -> io::Result<TcpStream> {
+        let s = match self.connect_timeout {
+            Some(t) => TcpStream::connect_timeout(addr, t)?,
+            None => TcpStream::connect(addr)?,
+        };
+        s.set_nodelay(true)?;
+        let sock = socket2::SockRef::from(&s);
+        if let Some(k) = &self.keepalive {
+            sock.set_tcp_keepalive(k)?;
+        }
+        #[cfg(target_os = "linux")]
+        if let Some(t) = self.user_timeout {
+            sock.set_tcp_user_timeout(Some(t))?;
+        }
+        Ok(s)
+    }
+}
+
+fn open(host: &Host, port: u16, setup: &TcpSetup) -> io::Result<Stream> {
     match host {
         Host::Unix(dir) => Ok(Stream::Unix(UnixStream::connect(dir.join(format!(".s.PGSQL.{port}")))?)),
         Host::Tcp(name) => {
-            let addrs: Vec<SocketAddr> = (name.as_str(), port).to_socket_addrs()?.collect();
+            let mut addrs: Vec<SocketAddr> = (name.as_str(), port).to_socket_addrs()?.collect();
+            if setup.shuffle {
+                use rand::seq::SliceRandom;
+                addrs.shuffle(&mut rand::rng());
+            }
             let mut last = io::Error::new(io::ErrorKind::NotFound, "the host name has no address");
             for addr in addrs {
-                let tried = match timeout {
-                    Some(t) => TcpStream::connect_timeout(&addr, t),
-                    None => TcpStream::connect(addr),
-                };
-                match tried {
-                    Ok(s) => {
-                        s.set_nodelay(true)?;
-                        if let Some(k) = keepalive {
-                            socket2::SockRef::from(&s).set_tcp_keepalive(k)?;
-                        }
-                        return Ok(Stream::Tcp(s));
-                    }
+                match setup.connect(&addr) {
+                    Ok(s) => return Ok(Stream::Tcp(s)),
                     Err(e) => last = e,
                 }
             }
@@ -356,8 +379,7 @@ mod tests {
     fn opened(url: &str, listener: &std::net::TcpListener) -> TcpStream {
         let config: tokio_postgres::Config = url.parse().unwrap();
         let port = listener.local_addr().unwrap().port();
-        let Stream::Tcp(s) = open(&Host::Tcp("127.0.0.1".into()), port, None, keepalive(&config).as_ref()).unwrap()
-        else {
+        let Stream::Tcp(s) = open(&Host::Tcp("127.0.0.1".into()), port, &TcpSetup::of(&config)).unwrap() else {
             panic!("a TCP host opens a TCP stream")
         };
         s
@@ -379,16 +401,17 @@ mod tests {
     }
 
     #[test]
-    fn pooled_connections_keep_alive_as_the_url_says() {
+    fn pooled_connections_keep_alive_and_time_out_as_the_url_says() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         // by default: on, after 2 hours idle (libpq's and tokio-postgres's default)
         let stream = opened("postgres://u@127.0.0.1/db", &listener);
         let s = socket2::SockRef::from(&stream);
         assert!(s.keepalive().unwrap());
         assert_eq!(s.tcp_keepalive_time().unwrap(), Duration::from_secs(7200));
+        assert_eq!(s.tcp_user_timeout().unwrap(), None, "the kernel's own retries unless asked");
         // the URL's settings
         let stream = opened(
-            "postgres://u@127.0.0.1/db?keepalives_idle=30&keepalives_interval=5&keepalives_retries=3",
+            "postgres://u@127.0.0.1/db?keepalives_idle=30&keepalives_interval=5&keepalives_retries=3&tcp_user_timeout=20",
             &listener,
         );
         let s = socket2::SockRef::from(&stream);
@@ -396,6 +419,7 @@ mod tests {
         assert_eq!(s.tcp_keepalive_time().unwrap(), Duration::from_secs(30));
         assert_eq!(s.tcp_keepalive_interval().unwrap(), Duration::from_secs(5));
         assert_eq!(s.tcp_keepalive_retries().unwrap(), 3);
+        assert_eq!(s.tcp_user_timeout().unwrap(), Some(Duration::from_secs(20)));
         // turned off
         let stream = opened("postgres://u@127.0.0.1/db?keepalives=0", &listener);
         assert!(!socket2::SockRef::from(&stream).keepalive().unwrap());
