@@ -339,6 +339,17 @@ export function Toaster() {
 
 // ---------------------------------------------------------------- dialogs
 
+/** The element now in the page that stands for `el`, which left it: the one with its id, else
+ * with its data-testid. */
+function standIn(el) {
+  if (!el.getAttribute) return null;
+  const id = el.id;
+  const tid = el.getAttribute("data-testid");
+  return (id && document.getElementById(id))
+    || (tid && document.querySelector(`[data-testid="${CSS.escape(tid)}"]`))
+    || null;
+}
+
 /** A modal dialog (native <dialog>: focus trap, Escape closes). */
 export function Modal({ open, title, onClose, children, footer, wide, testid }) {
   const ref = useRef(null);
@@ -351,7 +362,10 @@ export function Modal({ open, title, onClose, children, footer, wide, testid }) 
     if (!d.open) d.showModal();
     return () => {
       if (d.open) d.close();
-      if (opener && opener.isConnected && typeof opener.focus === "function") opener.focus();
+      // the page may have drawn itself again meanwhile (a list refreshed while the dialog was
+      // open): then the opener's stand-in, the element with its id or test id, takes the focus
+      const back = opener && (opener.isConnected ? opener : standIn(opener));
+      if (back && typeof back.focus === "function") back.focus();
     };
   }, [open]);
   return html`<dialog ref=${ref} class=${"modal" + (wide ? " modal-wide" : "")} aria-labelledby=${hid} data-testid=${testid}
