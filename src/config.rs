@@ -693,6 +693,10 @@ fn validate(c: &Config) -> Result<(), ConfigError> {
     if c.job_max_attempts == 0 {
         return Err(invalid("job_max_attempts", "must be at least 1"));
     }
+    // a window of 0 would let every attempt through; the counts live in the database for a window
+    if !(1..=7 * 86_400).contains(&c.login_limit_per_email.window.as_secs()) {
+        return Err(invalid("login_window_secs", "must be between 1 and 604800 (a week)"));
+    }
     if let Some(u) = &c.public_url
         && !(u.starts_with("http://") || u.starts_with("https://"))
     {
@@ -757,6 +761,15 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("DOCUMENT_UPLOAD_MAX_BYTES"), "{err}");
+
+        // a sign-in window of 0 would turn the limits off; beyond a week is refused too
+        for window in [0u64, 604_801] {
+            let mut f = tempfile::NamedTempFile::new().unwrap();
+            writeln!(f, "login_window_secs = {window}").unwrap();
+            let cli = CliOverrides { config_file: Some(f.path().to_path_buf()), ..Default::default() };
+            let err = load_with_env(&cli, env_of(&[])).unwrap_err().to_string();
+            assert!(err.contains("login_window_secs"), "{err}");
+        }
     }
 
     #[test]

@@ -193,13 +193,26 @@ pub fn authenticate(
 }
 
 impl Session {
-    /// Counts a message against the visitor's limits and the server's per-address limit (`0`
-    /// turns one off), or 429 `rate_limit_exceeded`. Per minute (the workspace's, else the
-    /// server's default) and per address are flood limits kept in each node's memory; per UTC day
-    /// is the workspace's allowance, counted in the database so it holds across nodes and
-    /// restarts. The memory limits are checked first and given back when the day refuses, so a
-    /// refused message uses up nothing.
-    pub fn count_message(&self, app: &App, addr: Option<&str>) -> Result<()> {
+    /// Runs `f` (a message, a rating) as one of the visitor's messages: counted against the
+    /// visitor's limits and the server's per-address limit first (`0` turns one off; over one,
+    /// 429 `rate_limit_exceeded` and `f` does not run). Per minute (the workspace's, else the
+    /// server's default) and per address are flood limits kept in each node's memory, and every
+    /// request counts there; per UTC day is the workspace's allowance, counted in the database so
+    /// it holds across nodes and restarts, and it counts only what `f` accepts: when `f` fails (a
+    /// message refused as invalid, a conversation or message not found) its count is given back.
+    pub fn counted<T>(&self, app: &App, addr: Option<&str>, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let day = self.count_message(app, addr)?;
+        f().inspect_err(|_| {
+            if let Some(at) = day {
+                let _ = app.db.write(|tx| shared::refund(tx, Scope::VisitorDay, &self.public_session_id, at));
+            }
+        })
+    }
+
+    /// Counts one message; the instant the day's allowance counted it at, when it has one. The
+    /// memory limits are checked first and given back when the day refuses, so a refused message
+    /// uses up nothing.
+    fn count_message(&self, app: &App, addr: Option<&str>) -> Result<Option<i64>> {
         let now = app.clock.now_ms();
         let per_minute = match self.visitor_limits.0 {
             Some(max) => crate::config::RateLimit { max, window: std::time::Duration::from_secs(60) },
@@ -214,7 +227,7 @@ impl Session {
             return Err(e);
         }
         let Some(max) = self.visitor_limits.1 else {
-            return Ok(());
+            return Ok(None);
         };
         let day = Allowance::PerUtcDay(max);
         app.db.write(|tx| shared::hit(tx, Scope::VisitorDay, &self.public_session_id, now, day)).inspect_err(|_| {
@@ -222,7 +235,8 @@ impl Session {
             if let Some(a) = addr {
                 app.public_by_addr.refund(a, now);
             }
-        })
+        })?;
+        Ok(Some(now))
     }
 }
 

@@ -109,8 +109,13 @@ impl RateLimiter {
 
 /// The 429 of a limit, with when to try again (`Retry-After`).
 pub(crate) fn refusal(limit: RateLimit, retry_after_ms: i64) -> Error {
+    refusal_saying("too many attempts", limit, retry_after_ms)
+}
+
+/// [`refusal`] with its own words for what was exceeded.
+pub(crate) fn refusal_saying(what: &str, limit: RateLimit, retry_after_ms: i64) -> Error {
     let secs = (retry_after_ms.max(0) + 999) / 1000;
-    Error::new(ErrorCode::RateLimitExceeded, format!("too many attempts; try again in {secs} seconds")).with_details(
+    Error::new(ErrorCode::RateLimitExceeded, format!("{what}; try again in {secs} seconds")).with_details(
         serde_json::json!({
             "limit": limit.max,
             "windowSeconds": limit.window.as_secs(),

@@ -13,7 +13,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::{refusal, store};
+use super::{refusal, refusal_saying, store};
 use crate::config::RateLimit;
 use crate::error::{Error, Result};
 use crate::storage::{Conn, Tx};
@@ -75,7 +75,8 @@ impl Allowance {
     fn refused(self, now_ms: i64, oldest: i64) -> Error {
         match self {
             Allowance::Sliding(l) => refusal(l, oldest + l.window.as_millis() as i64 - now_ms),
-            Allowance::PerUtcDay(max) => refusal(
+            Allowance::PerUtcDay(max) => refusal_saying(
+                "the allowance for today is used up",
                 RateLimit { max, window: std::time::Duration::from_millis(DAY_MS as u64) },
                 (now_ms.div_euclid(DAY_MS) + 1) * DAY_MS - now_ms,
             ),

@@ -386,7 +386,7 @@ impl SearchIndex {
             text,
             vectors,
             ms = started.elapsed().as_millis() as u64,
-            "rebuilt the search indexes from SQLite"
+            "rebuilt the search indexes from the database"
         );
         Ok(())
     }

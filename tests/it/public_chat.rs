@@ -650,6 +650,11 @@ async fn visitor_limits_in_the_general_settings_apply_to_the_link_and_the_widget
     assert_eq!(g.json()["publicChatVisitorMessagesPerDay"], 4);
     // no per-minute limit now (the server's 2 no longer applies); the day allows four
     let v = Visitor::open(&t, &anon, "anonymous_link", None).await;
+    // what the server refuses (an empty message, a conversation it does not know) uses none of it
+    v.say(&t, json!({"message": "   "})).await.assert_status(400);
+    v.say(&t, json!({"message": "hi", "conversationId": "01a22665-0000-7000-8000-000000000000"}))
+        .await
+        .assert_status(404);
     for i in 0..4 {
         v.say(&t, json!({"message": format!("message {i}")})).await.assert_status(200);
     }

@@ -343,12 +343,7 @@ async fn send(
     let stream = b.stream;
     let cmd = b.command()?;
     let addr = client.addr.clone();
-    let prepared = app
-        .blocking(move |app| {
-            s.count_message(app, addr.as_deref())?;
-            pchat::send(app, &s, cmd)
-        })
-        .await?;
+    let prepared = app.blocking(move |app| s.counted(app, addr.as_deref(), || pchat::send(app, &s, cmd))).await?;
     let input = match prepared {
         Prepared::Greeting(g) => {
             let chips: Vec<Value> = g.chips.iter().map(pchat::chip_json).collect();
@@ -553,8 +548,7 @@ async fn rate(
     // each rating is a write and an inbox broadcast: it counts like a message
     let f = app
         .blocking(move |app| {
-            s.count_message(app, client.addr.as_deref())?;
-            history::rate(app, &s, &mid, &b.rating, b.comment)
+            s.counted(app, client.addr.as_deref(), || history::rate(app, &s, &mid, &b.rating, b.comment))
         })
         .await?;
     Ok(axum::Json(json!({"feedback": {
@@ -571,11 +565,7 @@ async fn clear_rating(
     headers: HeaderMap,
 ) -> Result<Response> {
     let s = authenticate(&app, token, &headers).await?;
-    app.blocking(move |app| {
-        s.count_message(app, client.addr.as_deref())?;
-        history::clear(app, &s, &mid)
-    })
-    .await?;
+    app.blocking(move |app| s.counted(app, client.addr.as_deref(), || history::clear(app, &s, &mid))).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
