@@ -141,9 +141,8 @@ fn admission(c: &Conn, now: chrono::DateTime<chrono::Utc>, email: &str, token: O
 /// password is hashed, so a flood of bogus registrations costs no hashing.
 pub fn register(app: &App, input: RegisterInput, client: &ClientInfo) -> Result<SignedIn> {
     let addr_key = client.addr.clone().unwrap_or_else(|| "unknown".into());
-    let (now_ms, allowance) = (app.clock.now_ms(), Allowance::Sliding(app.config.register_limit_per_ip));
-    app.db.read(|c| shared::check(c, Scope::Registration, &addr_key, now_ms, allowance))?;
-    app.db.write(|tx| shared::hit(tx, Scope::Registration, &addr_key, now_ms, allowance))?;
+    let allowance = Allowance::Sliding(app.config.register_limit_per_ip);
+    shared::count(&app.db, app.clock.now_ms(), &[(Scope::Registration, &addr_key, allowance)])?;
     register_unlimited(app, input, client)
 }
 
@@ -233,8 +232,7 @@ pub fn login(app: &App, email: &str, pw: &str, client: &ClientInfo) -> Result<Si
         (Scope::SignInEmail, email_key.as_str(), Allowance::Sliding(app.config.login_limit_per_email)),
         (Scope::SignInAddress, addr_key.as_str(), Allowance::Sliding(app.config.login_limit_per_ip)),
     ];
-    app.db.read(|c| limits.iter().try_for_each(|&(scope, key, a)| shared::check(c, scope, key, now_ms, a)))?;
-    app.db.write(|tx| limits.iter().try_for_each(|&(scope, key, a)| shared::hit(tx, scope, key, now_ms, a)))?;
+    shared::count(&app.db, now_ms, &limits)?;
     // a correct password takes its attempt back from the address and clears the email's failures
     let forgive = |tx: &Tx| {
         shared::refund(tx, Scope::SignInAddress, &addr_key, now_ms)?;

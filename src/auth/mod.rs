@@ -167,8 +167,8 @@ pub struct Credentials {
     pub session: Option<String>,
 }
 
-/// Per-process authentication state: the password hashing gate, the last-used bookkeeping of tokens and the
-/// cache of recent authentications.
+/// Per-process authentication state: the password hashing gate, the last-used bookkeeping of
+/// tokens and the cache of recent authentications.
 pub struct AuthState {
     /// Bounds the password hashing of the whole process.
     pub hashing: password::HashGate,

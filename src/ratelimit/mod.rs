@@ -93,10 +93,6 @@ impl RateLimiter {
         }
     }
 
-    pub fn reset(&self, key: &str) {
-        self.hits.lock().remove(bounded(key).as_ref());
-    }
-
     /// Keys tracked now (tests).
     pub fn len(&self) -> usize {
         self.hits.lock().len()

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use super::{refusal, refusal_saying, store};
 use crate::config::RateLimit;
 use crate::error::{Error, Result};
-use crate::storage::{Conn, Tx};
+use crate::storage::{Conn, Db, Tx};
 
 const DAY_MS: i64 = 86_400_000;
 /// How long past its window an event is kept before it is forgotten.
@@ -101,9 +101,19 @@ pub fn hit(tx: &Tx, scope: Scope, key: &str, now_ms: i64, allowance: Allowance) 
     store::insert(tx, scope.as_str(), &key, now_ms, horizon - FORGET_MARGIN_MS)
 }
 
-/// The 429 `key` would get now, read without counting anything: a caller refuses a flood past
-/// the limit with this read before it takes the write lock to [`hit`].
-pub fn check(c: &Conn, scope: Scope, key: &str, now_ms: i64, allowance: Allowance) -> Result<()> {
+/// What one event is counted under: its scope, its key and the key's allowance.
+pub type Limit<'a> = (Scope, &'a str, Allowance);
+
+/// Counts one event at `now_ms` under each of `limits`, all or none, or the 429 of the first one
+/// used up. A read refuses a flood past a limit first, without the write lock; then one write
+/// transaction checks and counts ([`hit`]).
+pub fn count(db: &Db, now_ms: i64, limits: &[Limit]) -> Result<()> {
+    db.read(|c| limits.iter().try_for_each(|&(scope, key, a)| check(c, scope, key, now_ms, a)))?;
+    db.write(|tx| limits.iter().try_for_each(|&(scope, key, a)| hit(tx, scope, key, now_ms, a)))
+}
+
+/// The 429 `key` would get now, read without counting anything.
+fn check(c: &Conn, scope: Scope, key: &str, now_ms: i64, allowance: Allowance) -> Result<()> {
     if allowance.max() == 0 {
         return Ok(());
     }

@@ -247,11 +247,16 @@ pub fn connect(config: &tokio_postgres::Config, tls: &Tls) -> Result<(tokio_post
 /// for each connection, as libpq does, so a pool's connections spread over the servers.
 fn order(n: usize, balance: LoadBalanceHosts) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
-    if balance == LoadBalanceHosts::Random {
-        use rand::seq::SliceRandom;
-        order.shuffle(&mut rand::rng());
-    }
+    spread(&mut order, balance == LoadBalanceHosts::Random);
     order
+}
+
+/// Shuffles `items` (hosts, or the addresses a name resolves to) when `random`.
+fn spread<T>(items: &mut [T], random: bool) {
+    if random {
+        use rand::seq::SliceRandom;
+        items.shuffle(&mut rand::rng());
+    }
 }
 
 /// Whether `SHOW transaction_read_only` answered `on`.
@@ -325,10 +330,7 @@ fn open(host: &Host, port: u16, setup: &TcpSetup) -> io::Result<Stream> {
         Host::Unix(dir) => Ok(Stream::Unix(UnixStream::connect(dir.join(format!(".s.PGSQL.{port}")))?)),
         Host::Tcp(name) => {
             let mut addrs: Vec<SocketAddr> = (name.as_str(), port).to_socket_addrs()?.collect();
-            if setup.shuffle {
-                use rand::seq::SliceRandom;
-                addrs.shuffle(&mut rand::rng());
-            }
+            spread(&mut addrs, setup.shuffle);
             let mut last = io::Error::new(io::ErrorKind::NotFound, "the host name has no address");
             for addr in addrs {
                 match setup.connect(&addr) {
